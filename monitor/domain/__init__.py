@@ -1,0 +1,3 @@
+"""domain layer."""
+
+from __future__ import annotations

@@ -1,0 +1,3 @@
+"""http layer."""
+
+from __future__ import annotations

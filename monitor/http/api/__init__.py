@@ -1,0 +1,3 @@
+"""http/api layer."""
+
+from __future__ import annotations

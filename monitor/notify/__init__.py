@@ -1,0 +1,3 @@
+"""notify layer."""
+
+from __future__ import annotations

@@ -1,0 +1,3 @@
+"""services layer."""
+
+from __future__ import annotations

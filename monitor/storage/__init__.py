@@ -1,0 +1,3 @@
+"""storage layer."""
+
+from __future__ import annotations

@@ -1,0 +1,3 @@
+"""workers layer."""
+
+from __future__ import annotations
