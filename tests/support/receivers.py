@@ -55,7 +55,7 @@ def _wait(
             condition.wait(remaining)
 
 
-async def _async_wait(ready: Callable[[], bool], timeout: float, what: Callable[[], str]) -> None:
+async def _async_wait(ready: Callable[[], bool], timeout: float, what: Callable[[], str]) -> None:  # noqa: ASYNC109
     deadline = time.monotonic() + timeout
     while not ready():
         if time.monotonic() >= deadline:
@@ -232,7 +232,7 @@ class HttpReceiver:
         _wait(self._cond, lambda: len(self._requests) >= n, timeout, lambda: self._what(n))
         return self.requests
 
-    async def async_wait_for_requests(self, n: int = 1, timeout: float = 5.0) -> list[ReceivedRequest]:
+    async def async_wait_for_requests(self, n: int = 1, timeout: float = 5.0) -> list[ReceivedRequest]:  # noqa: ASYNC109
         """Like :meth:`wait_for_requests`, without blocking the event loop."""
         await _async_wait(lambda: len(self._requests) >= n, timeout, lambda: self._what(n))
         return self.requests
@@ -342,10 +342,7 @@ class SmtpReceiver:
         ``mailto://`` (not ``mailtos://``) means no TLS; ``mode=insecure`` states it; no
         ``user:pass@`` means Apprise skips AUTH, which this server does not offer.
         """
-        return (
-            f"mailto://{HOST}:{self.port}/?mode=insecure"
-            f"&from={self.mail_from}&to={self.mail_to}"
-        )
+        return f"mailto://{HOST}:{self.port}/?mode=insecure&from={self.mail_from}&to={self.mail_to}"
 
     def _record(self, mail: ReceivedMail) -> None:
         with self._cond:
@@ -363,7 +360,7 @@ class SmtpReceiver:
         _wait(self._cond, lambda: len(self._messages) >= n, timeout, lambda: self._what(n))
         return self.messages
 
-    async def async_wait_for_messages(self, n: int = 1, timeout: float = 5.0) -> list[ReceivedMail]:
+    async def async_wait_for_messages(self, n: int = 1, timeout: float = 5.0) -> list[ReceivedMail]:  # noqa: ASYNC109
         """Like :meth:`wait_for_messages`, without blocking the event loop."""
         await _async_wait(lambda: len(self._messages) >= n, timeout, lambda: self._what(n))
         return self.messages

@@ -1,0 +1,371 @@
+"""Render an alert into the words a person on call reads (DESIGN §7).
+
+Pure: no Apprise, no I/O, never reads the clock. The notifier decides which of the
+renderings to send (plain ``body`` for email and JSON, ``body_markdown`` for chat
+services) and adds ``json_fields`` to ``json://`` payloads as top-level fields.
+
+Every title starts with the check's name and contains the alert kind verbatim::
+
+    nightly-billing: missed — the 03:00 run did not report
+
+and every body gives the tick in ISO 8601 UTC and in the check's zone, the numbers that
+matter for the kind (how late, how long, how many runs or ticks), the last ping's log
+tail and a link to the check's page.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+#: The longest log tail put into a message, in characters (the end is kept).
+LOG_TAIL_LIMIT = 1000
+
+#: Run ids are shortened to this many characters in prose ("3f2a9c1e…").
+RUN_ID_PREFIX = 8
+
+KINDS = ("missed", "late", "failed", "timeout", "overlap", "duplicate", "recovered")
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class AlertFacts:
+    """What happened, as plain values; the input of :func:`render`.
+
+    Attributes:
+        kind: the alert kind: ``missed``, ``late``, ``failed``, ``timeout``, ``overlap``,
+            ``duplicate`` or ``recovered`` (other values render generically).
+        check_name: the check's name; every title starts with it.
+        check_uuid: the check's public id.
+        slug: the check's slug, or ``None``.
+        tz: the IANA zone of the check (``"UTC"`` for simple checks).
+        status: the check's status after the alert (``up``, ``down``, ...).
+        scheduled: the tick the alert is about, aware (any zone; shown in UTC and ``tz``),
+            or ``None`` when there is no tick.
+        count: ticks missed in the episode (missed), runs of the tick (duplicate), or bad
+            outcomes in a row (failed / timeout).
+        late_by_s: how late the first run ping was, in seconds (late).
+        duration_s: the run's duration, or how long it has been running, in seconds
+            (failed, timeout, overlap, recovered).
+        exit_status: the run's exit status 0-255, or ``None``.
+        run_ids: the run ids involved (duplicate, overlap: the earlier run first).
+        log_tail: the last ping's body; only its last :data:`LOG_TAIL_LIMIT` characters
+            are shown.
+        check_url: a link to the check's page.
+        other_scheduled: overlap only: the tick of the earlier run that was still running.
+    """
+
+    kind: str
+    check_name: str
+    check_uuid: str
+    slug: str | None
+    tz: str
+    status: str
+    scheduled: datetime | None
+    count: int = 1
+    late_by_s: float | None = None
+    duration_s: float | None = None
+    exit_status: int | None = None
+    run_ids: tuple[str, ...] = ()
+    log_tail: str | None = None
+    check_url: str
+    other_scheduled: datetime | None = None
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Message:
+    """A rendered notification.
+
+    Attributes:
+        title: one line: ``"<check name>: <kind> — <what happened>"``.
+        body: plain text (email, JSON payloads, logs).
+        body_markdown: the same content as Markdown (chat services).
+        json_fields: top-level fields for JSON payloads: ``kind``, ``check_uuid``, ``slug``,
+            ``scheduled`` (ISO 8601 UTC with ``Z``, or ``""``) and ``status``; all strings.
+    """
+
+    title: str
+    body: str
+    body_markdown: str
+    json_fields: dict[str, str]
+
+
+def humanize_duration(seconds: float) -> str:
+    """Say a duration the way a person would, at a sensible precision.
+
+    Args:
+        seconds: a non-negative duration in seconds (negative values are treated as 0).
+
+    Returns:
+        ``"45 s"`` below a minute, ``"25 min"`` below an hour, ``"1 h 10 min"`` below a
+        day, and ``"3 days"`` / ``"1 day 4 h"`` beyond. Each form is rounded to its
+        smallest unit.
+    """
+    total = max(0, round(seconds))
+    if total < 60:
+        return f"{total} s"
+    minutes = round(total / 60)
+    if minutes < 60:
+        return f"{minutes} min"
+    if minutes < 24 * 60:
+        hours, mins = divmod(minutes, 60)
+        return f"{hours} h" + (f" {mins} min" if mins else "")
+    days, hours = divmod(round(minutes / 60), 24)
+    day_word = "day" if days == 1 else "days"
+    return f"{days} {day_word}" + (f" {hours} h" if hours else "")
+
+
+def format_utc(instant: datetime) -> str:
+    """Format an aware instant as ISO 8601 UTC with ``Z``: ``"2026-07-19T03:00:00Z"``.
+
+    Args:
+        instant: an aware datetime (naive values are taken as UTC).
+    """
+    return _as_utc(instant).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def render(facts: AlertFacts) -> Message:
+    """Render an alert's facts into a title, plain and Markdown bodies and JSON fields.
+
+    Args:
+        facts: what happened (see :class:`AlertFacts`).
+
+    Returns:
+        The :class:`Message`. Never raises for odd input: an unknown zone is shown as UTC,
+        an unknown kind gets a generic sentence.
+    """
+    zone = _zone(facts.tz)
+    title_sentence, body_sentence = _SENTENCES.get(facts.kind, _generic)(facts, zone)
+    title = f"{facts.check_name}: {facts.kind} — {title_sentence}"
+
+    details = _details(facts, zone)
+    tail = _tail(facts.log_tail)
+
+    plain = [f"{facts.check_name}: {body_sentence}", ""]
+    plain += [f"{label}: {value}" for label, value in details]
+    md = [f"**{_md_escape(facts.check_name)}**: {_md_escape(body_sentence)}", ""]
+    md += [f"- **{label}:** {_md_escape(value)}" for label, value in details]
+    if tail:
+        plain += ["", "Last ping's log (tail):", tail]
+        md += ["", "Last ping's log (tail):", "```", tail.replace("```", "'''"), "```"]
+    plain += ["", f"Check: {facts.check_url}"]
+    md += ["", f"Check: {facts.check_url}"]
+
+    return Message(
+        title=title,
+        body="\n".join(plain) + "\n",
+        body_markdown="\n".join(md) + "\n",
+        json_fields={
+            "kind": facts.kind,
+            "check_uuid": facts.check_uuid,
+            "slug": facts.slug or "",
+            "scheduled": format_utc(facts.scheduled) if facts.scheduled else "",
+            "status": facts.status,
+        },
+    )
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def _as_utc(instant: datetime) -> datetime:
+    if instant.tzinfo is None:
+        return instant.replace(tzinfo=UTC)
+    return instant.astimezone(UTC)
+
+
+def _zone(name: str) -> ZoneInfo:
+    try:
+        return ZoneInfo(name)
+    except (ZoneInfoNotFoundError, ValueError):
+        # A message must still go out; the check's zone was validated when it was saved.
+        return ZoneInfo("UTC")
+
+
+def _is_utc(zone: ZoneInfo) -> bool:
+    return zone.key in ("UTC", "Etc/UTC", "Etc/Universal", "Universal", "Zulu", "Etc/Zulu")
+
+
+def _clock(local: datetime) -> str:
+    """``"03:00"``, or ``"03:00:30"`` when the tick has seconds (sub-minute schedules)."""
+    return local.strftime("%H:%M:%S" if local.second else "%H:%M")
+
+
+def _run_label(instant: datetime | None, zone: ZoneInfo) -> str:
+    """``"the 03:00 run"`` (UTC checks) or ``"the 05:00 CEST run"`` (check's zone), for titles."""
+    if instant is None:
+        return "the last run"
+    local = _as_utc(instant).astimezone(zone)
+    if _is_utc(zone):
+        return f"the {_clock(local)} run"
+    return f"the {_clock(local)} {local.strftime('%Z')} run"
+
+
+def _run_label_both(instant: datetime | None, zone: ZoneInfo) -> str:
+    """``"the 03:00 UTC (05:00 Europe/Berlin) run"``, for body sentences."""
+    if instant is None:
+        return "the last run"
+    utc = _as_utc(instant)
+    if _is_utc(zone):
+        return f"the {_clock(utc)} UTC run"
+    return f"the {_clock(utc)} UTC ({_clock(utc.astimezone(zone))} {zone.key}) run"
+
+
+def _local(instant: datetime, zone: ZoneInfo) -> str:
+    """``"2026-07-19 05:00 CEST (Europe/Berlin)"``; the abbreviation tells DST apart."""
+    local = _as_utc(instant).astimezone(zone)
+    fmt = "%Y-%m-%d %H:%M:%S %Z" if local.second else "%Y-%m-%d %H:%M %Z"
+    return f"{local.strftime(fmt)} ({zone.key})"
+
+
+def _short(run_id: str) -> str:
+    return run_id if len(run_id) <= RUN_ID_PREFIX else run_id[:RUN_ID_PREFIX] + "…"
+
+
+def _runs(run_ids: tuple[str, ...]) -> str:
+    return ", ".join(_short(r) for r in run_ids)
+
+
+def _times(n: int) -> str:
+    return {1: "once", 2: "twice"}.get(n, f"{n} times")
+
+
+def _tail(log: str | None) -> str:
+    if not log or not log.strip():
+        return ""
+    text = log.rstrip()
+    if len(text) > LOG_TAIL_LIMIT:
+        text = "…" + text[-LOG_TAIL_LIMIT:]
+    # Keep newlines and tabs; drop terminal colour codes and other control characters.
+    text = _ANSI.sub("", text)
+    return "".join(ch for ch in text if ch in "\n\t" or ch >= " ")
+
+
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+
+_MD_SPECIAL = str.maketrans({c: "\\" + c for c in "\\`*_[]<>"})
+
+
+def _md_escape(text: str) -> str:
+    return text.translate(_MD_SPECIAL)
+
+
+def _details(facts: AlertFacts, zone: ZoneInfo) -> list[tuple[str, str]]:
+    rows: list[tuple[str, str]] = []
+    if facts.scheduled is not None:
+        rows.append(("Scheduled", format_utc(facts.scheduled)))
+        if not _is_utc(zone):
+            rows.append(("Scheduled (local)", _local(facts.scheduled, zone)))
+    if facts.kind == "missed" and facts.count > 1:
+        rows.append(("Ticks missed", str(facts.count)))
+    if facts.late_by_s is not None:
+        rows.append(("Late by", humanize_duration(facts.late_by_s)))
+    if facts.duration_s is not None:
+        label = "Running for" if facts.kind in ("timeout", "overlap") else "Duration"
+        rows.append((label, humanize_duration(facts.duration_s)))
+    if facts.kind == "duplicate":
+        rows.append(("Runs", str(facts.count)))
+    elif facts.kind in ("failed", "timeout") and facts.count > 1:
+        rows.append(("Bad outcomes in a row", str(facts.count)))
+    if facts.exit_status is not None:
+        rows.append(("Exit status", str(facts.exit_status)))
+    if facts.run_ids:
+        rows.append(("Run ids" if len(facts.run_ids) > 1 else "Run id", ", ".join(facts.run_ids)))
+    rows.append(("Status", facts.status))
+    return rows
+
+
+# Each function returns (title sentence, body sentence); the body sentence follows
+# "<check name>: " and names the tick in UTC and in the check's zone.
+_Sentences = Callable[[AlertFacts, ZoneInfo], tuple[str, str]]
+
+
+def _missed(f: AlertFacts, z: ZoneInfo) -> tuple[str, str]:
+    if f.count > 1:
+        before = "the run" if f.count == 2 else f"the {f.count - 1} runs"
+        return (
+            f"{_run_label(f.scheduled, z)} and {before} before it did not report",
+            f"{_run_label_both(f.scheduled, z)} and {before} before it did not report"
+            f" ({f.count} ticks missed).",
+        )
+    return (
+        f"{_run_label(f.scheduled, z)} did not report",
+        f"{_run_label_both(f.scheduled, z)} did not report.",
+    )
+
+
+def _late(f: AlertFacts, z: ZoneInfo) -> tuple[str, str]:
+    by = f" {humanize_duration(f.late_by_s)}" if f.late_by_s is not None else ""
+    return (
+        f"{_run_label(f.scheduled, z)} started{by} late",
+        f"{_run_label_both(f.scheduled, z)} started{by} late.",
+    )
+
+
+def _failed(f: AlertFacts, z: ZoneInfo) -> tuple[str, str]:
+    how = f"exited with status {f.exit_status}" if f.exit_status is not None else "reported failure"
+    after = f" after {humanize_duration(f.duration_s)}" if f.duration_s is not None else ""
+    again = f" ({f.count} bad outcomes in a row)" if f.count > 1 else ""
+    return (
+        f"{_run_label(f.scheduled, z)} {how}",
+        f"{_run_label_both(f.scheduled, z)} {how}{after}{again}.",
+    )
+
+
+def _timeout(f: AlertFacts, z: ZoneInfo) -> tuple[str, str]:
+    if f.duration_s is not None:
+        took = f"has been running for {humanize_duration(f.duration_s)}"
+    else:
+        took = "exceeded its max runtime"
+    return (
+        f"{_run_label(f.scheduled, z)} {took}",
+        f"{_run_label_both(f.scheduled, z)} {took}, past its max runtime.",
+    )
+
+
+def _overlap(f: AlertFacts, z: ZoneInfo) -> tuple[str, str]:
+    notes = [f"{humanize_duration(f.duration_s)} so far"] if f.duration_s is not None else []
+    if f.run_ids:
+        notes.append(f"runs {_runs(f.run_ids)}")
+    so_far = f" ({'; '.join(notes)})" if notes else ""
+    if f.other_scheduled is not None:
+        earlier, earlier_both = _run_label(f.other_scheduled, z), _run_label_both(f.other_scheduled, z)
+    else:
+        earlier = earlier_both = "an earlier run"
+    return (
+        f"{_run_label(f.scheduled, z)} started while {earlier} was still running",
+        f"{_run_label_both(f.scheduled, z)} started while {earlier_both} was still running{so_far}.",
+    )
+
+
+def _duplicate(f: AlertFacts, z: ZoneInfo) -> tuple[str, str]:
+    runs = f" (runs {_runs(f.run_ids)})" if f.run_ids else ""
+    return (
+        f"{_run_label(f.scheduled, z)} ran {_times(f.count)}",
+        f"{_run_label_both(f.scheduled, z)} ran {_times(f.count)}{runs}.",
+    )
+
+
+def _recovered(f: AlertFacts, z: ZoneInfo) -> tuple[str, str]:
+    took = f" in {humanize_duration(f.duration_s)}" if f.duration_s is not None else ""
+    return (
+        f"{_run_label(f.scheduled, z)} succeeded",
+        f"{_run_label_both(f.scheduled, z)} succeeded{took}; the check is {f.status} again.",
+    )
+
+
+def _generic(f: AlertFacts, z: ZoneInfo) -> tuple[str, str]:
+    return (f"{_run_label(f.scheduled, z)}", f"{f.kind} for {_run_label_both(f.scheduled, z)}.")
+
+
+_SENTENCES: dict[str, _Sentences] = {
+    "missed": _missed,
+    "late": _late,
+    "failed": _failed,
+    "timeout": _timeout,
+    "overlap": _overlap,
+    "duplicate": _duplicate,
+    "recovered": _recovered,
+}

@@ -1,0 +1,227 @@
+"""Rendering alerts into notification text (DESIGN §7)."""
+
+from __future__ import annotations
+
+import dataclasses
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+
+from monitor.domain import messages
+from monitor.domain.messages import AlertFacts, humanize_duration, render
+
+TICK = datetime(2026, 7, 19, 3, 0, tzinfo=UTC)
+
+
+def make_facts(**overrides: Any) -> AlertFacts:
+    values: dict[str, Any] = {
+        "kind": "missed",
+        "check_name": "nightly-billing",
+        "check_uuid": "5f1c1f2e-0000-4000-8000-000000000001",
+        "slug": "nightly-billing",
+        "tz": "Europe/Berlin",
+        "status": "down",
+        "scheduled": TICK,
+        "check_url": "https://monitor.example/checks/5f1c1f2e-0000-4000-8000-000000000001",
+    }
+    values.update(overrides)
+    return AlertFacts(**values)
+
+
+@pytest.mark.parametrize("kind", messages.KINDS)
+def test_title_starts_with_check_name_and_contains_kind_verbatim(kind: str) -> None:
+    message = render(make_facts(kind=kind, count=2, duration_s=60, late_by_s=60))
+
+    assert message.title.startswith("nightly-billing: ")
+    assert f": {kind} — " in message.title
+    assert "\n" not in message.title
+
+
+@pytest.mark.parametrize("kind", messages.KINDS)
+def test_body_gives_tick_in_utc_and_in_check_zone_and_link(kind: str) -> None:
+    message = render(make_facts(kind=kind))
+
+    for body in (message.body, message.body_markdown):
+        assert "2026-07-19T03:00:00Z" in body
+        assert "2026-07-19 05:00 CEST (Europe/Berlin)" in body
+        assert "https://monitor.example/checks/5f1c1f2e-0000-4000-8000-000000000001" in body
+
+
+def test_missed_title_reads_like_a_person() -> None:
+    message = render(make_facts(tz="UTC"))
+
+    assert message.title == "nightly-billing: missed — the 03:00 run did not report"
+    assert message.body.startswith("nightly-billing: the 03:00 UTC run did not report.")
+    assert "(local)" not in message.body  # a UTC check needs no second rendering
+
+
+def test_missed_in_a_zone_names_local_time_with_its_abbreviation() -> None:
+    message = render(make_facts())
+
+    assert message.title == "nightly-billing: missed — the 05:00 CEST run did not report"
+    assert "the 03:00 UTC (05:00 Europe/Berlin) run did not report" in message.body
+
+
+def test_missed_several_ticks_says_how_many() -> None:
+    message = render(make_facts(count=3))
+
+    assert "and the 2 runs before it did not report" in message.title
+    assert "3 ticks missed" in message.body
+    assert "Ticks missed: 3" in message.body
+
+
+def test_late_says_how_late() -> None:
+    message = render(make_facts(kind="late", late_by_s=25 * 60, status="up"))
+
+    assert message.title == "nightly-billing: late — the 05:00 CEST run started 25 min late"
+    assert "Late by: 25 min" in message.body
+
+
+def test_failed_gives_exit_status_duration_and_log_tail() -> None:
+    message = render(
+        make_facts(kind="failed", exit_status=2, duration_s=42, log_tail="step 1 ok\nERROR: card declined\n")
+    )
+
+    assert message.title == "nightly-billing: failed — the 05:00 CEST run exited with status 2"
+    assert "exited with status 2 after 42 s" in message.body
+    assert "Exit status: 2" in message.body
+    assert "ERROR: card declined" in message.body
+    assert "```\nstep 1 ok\nERROR: card declined\n```" in message.body_markdown
+
+
+def test_timeout_says_how_long_it_has_been_running() -> None:
+    message = render(make_facts(kind="timeout", duration_s=70 * 60))
+
+    assert message.title == "nightly-billing: timeout — the 05:00 CEST run has been running for 1 h 10 min"
+    assert "past its max runtime" in message.body
+
+
+def test_duplicate_names_the_runs() -> None:
+    run_ids = ("a1b2c3d4-e5f6", "b1b2c3d4-e5f6", "c1b2c3d4-e5f6")
+    message = render(make_facts(kind="duplicate", count=3, run_ids=run_ids))
+
+    assert message.title == "nightly-billing: duplicate — the 05:00 CEST run ran 3 times"
+    assert (
+        "nightly-billing: the 03:00 UTC (05:00 Europe/Berlin) run ran 3 times"
+        " (runs a1b2c3d4…, b1b2c3d4…, c1b2c3d4…)" in message.body
+    )
+    assert "Run ids: a1b2c3d4-e5f6, b1b2c3d4-e5f6, c1b2c3d4-e5f6" in message.body
+
+
+def test_overlap_names_the_earlier_run_and_how_long_it_has_run() -> None:
+    message = render(
+        make_facts(
+            kind="overlap",
+            tz="UTC",
+            scheduled=datetime(2026, 7, 19, 2, 0, tzinfo=UTC),
+            other_scheduled=datetime(2026, 7, 19, 1, 0, tzinfo=UTC),
+            duration_s=70 * 60,
+        )
+    )
+
+    assert (
+        message.title
+        == "nightly-billing: overlap — the 02:00 run started while the 01:00 run was still running"
+    )
+    assert (
+        "the 02:00 UTC run started while the 01:00 UTC run was still running (1 h 10 min so far)"
+        in message.body
+    )
+
+
+def test_overlap_without_the_earlier_tick_still_reads() -> None:
+    message = render(make_facts(kind="overlap", duration_s=600))
+
+    assert "started while an earlier run was still running (10 min so far)" in message.body
+
+
+def test_recovered() -> None:
+    message = render(make_facts(kind="recovered", status="up", duration_s=30))
+
+    assert message.title == "nightly-billing: recovered — the 05:00 CEST run succeeded"
+    assert "the check is up again" in message.body
+
+
+def test_dst_abbreviation_tells_winter_from_summer() -> None:
+    winter = render(make_facts(scheduled=datetime(2026, 1, 19, 3, 0, tzinfo=UTC)))
+
+    assert "2026-01-19 04:00 CET (Europe/Berlin)" in winter.body
+
+
+def test_sub_minute_tick_keeps_seconds() -> None:
+    message = render(make_facts(tz="UTC", scheduled=datetime(2026, 7, 19, 3, 0, 30, tzinfo=UTC)))
+
+    assert "the 03:00:30 run" in message.title
+    assert "2026-07-19T03:00:30Z" in message.body
+
+
+def test_without_a_tick_speaks_of_the_last_run() -> None:
+    message = render(make_facts(kind="failed", scheduled=None))
+
+    assert message.title == "nightly-billing: failed — the last run reported failure"
+    assert message.json_fields["scheduled"] == ""
+
+
+def test_unknown_zone_falls_back_to_utc_instead_of_raising() -> None:
+    message = render(make_facts(tz="Mars/Olympus_Mons"))
+
+    assert "2026-07-19T03:00:00Z" in message.body
+
+
+def test_json_fields() -> None:
+    message = render(make_facts(slug=None))
+
+    assert message.json_fields == {
+        "kind": "missed",
+        "check_uuid": "5f1c1f2e-0000-4000-8000-000000000001",
+        "slug": "",
+        "scheduled": "2026-07-19T03:00:00Z",
+        "status": "down",
+    }
+
+
+def test_log_tail_keeps_the_end_and_is_bounded() -> None:
+    log = "".join(f"line {i}\n" for i in range(2000)) + "\x1b[31mFATAL\x1b[0m\x00 done"
+    message = render(make_facts(kind="failed", log_tail=log))
+
+    assert "line 0\n" not in message.body
+    assert "FATAL done" in message.body
+    tail = message.body.split("Last ping's log (tail):\n", 1)[1].split("\n\nCheck:", 1)[0]
+    assert tail.startswith("…")
+    assert len(tail) <= messages.LOG_TAIL_LIMIT + 1
+
+
+def test_markdown_escapes_the_name_but_title_stays_verbatim() -> None:
+    message = render(make_facts(check_name="db_backup*"))
+
+    assert message.title.startswith("db_backup*: missed")
+    assert message.body_markdown.startswith("**db\\_backup\\***:")
+
+
+def test_blank_log_tail_is_left_out() -> None:
+    assert "log" not in render(make_facts(log_tail="  \n")).body
+
+
+def test_facts_and_message_are_frozen() -> None:
+    facts = make_facts()
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        facts.kind = "late"  # type: ignore[misc]
+
+
+@pytest.mark.parametrize(
+    ("seconds", "text"),
+    [
+        pytest.param(0, "0 s", id="zero"),
+        pytest.param(-5, "0 s", id="negative"),
+        pytest.param(45.4, "45 s", id="seconds"),
+        pytest.param(60, "1 min", id="one-minute"),
+        pytest.param(25 * 60 + 10, "25 min", id="minutes"),
+        pytest.param(59 * 60 + 50, "1 h", id="rounds-up-to-an-hour"),
+        pytest.param(70 * 60, "1 h 10 min", id="hours-and-minutes"),
+        pytest.param(3 * 86400, "3 days", id="days"),
+        pytest.param(86400 + 4 * 3600, "1 day 4 h", id="day-and-hours"),
+    ],
+)
+def test_humanize_duration(seconds: float, text: str) -> None:
+    assert humanize_duration(seconds) == text
