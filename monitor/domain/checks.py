@@ -1,0 +1,165 @@
+"""Checks: the kinds, states and settings of a monitored job (DESIGN §2, §9).
+
+Pure values. A check's *spec* is what the user configured; its *state* is what the
+monitor has learned from pings and time (status machine, down episode, watched ticks).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from enum import StrEnum
+
+from monitor.domain import schedules
+
+
+class CheckKind(StrEnum):
+    """``simple``: a period measured from the last run ping; ``cron``: an expression."""
+
+    SIMPLE = "simple"
+    CRON = "cron"
+
+
+class Status(StrEnum):
+    """Healthchecks v3 statuses (DESIGN §2); the first match wins: paused, new, down, grace, up."""
+
+    NEW = "new"
+    UP = "up"
+    GRACE = "grace"
+    DOWN = "down"
+    PAUSED = "paused"
+
+
+class PingKind(StrEnum):
+    """What a ping says. *Run pings* are start, success, fail and skip."""
+
+    START = "start"
+    SUCCESS = "success"
+    FAIL = "fail"
+    LOG = "log"
+    SKIP = "skip"
+    IGN = "ign"
+
+    @property
+    def is_run_ping(self) -> bool:
+        return self in (PingKind.START, PingKind.SUCCESS, PingKind.FAIL, PingKind.SKIP)
+
+    @property
+    def is_finish(self) -> bool:
+        return self in (PingKind.SUCCESS, PingKind.FAIL)
+
+
+class Outcome(StrEnum):
+    """Tick and run outcomes (DESIGN §2)."""
+
+    ON_TIME = "on_time"
+    LATE = "late"
+    MISSED = "missed"
+    FAILED = "failed"
+    TIMED_OUT = "timed_out"
+    DUPLICATED = "duplicated"
+    OVERLAPPED = "overlapped"
+    SKIPPED = "skipped"
+    UNKNOWN = "unknown"
+
+
+class AlertKind(StrEnum):
+    """Detections worth telling a person (DESIGN §2)."""
+
+    MISSED = "missed"
+    LATE = "late"
+    FAILED = "failed"
+    TIMEOUT = "timeout"
+    OVERLAP = "overlap"
+    DUPLICATE = "duplicate"
+    RECOVERED = "recovered"
+    MONITOR_UNAVAILABLE = "monitor_unavailable"
+
+
+class FlipReason(StrEnum):
+    """Why a check changed between up and down, or to/from paused."""
+
+    MISSED = "missed"
+    FAILED = "failed"
+    TIMEOUT = "timeout"
+    LATE = "late"
+    SUCCESS = "success"
+    PAUSED = "paused"
+    RESUMED = "resumed"
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class SimpleSchedule:
+    """A ``simple`` check's ticks: ``anchor + k × period`` for k ≥ 1.
+
+    The anchor is the last run ping's arrival (DESIGN §2: "a period measured from the last
+    run ping"); the tick of a run is the due instant current at its first ping.
+    """
+
+    period: timedelta
+
+
+Schedule = SimpleSchedule | schedules.CronSchedule
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class CheckSpec:
+    """What the user configured for a check. Durations are ``timedelta``; instants aware UTC."""
+
+    schedule: Schedule
+    grace: timedelta
+    max_runtime: timedelta
+    failure_threshold: int = 1
+    recovery_threshold: int = 1
+    early_tolerance: timedelta = timedelta(seconds=60)
+    manual_resume: bool = False
+    post_only: bool = False
+    name: str = ""
+    tz: str = "UTC"
+
+    @property
+    def kind(self) -> CheckKind:
+        return CheckKind.SIMPLE if isinstance(self.schedule, SimpleSchedule) else CheckKind.CRON
+
+
+@dataclass(kw_only=True, slots=True)
+class CheckState:
+    """What the monitor has learned about a check. Mutated only by ``monitor.domain.detection``.
+
+    Attributes:
+        paused: the check is paused (no ticks watched, runs raise nothing).
+        watch_from: ticks strictly after this instant are watched; ``None`` while the check is
+            ``new`` (no run ping since creation or resume).
+        judged_until: every watched tick at or before this instant is resolved (has a run, was
+            skipped or judged missed).
+        last_run_ping_at: arrival of the last run ping (anchor of ``simple`` schedules).
+        bad_streak / good_streak: consecutive bad outcomes / successful runs, in arrival order.
+        episode_key: dedupe key of the alert that opened the current down episode, or ``None``
+            when no episode is open (status is not down).
+        episode_count: bad outcomes in the open episode (the episode alert's ``count``).
+        late_in_episode: a ``late`` alert was already raised in this episode.
+        last_missed_tick: the newest tick judged missed (recovery needs a run at or after it).
+        pending_tick: the first unresolved watched tick (drives ``grace`` status), or ``None``.
+        next_due: when the evaluator must next look at this check, or ``None``.
+    """
+
+    paused: bool = False
+    watch_from: datetime | None = None
+    judged_until: datetime | None = None
+    last_run_ping_at: datetime | None = None
+    bad_streak: int = 0
+    good_streak: int = 0
+    episode_key: str | None = None
+    episode_count: int = 0
+    late_in_episode: bool = False
+    last_missed_tick: datetime | None = None
+    pending_tick: datetime | None = None
+    next_due: datetime | None = None
+
+    @property
+    def is_new(self) -> bool:
+        return self.watch_from is None
+
+    @property
+    def is_down(self) -> bool:
+        return self.episode_key is not None

@@ -1,0 +1,500 @@
+"""Detection and the status machine (DESIGN §2, §5): what pings and passing time mean.
+
+Two entry points, both pure (no I/O, no clock; ``now`` is an argument):
+
+* :func:`apply_ping` — a ping arrives: bind it, pair it with its run, and decide ``late``,
+  ``failed``, ``overlap``, ``duplicate`` and ``recovered``.
+* :func:`evaluate` — time passes: judge runs past ``start + max_runtime`` (``timeout``) and
+  watched ticks past ``tick + grace`` with no run (``missed``).
+
+Both mutate the given :class:`CheckState` and :class:`RunBook` in place and return the
+:class:`Effects` the storage layer must persist (new and changed runs, tick marks, alerts,
+flips). Alerts carry a dedupe ``key`` unique per check; the database enforces it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+
+from monitor.domain.checks import (
+    AlertKind,
+    CheckSpec,
+    CheckState,
+    FlipReason,
+    Outcome,
+    PingKind,
+    Status,
+)
+from monitor.domain.runs import Run, RunBook, TickMark, bind, new_run_id, tick_after
+
+MAX_TICKS_PER_EVALUATION = 1000
+"""Ticks judged per :func:`evaluate` call; the rest wait for the next sweep (``next_due`` stays past)."""
+
+
+def iso(instant: datetime) -> str:
+    """``YYYY-MM-DDTHH:MM:SSZ`` (microseconds kept when present)."""
+    text = instant.astimezone(UTC).isoformat()
+    return text.replace("+00:00", "Z")
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class AlertDraft:
+    """An alert to insert (``new``) or whose ``count`` to raise (not ``new``), by ``key``."""
+
+    key: str
+    kind: AlertKind
+    scheduled: datetime | None
+    count: int = 1
+    new: bool = True
+    run_id: str | None = None
+    rid: str | None = None
+    late_by: timedelta | None = None
+    duration: timedelta | None = None
+    exit_status: int | None = None
+    run_ids: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class FlipDraft:
+    at: datetime
+    up: bool | None
+    reason: FlipReason
+
+
+@dataclass(kw_only=True, slots=True)
+class Effects:
+    """What a decision changed. ``tick`` is where the ping was bound (for the ping row)."""
+
+    tick: datetime | None = None
+    run: Run | None = None
+    stored_kind: PingKind | None = None
+    new_runs: list[Run] = field(default_factory=list)
+    changed_runs: dict[str, Run] = field(default_factory=dict)
+    new_marks: list[TickMark] = field(default_factory=list)
+    alerts: list[AlertDraft] = field(default_factory=list)
+    flips: list[FlipDraft] = field(default_factory=list)
+
+    def touch(self, run: Run) -> None:
+        if all(r is not run for r in self.new_runs):
+            self.changed_runs[run.id] = run
+
+    @property
+    def raised_kinds(self) -> set[AlertKind]:
+        return {a.kind for a in self.alerts if a.new}
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class PingIn:
+    """A validated ping, as the domain needs it."""
+
+    kind: PingKind
+    received: datetime
+    scheduled: datetime | None = None
+    rid: str | None = None
+    exit_status: int | None = None
+    post: bool = True
+
+
+# -- status -------------------------------------------------------------------------------
+
+
+def status(state: CheckState, now: datetime) -> Status:
+    """Healthchecks v3 status; the first match wins: paused, new, down, grace, up (DESIGN §2)."""
+    if state.paused:
+        return Status.PAUSED
+    if state.is_new:
+        return Status.NEW
+    if state.is_down:
+        return Status.DOWN
+    if state.pending_tick is not None and state.pending_tick <= now:
+        return Status.GRACE
+    return Status.UP
+
+
+def started(spec: CheckSpec, book: RunBook, now: datetime) -> bool:
+    """A run is in progress."""
+    return any(r.in_progress(now, spec.max_runtime) for r in book.runs.values())
+
+
+# -- pings --------------------------------------------------------------------------------
+
+
+def apply_ping(spec: CheckSpec, state: CheckState, book: RunBook, ping: PingIn) -> Effects:
+    """Apply one ping at ``ping.received`` (which is also *now*).
+
+    Raises:
+        ValidationError: from :func:`monitor.domain.runs.bind` (field ``scheduled``); nothing
+            has been changed when it is raised.
+    """
+    now = ping.received
+    fx = Effects(stored_kind=ping.kind)
+    kind = ping.kind
+    if spec.post_only and not ping.post:
+        kind = PingKind.IGN
+    if state.paused and kind.is_run_ping:
+        if spec.manual_resume:
+            kind = PingKind.IGN
+        else:
+            _resume(state, fx, now)
+    fx.stored_kind = kind
+    if kind is PingKind.IGN:
+        return fx
+    if kind is PingKind.LOG:
+        try:
+            fx.tick = bind(
+                spec, state, book, kind=kind, received=now, scheduled=ping.scheduled, rid=ping.rid
+            ).tick
+        except Exception:  # a log line is stored whatever its scheduled says
+            fx.tick = None
+        return fx
+
+    binding = bind(spec, state, book, kind=kind, received=now, scheduled=ping.scheduled, rid=ping.rid)
+    _expire_runs(spec, state, book, fx, now)
+    tick = binding.tick
+    fx.tick = tick
+    if tick is None:  # the schedule never fires: nothing to bind to
+        state.last_run_ping_at = now
+        return fx
+    first_run = state.is_new
+    if first_run:
+        state.watch_from = tick
+        state.judged_until = tick
+        fx.flips.append(FlipDraft(at=now, up=True, reason=FlipReason.SUCCESS))
+
+    if kind is PingKind.SKIP:
+        if not book.has_run(tick) and tick not in book.marks:
+            mark = TickMark(scheduled=tick, outcome=Outcome.SKIPPED)
+            book.marks[tick] = mark
+            fx.new_marks.append(mark)
+    elif kind is PingKind.START:
+        run = binding.run
+        if run is None:
+            run = _new_run(spec, state, book, fx, tick=tick, rid=ping.rid, now=now, first_run=first_run)
+            run.started_at = now
+        elif run.started_at is None and run.is_open:
+            run.started_at = now
+            fx.touch(run)
+        # else: a retransmitted start (same rid and kind): stored, changes nothing
+        fx.run = run
+    else:
+        run = binding.run
+        if run is not None and run.finish_kind is not None:
+            fx.run = run  # retransmitted finish: stored for the log, changes nothing
+            state.last_run_ping_at = state.last_run_ping_at or now
+            _advance(spec, state, book, now)
+            return fx
+        if run is None:
+            run = _new_run(spec, state, book, fx, tick=tick, rid=ping.rid, now=now, first_run=first_run)
+        _finish(spec, state, book, fx, run, kind=kind, exit_status=ping.exit_status, now=now)
+        fx.run = run
+
+    state.last_run_ping_at = now
+    _advance(spec, state, book, now)
+    return fx
+
+
+def _resume(state: CheckState, fx: Effects, now: datetime) -> None:
+    state.paused = False
+    reset_to_new(state)
+    fx.flips.append(FlipDraft(at=now, up=None, reason=FlipReason.RESUMED))
+
+
+def reset_to_new(state: CheckState) -> None:
+    """Status ``new``: detection restarts with the next run ping (DESIGN §5, resume)."""
+    state.watch_from = None
+    state.judged_until = None
+    state.bad_streak = 0
+    state.good_streak = 0
+    state.episode_key = None
+    state.episode_count = 0
+    state.late_in_episode = False
+    state.last_missed_tick = None
+    state.pending_tick = None
+    state.next_due = None
+
+
+def pause(state: CheckState, book: RunBook, now: datetime) -> Effects:
+    """Pause: ticks stop being watched; open runs are dropped from detection."""
+    fx = Effects()
+    if state.paused:
+        return fx
+    reset_to_new(state)
+    state.paused = True
+    fx.flips.append(FlipDraft(at=now, up=None, reason=FlipReason.PAUSED))
+    return fx
+
+
+def resume(state: CheckState, now: datetime) -> Effects:
+    """Resume a paused check: status ``new``."""
+    fx = Effects()
+    _resume(state, fx, now)
+    return fx
+
+
+def _new_run(
+    spec: CheckSpec,
+    state: CheckState,
+    book: RunBook,
+    fx: Effects,
+    *,
+    tick: datetime,
+    rid: str | None,
+    now: datetime,
+    first_run: bool,
+) -> Run:
+    earlier = book.runs_of(tick)
+    run = Run(id=new_run_id(), rid=rid, scheduled=tick, first_ping_at=now)
+    # duplicate: another run of the same tick is in progress or has succeeded; after a
+    # failed or timed-out run it is a retry (DESIGN §5).
+    if any(r.in_progress(now, spec.max_runtime) or r.succeeded for r in earlier):
+        already = any(r.duplicate for r in earlier)
+        run.duplicate = True
+        runs = (*earlier, run)
+        fx.alerts.append(
+            AlertDraft(
+                key=f"duplicate:{iso(tick)}",
+                kind=AlertKind.DUPLICATE,
+                scheduled=tick,
+                count=len(runs),
+                new=not already,
+                run_id=run.id,
+                rid=rid,
+                run_ids=tuple(r.rid or r.id for r in runs),
+            )
+        )
+    # overlap: a run for an earlier tick is still in progress.
+    lapped = [r for r in book.runs.values() if r.scheduled < tick and r.in_progress(now, spec.max_runtime)]
+    if lapped:
+        run.overlap = True
+        oldest = min(lapped, key=lambda r: r.scheduled)
+        fx.alerts.append(
+            AlertDraft(
+                key=f"overlap:{iso(tick)}",
+                kind=AlertKind.OVERLAP,
+                scheduled=tick,
+                run_id=run.id,
+                rid=rid,
+                duration=now - (oldest.started_at or oldest.first_ping_at),
+                run_ids=tuple(r.rid or r.id for r in (*lapped, run)),
+            )
+        )
+    # late: the tick's first run ping arrives after tick + grace; never for the first run.
+    if not earlier and not first_run and now > tick + spec.grace:
+        run.late = True
+        if not (state.is_down and state.late_in_episode):
+            fx.alerts.append(
+                AlertDraft(
+                    key=f"late:{iso(tick)}",
+                    kind=AlertKind.LATE,
+                    scheduled=tick,
+                    run_id=run.id,
+                    rid=rid,
+                    late_by=now - tick,
+                )
+            )
+            if state.is_down:
+                state.late_in_episode = True
+    book.add(run)
+    fx.new_runs.append(run)
+    return run
+
+
+def _finish(
+    spec: CheckSpec,
+    state: CheckState,
+    book: RunBook,
+    fx: Effects,
+    run: Run,
+    *,
+    kind: PingKind,
+    exit_status: int | None,
+    now: datetime,
+) -> None:
+    run.finished_at = now
+    run.finish_kind = kind
+    run.exit_status = exit_status
+    fx.touch(run)
+    if run.timed_out:  # judged already; the late finish changes nothing more
+        return
+    run.settle()
+    if kind is PingKind.FAIL:
+        _bad(spec, state, fx, AlertKind.FAILED, FlipReason.FAILED, run=run, now=now)
+    else:
+        _good(spec, state, fx, run, now=now)
+
+
+def _good(spec: CheckSpec, state: CheckState, fx: Effects, run: Run, *, now: datetime) -> None:
+    state.bad_streak = 0
+    state.good_streak += 1
+    if not state.is_down or state.good_streak < spec.recovery_threshold:
+        return
+    if state.last_missed_tick is not None and run.scheduled < state.last_missed_tick:
+        return  # a newer watched tick is missed: the episode stays open
+    late_now = AlertKind.LATE in fx.raised_kinds
+    state.episode_key = None
+    state.episode_count = 0
+    state.late_in_episode = False
+    state.last_missed_tick = None
+    fx.flips.append(FlipDraft(at=now, up=True, reason=FlipReason.LATE if late_now else FlipReason.SUCCESS))
+    if not late_now:
+        fx.alerts.append(
+            AlertDraft(
+                key=f"recovered:run:{run.id}",
+                kind=AlertKind.RECOVERED,
+                scheduled=run.scheduled,
+                run_id=run.id,
+                rid=run.rid,
+                duration=run.duration,
+            )
+        )
+
+
+def _bad(
+    spec: CheckSpec,
+    state: CheckState,
+    fx: Effects,
+    kind: AlertKind,
+    reason: FlipReason,
+    *,
+    now: datetime,
+    run: Run | None = None,
+    tick: datetime | None = None,
+) -> None:
+    state.good_streak = 0
+    state.bad_streak += 1
+    scheduled = run.scheduled if run is not None else tick
+    if state.is_down:
+        state.episode_count += 1
+        assert state.episode_key is not None
+        fx.alerts.append(
+            AlertDraft(
+                key=state.episode_key,
+                kind=AlertKind(state.episode_key.split(":", 1)[0]),
+                scheduled=None,
+                count=state.episode_count,
+                new=False,
+            )
+        )
+        return
+    if state.bad_streak < spec.failure_threshold:
+        return
+    key = f"{kind}:run:{run.id}" if run is not None else f"{kind}:{iso(scheduled or now)}"
+    state.episode_key = key
+    state.episode_count = state.bad_streak
+    state.late_in_episode = False
+    fx.flips.append(FlipDraft(at=now, up=False, reason=reason))
+    fx.alerts.append(
+        AlertDraft(
+            key=key,
+            kind=kind,
+            scheduled=scheduled,
+            count=state.episode_count,
+            run_id=run.id if run is not None else None,
+            rid=run.rid if run is not None else None,
+            duration=(now - run.started_at) if run is not None and run.started_at else None,
+            exit_status=run.exit_status if run is not None else None,
+        )
+    )
+
+
+# -- time ---------------------------------------------------------------------------------
+
+
+def _expire_runs(spec: CheckSpec, state: CheckState, book: RunBook, fx: Effects, now: datetime) -> None:
+    """Judge runs whose ``started_at + max_runtime`` has passed as timed out, oldest first."""
+    expired = [
+        (deadline, r)
+        for r in book.open_runs()
+        if (deadline := r.deadline(spec.max_runtime)) is not None and now > deadline
+    ]
+    for _, run in sorted(expired, key=lambda item: item[0]):
+        _time_out(spec, state, fx, run, now=now)
+
+
+def _time_out(spec: CheckSpec, state: CheckState, fx: Effects, run: Run, *, now: datetime) -> None:
+    run.timed_out = True
+    run.settle()
+    fx.touch(run)
+    if not state.paused and not state.is_new:
+        _bad(spec, state, fx, AlertKind.TIMEOUT, FlipReason.TIMEOUT, run=run, now=now)
+
+
+def evaluate(spec: CheckSpec, state: CheckState, book: RunBook, now: datetime) -> Effects:
+    """Judge what time has decided by ``now``: timed-out runs and missed watched ticks.
+
+    Runs past ``start + max_runtime`` and ticks past ``tick + grace`` without a run are taken
+    in the order their deadlines passed, so consecutive-outcome counting follows time. At most
+    :data:`MAX_TICKS_PER_EVALUATION` ticks are judged per call; ``state.next_due`` then stays
+    in the past so the next sweep continues.
+    """
+    fx = Effects()
+    if state.paused:
+        state.next_due = None
+        state.pending_tick = None
+        return fx
+    events: list[tuple[datetime, int, Run | datetime]] = []
+    for run in book.open_runs():
+        deadline = run.deadline(spec.max_runtime)
+        if deadline is not None and now > deadline:
+            events.append((deadline, 0, run))
+    if not state.is_new:
+        cursor = _cursor(state)
+        judged = 0
+        while cursor is not None and judged < MAX_TICKS_PER_EVALUATION:
+            tick = tick_after(spec, state, cursor)
+            if tick is None or not now > tick + spec.grace:
+                break
+            events.append((tick + spec.grace, 1, tick))
+            cursor = tick
+            judged += 1
+    events.sort(key=lambda e: (e[0], e[1]))
+    for _, _, item in events:
+        if isinstance(item, Run):
+            _time_out(spec, state, fx, item, now=now)
+            continue
+        tick = item
+        if not book.is_resolved(tick):
+            mark = TickMark(scheduled=tick, outcome=Outcome.MISSED)
+            book.marks[tick] = mark
+            fx.new_marks.append(mark)
+            state.last_missed_tick = tick
+            _bad(spec, state, fx, AlertKind.MISSED, FlipReason.MISSED, tick=tick, now=now)
+        state.judged_until = tick
+    _advance(spec, state, book, now)
+    return fx
+
+
+def _cursor(state: CheckState) -> datetime | None:
+    marks = [t for t in (state.watch_from, state.judged_until) if t is not None]
+    return max(marks) if marks else None
+
+
+def _advance(spec: CheckSpec, state: CheckState, book: RunBook, now: datetime) -> None:
+    """Move ``judged_until`` over resolved ticks; recompute ``pending_tick`` and ``next_due``.
+
+    ``next_due`` = min(first unresolved watched tick + grace, start + max_runtime of each run
+    in progress) (DESIGN §6); ``None`` while new or paused.
+    """
+    if state.paused or state.is_new:
+        state.pending_tick = None
+        state.next_due = None
+        return
+    cursor = _cursor(state)
+    pending: datetime | None = None
+    # Each resolved tick ahead of the cursor has a run or mark in the book, so this loop
+    # runs at most len(book) + 1 times.
+    for _ in range(len(book.runs) + len(book.marks) + 2):
+        tick = tick_after(spec, state, cursor) if cursor is not None else None
+        if tick is None:
+            break
+        if book.is_resolved(tick):
+            state.judged_until = tick
+            cursor = tick
+            continue
+        pending = tick
+        break
+    state.pending_tick = pending
+    candidates = [pending + spec.grace] if pending is not None else []
+    candidates.extend(d for r in book.open_runs() if (d := r.deadline(spec.max_runtime)) is not None)
+    state.next_due = min(candidates) if candidates else None

@@ -1,0 +1,277 @@
+"""Runs and binding: which tick a run ping belongs to (DESIGN §5, rules 1-4).
+
+Pure: no I/O and no clock; every function takes the instants it needs.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from monitor.domain.checks import CheckSpec, CheckState, Outcome, PingKind, SimpleSchedule
+from monitor.domain.errors import ValidationError
+
+
+@dataclass(kw_only=True, slots=True)
+class Run:
+    """One execution of a job, bound to one tick.
+
+    A run is *in progress* from its first ping until its finish or until
+    ``started_at + max_runtime``, whichever is earlier (DESIGN §2). A run created by a finish
+    alone (``cmd && curl``) has ``started_at = None`` and is never in progress.
+    """
+
+    id: str
+    rid: str | None
+    scheduled: datetime
+    first_ping_at: datetime
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
+    finish_kind: PingKind | None = None
+    exit_status: int | None = None
+    late: bool = False
+    duplicate: bool = False
+    overlap: bool = False
+    timed_out: bool = False
+    outcome: Outcome | None = None
+
+    @property
+    def is_open(self) -> bool:
+        """Not yet judged: no finish and not timed out."""
+        return self.outcome is None
+
+    def deadline(self, max_runtime: timedelta) -> datetime | None:
+        """``started_at + max_runtime`` for a started, unjudged run; else ``None``."""
+        if self.outcome is not None or self.started_at is None:
+            return None
+        return self.started_at + max_runtime
+
+    def in_progress(self, now: datetime, max_runtime: timedelta) -> bool:
+        """Started, unfinished and ``now <= started_at + max_runtime``."""
+        deadline = self.deadline(max_runtime)
+        return deadline is not None and now <= deadline
+
+    @property
+    def succeeded(self) -> bool:
+        return self.finish_kind is PingKind.SUCCESS and not self.timed_out
+
+    @property
+    def duration(self) -> timedelta | None:
+        if self.started_at is None or self.finished_at is None:
+            return None
+        return self.finished_at - self.started_at
+
+    def settle(self) -> None:
+        """Set ``outcome`` from the run's flags, in DESIGN §2's precedence order."""
+        if self.duplicate:
+            self.outcome = Outcome.DUPLICATED
+        elif self.overlap:
+            self.outcome = Outcome.OVERLAPPED
+        elif self.timed_out:
+            self.outcome = Outcome.TIMED_OUT
+        elif self.finish_kind is PingKind.FAIL:
+            self.outcome = Outcome.FAILED
+        elif self.late:
+            self.outcome = Outcome.LATE
+        else:
+            self.outcome = Outcome.ON_TIME
+
+
+def new_run_id() -> str:
+    """A server-chosen run identifier (UUID4 text)."""
+    return str(uuid.uuid4())
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class TickMark:
+    """The judgement of a tick that has no run: ``missed``, ``skipped`` or ``unknown``."""
+
+    scheduled: datetime
+    outcome: Outcome
+
+
+@dataclass(kw_only=True, slots=True)
+class RunBook:
+    """The runs and tick marks of one check that a decision may need.
+
+    Callers load at least: every open run, every run bound to a tick after the check's
+    ``judged_until``, and every run bound to a tick a ping names explicitly.
+    """
+
+    runs: dict[str, Run] = field(default_factory=dict)
+    marks: dict[datetime, TickMark] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, runs: Iterable[Run] = (), marks: Iterable[TickMark] = ()) -> RunBook:
+        return cls(runs={r.id: r for r in runs}, marks={m.scheduled: m for m in marks})
+
+    def add(self, run: Run) -> None:
+        self.runs[run.id] = run
+
+    def runs_of(self, tick: datetime) -> list[Run]:
+        """Runs bound to ``tick``, oldest first."""
+        return sorted((r for r in self.runs.values() if r.scheduled == tick), key=lambda r: r.first_ping_at)
+
+    def has_run(self, tick: datetime) -> bool:
+        return any(r.scheduled == tick for r in self.runs.values())
+
+    def is_resolved(self, tick: datetime) -> bool:
+        """The tick has a run or a mark (missed, skipped, unknown)."""
+        return tick in self.marks or self.has_run(tick)
+
+    def by_rid(self, rid: str) -> Run | None:
+        """The newest run carrying this client run id."""
+        found = [r for r in self.runs.values() if r.rid == rid]
+        return max(found, key=lambda r: r.first_ping_at) if found else None
+
+    def open_runs(self) -> list[Run]:
+        return sorted((r for r in self.runs.values() if r.is_open), key=lambda r: r.first_ping_at)
+
+
+# -- ticks of a check ------------------------------------------------------------------------
+
+
+def tick_at_or_before(spec: CheckSpec, state: CheckState, instant: datetime) -> datetime | None:
+    """The latest tick ``<= instant`` of the check's schedule, or ``None``.
+
+    ``simple`` checks tick at ``anchor + k × period`` (k ≥ 1) after the last run ping.
+    """
+    schedule = spec.schedule
+    if isinstance(schedule, SimpleSchedule):
+        anchor = state.last_run_ping_at
+        if anchor is None or instant < anchor + schedule.period:
+            return None
+        k = (instant - anchor) // schedule.period
+        return anchor + k * schedule.period
+    return schedule.tick_at_or_before(instant)
+
+
+def tick_after(spec: CheckSpec, state: CheckState, instant: datetime) -> datetime | None:
+    """The first tick strictly after ``instant``, or ``None`` (never fires again / no anchor)."""
+    schedule = spec.schedule
+    if isinstance(schedule, SimpleSchedule):
+        anchor = state.last_run_ping_at
+        if anchor is None:
+            return None
+        if instant < anchor:
+            return anchor + schedule.period
+        k = (instant - anchor) // schedule.period + 1
+        return anchor + k * schedule.period
+    return schedule.next_tick(instant)
+
+
+# -- binding ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Binding:
+    """Where a ping belongs: its tick, and the existing run it continues (if any)."""
+
+    tick: datetime | None
+    run: Run | None = None
+
+
+def is_watched(state: CheckState, tick: datetime) -> bool:
+    """DESIGN §2: a tick after the first run ping's tick (or after a resume), while not paused."""
+    return not state.paused and state.watch_from is not None and tick > state.watch_from
+
+
+def bind(
+    spec: CheckSpec,
+    state: CheckState,
+    book: RunBook,
+    *,
+    kind: PingKind,
+    received: datetime,
+    scheduled: datetime | None,
+    rid: str | None,
+) -> Binding:
+    """Bind a ping to a tick by DESIGN §5's rules 1-4.
+
+    Args:
+        spec, state, book: the check, its state and its loaded runs.
+        kind: the ping's kind (rule 3 applies to finishes only).
+        received: arrival instant (aware UTC).
+        scheduled: the client's logical run time (already parsed, aware), or ``None``.
+        rid: client run id (canonical UUID text), or ``None``.
+
+    Returns:
+        The tick (``None`` when the schedule has no tick to offer) and the run the ping continues.
+
+    Raises:
+        ValidationError: field ``scheduled``: later than ``received + early_tolerance``, before the
+            schedule's first tick, or not matching the tick of the run that ``rid`` names.
+    """
+    named = book.by_rid(rid) if rid else None
+    if isinstance(spec.schedule, SimpleSchedule):
+        # simple checks: the due instant current at the run's first ping (DESIGN §5).
+        if named is not None:
+            return Binding(tick=named.scheduled, run=named)
+        if kind.is_finish and rid is None:
+            oldest = _oldest_open_without_rid(spec, book, received)
+            if oldest is not None:
+                return Binding(tick=oldest.scheduled, run=oldest)
+        due = tick_at_or_before(spec, state, received) or tick_after(spec, state, received)
+        return Binding(tick=due if due is not None else received)
+
+    # Rule 1: an explicit logical run time.
+    if scheduled is not None:
+        if scheduled > received + spec.early_tolerance:
+            raise ValidationError("scheduled", "is later than the ping's arrival plus the early tolerance")
+        tick = tick_at_or_before(spec, state, scheduled)
+        if tick is None:
+            raise ValidationError("scheduled", "is before the schedule's first tick")
+        if named is not None and named.scheduled != tick:
+            raise ValidationError("scheduled", f"does not match run {rid}")
+        return Binding(tick=tick, run=named)
+    # Rule 2: a rid that names a run.
+    if named is not None:
+        return Binding(tick=named.scheduled, run=named)
+    # Rule 3: a finish while runs without rid are in progress -> the oldest such run.
+    if kind.is_finish and rid is None:
+        oldest = _oldest_open_without_rid(spec, book, received)
+        if oldest is not None:
+            return Binding(tick=oldest.scheduled, run=oldest)
+    # Rule 4: the latest tick P <= received, or the next tick N if it is close enough.
+    previous = tick_at_or_before(spec, state, received)
+    following = tick_after(spec, state, received)
+    if previous is None:
+        return Binding(tick=following)
+    if following is not None:
+        window = min(spec.early_tolerance, (following - previous) / 2)
+        if following - received <= window and (book.is_resolved(previous) or not is_watched(state, previous)):
+            return Binding(tick=following)
+    return Binding(tick=previous)
+
+
+def _oldest_open_without_rid(spec: CheckSpec, book: RunBook, received: datetime) -> Run | None:
+    candidates = [r for r in book.open_runs() if r.rid is None and r.in_progress(received, spec.max_runtime)]
+    return candidates[0] if candidates else None
+
+
+def tick_outcome(book: RunBook, tick: datetime) -> Outcome | None:
+    """A tick's outcome (DESIGN §2 precedence), or ``None`` while undecided.
+
+    skipped, unknown, missed (no run), duplicated, overlapped, the last run's timed_out or
+    failed, late (first run ping after tick + grace), else on_time.
+    """
+    mark = book.marks.get(tick)
+    if mark is not None and mark.outcome in (Outcome.SKIPPED, Outcome.UNKNOWN):
+        return mark.outcome
+    runs = book.runs_of(tick)
+    if not runs:
+        return mark.outcome if mark is not None else None
+    if any(r.duplicate for r in runs):
+        return Outcome.DUPLICATED
+    if any(r.overlap for r in runs):
+        return Outcome.OVERLAPPED
+    last = runs[-1]
+    if last.timed_out:
+        return Outcome.TIMED_OUT
+    if last.finish_kind is PingKind.FAIL:
+        return Outcome.FAILED
+    if last.outcome is None:
+        return None
+    return Outcome.LATE if runs[0].late else Outcome.ON_TIME

@@ -1,0 +1,130 @@
+"""Settings: one frozen object, read from ``MONITOR_*`` environment variables (DESIGN §10).
+
+CLI flags override the environment by passing keyword overrides to :meth:`Settings.from_env`.
+This module imports nothing from ``monitor``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+DEFAULT_DATABASE_URL = "sqlite+aiosqlite:///./monitor.db"
+DEFAULT_BASE_URL = "http://127.0.0.1:8000"
+
+
+class SettingsError(ValueError):
+    """A ``MONITOR_*`` variable holds a value of the wrong shape."""
+
+
+def _bool(name: str, raw: str) -> bool:
+    value = raw.strip().lower()
+    if value in {"1", "true", "yes", "on"}:
+        return True
+    if value in {"0", "false", "no", "off", ""}:
+        return False
+    raise SettingsError(f"{name}: expected 0/1/true/false, got {raw!r}")
+
+
+def _number(name: str, raw: str, kind: type[int] | type[float], minimum: float) -> Any:
+    try:
+        value = kind(raw)
+    except ValueError:
+        raise SettingsError(f"{name}: expected a number, got {raw!r}") from None
+    if value < minimum:
+        raise SettingsError(f"{name}: must be at least {minimum}, got {raw!r}")
+    return value
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Settings:
+    """Every tunable of the service. Durations are in seconds, sizes in bytes."""
+
+    database_url: str = DEFAULT_DATABASE_URL
+    """Any SQLAlchemy async URL; ``postgresql+asyncpg://…`` for several replicas."""
+    base_url: str = DEFAULT_BASE_URL
+    """Public URL of this service: ping URLs and links in messages."""
+    api_key: str | None = None
+    """Read-write key of the default project, created when the database has no project."""
+    evaluate_interval: float = 1.0
+    """Evaluator sweep period and liveness renewal, seconds."""
+    lease_ttl: float = 10.0
+    """Lease expiry / takeover time, seconds."""
+    shards: int = 16
+    """Evaluator shards (shard = uuid.int % shards)."""
+    ping_body_limit: int = 100_000
+    """Stored bytes of a ping body; the first bytes are kept."""
+    ping_rate_limit: int = 600
+    """Pings per check in any 60 s before 429."""
+    ingest_batch: int = 500
+    """Most pings in one group-commit transaction."""
+    ingest_wait_ms: float = 2.0
+    """Longest wait for more pings before a batch is committed, milliseconds."""
+    notify_max_attempts: int = 8
+    """Delivery attempts per notification before it is marked failed."""
+    notify_timeout: float = 10.0
+    """Per-attempt delivery timeout, seconds."""
+    notify_backoff: float = 2.0
+    """First retry delay, seconds; doubled each attempt (with jitter), capped at 1 h."""
+    allow_private_targets: bool = False
+    """Allow Apprise targets on loopback/private networks (``serve --dev`` turns it on)."""
+    trusted_proxies: frozenset[str] = field(default_factory=frozenset)
+    """Peer addresses whose ``X-Forwarded-For`` first hop is believed."""
+    metrics_key: str | None = None
+    """Bearer key for ``/metrics``; unset means open."""
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None, **overrides: Any) -> Settings:
+        """Build settings from ``MONITOR_*`` variables, then apply non-None ``overrides``.
+
+        Args:
+            environ: the variables to read (default ``os.environ``).
+            **overrides: field values that win over the environment (CLI flags); ``None`` is ignored.
+
+        Raises:
+            SettingsError: a variable is malformed (the message names it).
+        """
+        env = os.environ if environ is None else environ
+        values: dict[str, Any] = {}
+
+        def text(name: str, key: str) -> None:
+            raw = env.get(name)
+            if raw is not None and raw != "":
+                values[key] = raw
+
+        text("MONITOR_DATABASE_URL", "database_url")
+        text("MONITOR_BASE_URL", "base_url")
+        text("MONITOR_API_KEY", "api_key")
+        text("MONITOR_METRICS_KEY", "metrics_key")
+        numbers: list[tuple[str, str, type[int] | type[float], float]] = [
+            ("MONITOR_EVALUATE_INTERVAL", "evaluate_interval", float, 0.01),
+            ("MONITOR_LEASE_TTL", "lease_ttl", float, 0.1),
+            ("MONITOR_SHARDS", "shards", int, 1),
+            ("MONITOR_PING_BODY_LIMIT", "ping_body_limit", int, 0),
+            ("MONITOR_PING_RATE_LIMIT", "ping_rate_limit", int, 1),
+            ("MONITOR_INGEST_BATCH", "ingest_batch", int, 1),
+            ("MONITOR_INGEST_WAIT_MS", "ingest_wait_ms", float, 0),
+            ("MONITOR_NOTIFY_MAX_ATTEMPTS", "notify_max_attempts", int, 1),
+            ("MONITOR_NOTIFY_TIMEOUT", "notify_timeout", float, 0.1),
+            ("MONITOR_NOTIFY_BACKOFF", "notify_backoff", float, 0),
+        ]
+        for name, key, kind, minimum in numbers:
+            raw = env.get(name)
+            if raw:
+                values[key] = _number(name, raw, kind, minimum)
+        raw = env.get("MONITOR_ALLOW_PRIVATE_TARGETS")
+        if raw is not None:
+            values["allow_private_targets"] = _bool("MONITOR_ALLOW_PRIVATE_TARGETS", raw)
+        raw = env.get("MONITOR_TRUSTED_PROXIES")
+        if raw:
+            values["trusted_proxies"] = frozenset(p.strip() for p in raw.split(",") if p.strip())
+        values.update({k: v for k, v in overrides.items() if v is not None})
+        values["base_url"] = str(values.get("base_url", DEFAULT_BASE_URL)).rstrip("/")
+        return cls(**values)
+
+    def replace(self, **changes: Any) -> Settings:
+        """A copy with ``changes`` applied."""
+        return dataclasses.replace(self, **changes)

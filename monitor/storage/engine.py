@@ -1,0 +1,105 @@
+"""Engines and migrations: SQLite (aiosqlite, the embedded default) and PostgreSQL (asyncpg)."""
+
+from __future__ import annotations
+
+import logging
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import event, text
+from sqlalchemy.engine import Connection
+from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+from sqlalchemy.pool import NullPool
+
+logger = logging.getLogger(__name__)
+
+MIGRATION_LOCK_KEY = 7_245_913_001
+"""``pg_advisory_xact_lock`` key under which replicas starting together migrate once."""
+
+
+def is_sqlite(url: str) -> bool:
+    return url.startswith("sqlite")
+
+
+def make_engine(url: str, *, pool_size: int = 10) -> AsyncEngine:
+    """An async engine for ``url``.
+
+    SQLite: WAL journal, ``synchronous=FULL`` (an acknowledged ping survives a power cut),
+    a 30 s busy timeout and foreign keys on. PostgreSQL: an asyncpg pool.
+
+    Raises:
+        sqlalchemy.exc.ArgumentError: the URL is not a usable SQLAlchemy async URL.
+    """
+    if is_sqlite(url):
+        engine = create_async_engine(url, poolclass=NullPool if ":memory:" not in url else None)
+
+        @event.listens_for(engine.sync_engine, "connect")
+        def _pragmas(dbapi_connection: Any, _record: Any) -> None:
+            cursor = dbapi_connection.cursor()
+            cursor.execute("PRAGMA journal_mode=WAL")
+            cursor.execute("PRAGMA synchronous=FULL")
+            cursor.execute("PRAGMA busy_timeout=30000")
+            cursor.execute("PRAGMA foreign_keys=ON")
+            cursor.close()
+
+        @event.listens_for(engine.sync_engine, "begin")
+        def _begin_immediate(conn: Connection) -> None:
+            # Take SQLite's write lock at BEGIN: a deferred transaction that reads and then
+            # writes can fail with SQLITE_BUSY instead of waiting (the busy timeout does not
+            # apply to lock upgrades).
+            conn.exec_driver_sql("BEGIN IMMEDIATE")
+
+        # pysqlite's own transaction handling must be off for BEGIN IMMEDIATE to work.
+        @event.listens_for(engine.sync_engine, "connect", insert=True)
+        def _no_autobegin(dbapi_connection: Any, _record: Any) -> None:
+            dbapi_connection.isolation_level = None
+
+        return engine
+    return create_async_engine(url, pool_size=pool_size, max_overflow=pool_size, pool_pre_ping=True)
+
+
+def migrations_dir() -> Path:
+    """Where the Alembic scripts are: inside the installed package, else the checkout's top level."""
+    packaged = resources.files("monitor") / "_migrations"
+    if packaged.is_dir():
+        return Path(str(packaged))
+    checkout = Path(__file__).resolve().parents[2] / "migrations"
+    if checkout.is_dir():
+        return checkout
+    raise FileNotFoundError("monitor's migrations are missing from the installation")
+
+
+def _alembic_config(connection: Connection) -> Any:
+    from alembic.config import Config
+
+    config = Config()
+    config.set_main_option("script_location", str(migrations_dir()))
+    config.attributes["connection"] = connection
+    return config
+
+
+def _upgrade(connection: Connection) -> None:
+    from alembic import command
+
+    command.upgrade(_alembic_config(connection), "head")
+
+
+def _downgrade(connection: Connection, revision: str) -> None:
+    from alembic import command
+
+    command.downgrade(_alembic_config(connection), revision)
+
+
+async def migrate(engine: AsyncEngine) -> None:
+    """Apply pending migrations (DESIGN §10); on PostgreSQL under ``pg_advisory_xact_lock``."""
+    async with engine.begin() as conn:
+        if engine.dialect.name == "postgresql":
+            await conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": MIGRATION_LOCK_KEY})
+        await conn.run_sync(_upgrade)
+
+
+async def downgrade(engine: AsyncEngine, revision: str = "base") -> None:
+    """Revert migrations down to ``revision`` (tests use it to round-trip the schema)."""
+    async with engine.begin() as conn:
+        await conn.run_sync(_downgrade, revision)

@@ -1,0 +1,290 @@
+"""The schema (SQLAlchemy Core tables). Alembic's migrations must produce exactly this.
+
+Every instant is stored as naive UTC and read back as aware UTC (:class:`UTCDateTime`), on
+SQLite and PostgreSQL alike. Durations are whole seconds (integers) or float seconds.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import (
+    BigInteger,
+    Boolean,
+    Column,
+    DateTime,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    LargeBinary,
+    MetaData,
+    String,
+    Table,
+    Text,
+    UniqueConstraint,
+    text,
+)
+from sqlalchemy.engine import Dialect
+from sqlalchemy.types import TypeDecorator
+
+metadata = MetaData(
+    naming_convention={
+        "ix": "ix_%(column_0_label)s",
+        "uq": "uq_%(table_name)s_%(column_0_name)s",
+        "ck": "ck_%(table_name)s_%(constraint_name)s",
+        "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+        "pk": "pk_%(table_name)s",
+    }
+)
+
+
+class UTCDateTime(TypeDecorator[datetime]):
+    """Aware UTC in Python, naive UTC in the database."""
+
+    impl = DateTime
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            raise ValueError("naive datetime given where an aware UTC instant belongs")
+        return value.astimezone(UTC).replace(tzinfo=None)
+
+    def process_result_value(self, value: Any, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        if isinstance(value, str):
+            value = datetime.fromisoformat(value)
+        return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
+ID = BigInteger().with_variant(Integer(), "sqlite")
+
+projects = Table(
+    "projects",
+    metadata,
+    Column("id", ID, primary_key=True, autoincrement=True),
+    Column("name", String(100), nullable=False),
+    Column("ping_key", String(64), nullable=False, unique=True),
+    Column("badge_key", String(64), nullable=False, unique=True),
+    Column("created_at", UTCDateTime(), nullable=False),
+)
+
+api_keys = Table(
+    "api_keys",
+    metadata,
+    Column("id", ID, primary_key=True, autoincrement=True),
+    Column("project_id", ID, ForeignKey("projects.id", ondelete="CASCADE"), nullable=False, index=True),
+    Column("key_hash", String(64), nullable=False, unique=True),
+    Column("read_only", Boolean(), nullable=False, default=False),
+    Column("name", String(100), nullable=False, default=""),
+    Column("created_at", UTCDateTime(), nullable=False),
+)
+
+checks = Table(
+    "checks",
+    metadata,
+    Column("id", ID, primary_key=True, autoincrement=True),
+    Column("uuid", String(36), nullable=False, unique=True),
+    Column("project_id", ID, ForeignKey("projects.id", ondelete="CASCADE"), nullable=False, index=True),
+    Column("name", String(100), nullable=False, default=""),
+    Column("slug", String(100), nullable=True),
+    Column("tags", String(500), nullable=False, default=""),
+    Column("desc", Text(), nullable=False, default=""),
+    Column("kind", String(10), nullable=False),
+    Column("timeout", Integer(), nullable=False, default=86400),
+    Column("schedule", String(200), nullable=True),
+    Column("tz", String(64), nullable=False, default="UTC"),
+    Column("dialect", String(10), nullable=False, default="unix"),
+    Column("grace", Integer(), nullable=False, default=3600),
+    Column("max_runtime", Integer(), nullable=False, default=1800),
+    Column("failure_threshold", Integer(), nullable=False, default=1),
+    Column("recovery_threshold", Integer(), nullable=False, default=1),
+    Column("early_tolerance", Integer(), nullable=False, default=60),
+    Column("methods", String(10), nullable=False, default=""),
+    Column("manual_resume", Boolean(), nullable=False, default=False),
+    Column("badge_uuid", String(36), nullable=False, unique=True),
+    Column("created_at", UTCDateTime(), nullable=False),
+    # state (monitor.domain.checks.CheckState)
+    Column("paused", Boolean(), nullable=False, default=False),
+    Column("watch_from", UTCDateTime(), nullable=True),
+    Column("judged_until", UTCDateTime(), nullable=True),
+    Column("last_run_ping_at", UTCDateTime(), nullable=True),
+    Column("bad_streak", Integer(), nullable=False, default=0),
+    Column("good_streak", Integer(), nullable=False, default=0),
+    Column("episode_key", String(200), nullable=True),
+    Column("episode_count", Integer(), nullable=False, default=0),
+    Column("late_in_episode", Boolean(), nullable=False, default=False),
+    Column("last_missed_tick", UTCDateTime(), nullable=True),
+    Column("pending_tick", UTCDateTime(), nullable=True),
+    Column("next_due", UTCDateTime(), nullable=True),
+    Column("last_ping_at", UTCDateTime(), nullable=True),
+    Column("n_pings", Integer(), nullable=False, default=0),
+    Index("ix_checks_next_due", "next_due"),
+    Index(
+        "uq_checks_project_slug",
+        "project_id",
+        "slug",
+        unique=True,
+        sqlite_where=text("slug IS NOT NULL"),
+        postgresql_where=text("slug IS NOT NULL"),
+    ),
+)
+
+pings = Table(
+    "pings",
+    metadata,
+    Column("id", ID, primary_key=True, autoincrement=True),
+    Column("check_id", ID, ForeignKey("checks.id", ondelete="CASCADE"), nullable=False),
+    Column("n", Integer(), nullable=False),
+    Column("kind", String(10), nullable=False),
+    Column("received_at", UTCDateTime(), nullable=False),
+    Column("scheduled", UTCDateTime(), nullable=True),
+    Column("rid", String(36), nullable=True),
+    Column("run_id", String(36), nullable=True),
+    Column("exit_status", Integer(), nullable=True),
+    Column("duration", Float(), nullable=True),
+    Column("method", String(10), nullable=False, default=""),
+    Column("remote_addr", String(64), nullable=False, default=""),
+    Column("ua", String(200), nullable=False, default=""),
+    Column("body", LargeBinary(), nullable=True),
+    Column("body_size", Integer(), nullable=False, default=0),
+    Column("idempotency_key", String(200), nullable=True),
+    Column("response_status", Integer(), nullable=False, default=200),
+    UniqueConstraint("check_id", "n", name="uq_pings_check_n"),
+    Index("ix_pings_check_idem", "check_id", "idempotency_key"),
+)
+
+runs = Table(
+    "runs",
+    metadata,
+    Column("id", String(36), primary_key=True),
+    Column("check_id", ID, ForeignKey("checks.id", ondelete="CASCADE"), nullable=False),
+    Column("rid", String(36), nullable=True),
+    Column("scheduled", UTCDateTime(), nullable=False),
+    Column("first_ping_at", UTCDateTime(), nullable=False),
+    Column("started_at", UTCDateTime(), nullable=True),
+    Column("finished_at", UTCDateTime(), nullable=True),
+    Column("finish_kind", String(10), nullable=True),
+    Column("exit_status", Integer(), nullable=True),
+    Column("late", Boolean(), nullable=False, default=False),
+    Column("duplicate", Boolean(), nullable=False, default=False),
+    Column("overlap", Boolean(), nullable=False, default=False),
+    Column("timed_out", Boolean(), nullable=False, default=False),
+    Column("outcome", String(12), nullable=True),
+    Index("ix_runs_check_scheduled", "check_id", "scheduled"),
+    Index("ix_runs_check_rid", "check_id", "rid"),
+    Index(
+        "ix_runs_open",
+        "check_id",
+        sqlite_where=text("outcome IS NULL"),
+        postgresql_where=text("outcome IS NULL"),
+    ),
+)
+
+tick_marks = Table(
+    "tick_marks",
+    metadata,
+    Column("id", ID, primary_key=True, autoincrement=True),
+    Column("check_id", ID, ForeignKey("checks.id", ondelete="CASCADE"), nullable=False),
+    Column("scheduled", UTCDateTime(), nullable=False),
+    Column("outcome", String(12), nullable=False),
+    UniqueConstraint("check_id", "scheduled", name="uq_tick_marks_check_scheduled"),
+)
+
+flips = Table(
+    "flips",
+    metadata,
+    Column("id", ID, primary_key=True, autoincrement=True),
+    Column("check_id", ID, ForeignKey("checks.id", ondelete="CASCADE"), nullable=False, index=True),
+    Column("created_at", UTCDateTime(), nullable=False),
+    Column("up", Integer(), nullable=True),
+    Column("reason", String(12), nullable=False),
+    Column("token", BigInteger(), nullable=True),
+)
+
+alerts = Table(
+    "alerts",
+    metadata,
+    Column("id", ID, primary_key=True, autoincrement=True),
+    Column("project_id", ID, ForeignKey("projects.id", ondelete="CASCADE"), nullable=False),
+    Column("check_id", ID, ForeignKey("checks.id", ondelete="CASCADE"), nullable=True, index=True),
+    Column("key", String(200), nullable=False),
+    Column("kind", String(24), nullable=False),
+    Column("scheduled", UTCDateTime(), nullable=True),
+    Column("run_id", String(36), nullable=True),
+    Column("rid", String(36), nullable=True),
+    Column("count", Integer(), nullable=False, default=1),
+    Column("created_at", UTCDateTime(), nullable=False),
+    Column("title", String(300), nullable=False, default=""),
+    Column("message", Text(), nullable=False, default=""),
+    Column("token", BigInteger(), nullable=True),
+    UniqueConstraint("project_id", "check_id", "key", name="uq_alerts_check_key"),
+)
+
+channels = Table(
+    "channels",
+    metadata,
+    Column("id", String(36), primary_key=True),
+    Column("project_id", ID, ForeignKey("projects.id", ondelete="CASCADE"), nullable=False, index=True),
+    Column("name", String(100), nullable=False, default=""),
+    Column("url", Text(), nullable=False),
+    Column("kinds", String(200), nullable=False, default=""),
+    Column("created_at", UTCDateTime(), nullable=False),
+)
+
+check_channels = Table(
+    "check_channels",
+    metadata,
+    Column("check_id", ID, ForeignKey("checks.id", ondelete="CASCADE"), primary_key=True),
+    Column("channel_id", String(36), ForeignKey("channels.id", ondelete="CASCADE"), primary_key=True),
+)
+
+notifications = Table(
+    "notifications",
+    metadata,
+    Column("id", ID, primary_key=True, autoincrement=True),
+    Column("alert_id", ID, ForeignKey("alerts.id", ondelete="CASCADE"), nullable=False),
+    Column("channel_id", String(36), ForeignKey("channels.id", ondelete="CASCADE"), nullable=False),
+    Column("status", String(10), nullable=False, default="pending"),
+    Column("attempts", Integer(), nullable=False, default=0),
+    Column("next_attempt_at", UTCDateTime(), nullable=False),
+    Column("claimed_until", UTCDateTime(), nullable=True),
+    Column("last_error", Text(), nullable=True),
+    Column("sent_at", UTCDateTime(), nullable=True),
+    Column("created_at", UTCDateTime(), nullable=False),
+    UniqueConstraint("alert_id", "channel_id", name="uq_notifications_alert_channel"),
+    Index("ix_notifications_due", "status", "next_attempt_at"),
+)
+
+notification_attempts = Table(
+    "notification_attempts",
+    metadata,
+    Column("id", ID, primary_key=True, autoincrement=True),
+    Column(
+        "notification_id", ID, ForeignKey("notifications.id", ondelete="CASCADE"), nullable=False, index=True
+    ),
+    Column("at", UTCDateTime(), nullable=False),
+    Column("ok", Boolean(), nullable=False),
+    Column("error", Text(), nullable=True),
+)
+
+leases = Table(
+    "leases",
+    metadata,
+    Column("name", String(100), primary_key=True),
+    Column("holder", String(200), nullable=True),
+    Column("token", BigInteger(), nullable=False, default=0),
+    Column("expires_at", UTCDateTime(), nullable=True),
+)
+
+liveness = Table(
+    "liveness",
+    metadata,
+    Column("name", String(200), primary_key=True),
+    Column("roles", String(100), nullable=False, default=""),
+    Column("renewed_at", UTCDateTime(), nullable=False),
+)
