@@ -1,0 +1,383 @@
+"""Deliver notifications through Apprise (DESIGN §7).
+
+Apprise is synchronous and says little about failures (a bool, or a result whose status
+is all a caller usually reads). :class:`AppriseNotifier` therefore
+
+* runs each send in a small thread pool, bounded by the per-attempt ``timeout`` three
+  ways: the plugin's socket timeouts, Apprise's own call timeout, and an
+  ``asyncio.wait_for`` hard stop, so a hung target never hangs the notifier;
+* captures the ``apprise`` logger's records emitted *for that send only* (a
+  context-variable filter; Apprise copies the context into its worker threads), and
+  turns them into an error a channel owner understands
+  (``"HTTP 503 Service Unavailable from 127.0.0.1:8080: ..."``);
+* adds the message's ``json_fields`` to ``json://`` / ``jsons://`` payloads as top-level
+  fields, through Apprise's ``:key=value`` URL tokens;
+* re-checks, when private targets are not allowed, that the target's host does not
+  resolve to a private, loopback, link-local or reserved address.
+
+The module-level helpers validate, mask and vet channel URLs for the management API.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import ipaddress
+import logging
+import re
+import socket
+import time
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from http import HTTPStatus
+from typing import Any
+from urllib.parse import quote, urlsplit
+
+import apprise
+
+from monitor.domain.errors import ValidationError
+from monitor.domain.messages import Message
+from monitor.notify.base import DeliveryResult
+
+logger = logging.getLogger(__name__)
+
+EMAIL_SCHEMES = frozenset({"mailto", "mailtos"})
+JSON_SCHEMES = frozenset({"json", "jsons"})
+
+#: Plain text for these (email readers, JSON consumers); Markdown for everything else.
+_PLAIN_TEXT_SCHEMES = EMAIL_SCHEMES | JSON_SCHEMES
+
+#: Extra seconds granted past ``timeout`` before the asyncio hard stop, so Apprise's own
+#: (more informative) timeout normally answers first.
+_HARD_STOP_GRACE_S = 0.5
+
+#: Plugin socket timeouts are set this far past the remaining budget (see above).
+_SOCKET_SLACK_S = 0.25
+
+_NOTIFY_TYPES = {
+    "recovered": apprise.NotifyType.SUCCESS,
+    "late": apprise.NotifyType.WARNING,
+    "overlap": apprise.NotifyType.WARNING,
+    "duplicate": apprise.NotifyType.WARNING,
+}
+
+# Memory-only storage: delivery must not write Apprise caches to disk.
+_ASSET = apprise.AppriseAsset(storage_mode="memory")
+
+_HTTP_ERROR = re.compile(r"error=(\d{3})\b")
+
+
+# --------------------------------------------------------------------------- URL helpers
+
+
+def _scheme(url: str) -> str:
+    return url.split("://", 1)[0].strip().lower() if "://" in url else ""
+
+
+def _instantiate(url: str) -> Any:
+    """The Apprise plugin for ``url``, or ``None`` when Apprise cannot parse it."""
+    return apprise.Apprise.instantiate(url, asset=_ASSET, suppress_exceptions=True)
+
+
+def validate_apprise_url(url: str) -> None:
+    """Check that Apprise can parse a channel URL.
+
+    Args:
+        url: an Apprise URL such as ``"json://hooks.example.com/alerts"`` or
+            ``"mailtos://user:pass@example.com?to=oncall@example.com"``.
+
+    Raises:
+        ValidationError: field ``"url"``: empty, no ``scheme://``, a scheme Apprise does not
+            know, a URL its plugin rejects, or a port outside 1-65535.
+    """
+    if not url or not url.strip():
+        raise ValidationError("url", "must not be empty")
+    scheme = _scheme(url)
+    if not scheme:
+        raise ValidationError("url", "not an Apprise URL (expected <service>://...)")
+    plugin = _instantiate(url)
+    if plugin is None:
+        raise ValidationError("url", f"Apprise cannot parse this {scheme}:// URL")
+    port = getattr(plugin, "port", None)
+    if isinstance(port, int) and not 1 <= port <= 65535:  # Apprise itself lets 99999 through
+        raise ValidationError("url", f"port {port} is out of range 1-65535")
+
+
+def mask_url(url: str) -> str:
+    """Render a channel URL with its secrets hidden, for API responses and logs.
+
+    Uses Apprise's privacy rendering (``plugin.url(privacy=True)``): passwords become
+    ``****`` and tokens keep only their first and last characters.
+
+    Args:
+        url: an Apprise URL, possibly holding passwords or tokens.
+
+    Returns:
+        The masked URL. A URL Apprise cannot parse is reduced to ``"<scheme>://****"``
+        (or ``"****"``), since any part of it might be a secret.
+    """
+    plugin = _instantiate(url)
+    if plugin is None:
+        scheme = _scheme(url)
+        return f"{scheme}://****" if scheme else "****"
+    return str(plugin.url(privacy=True))
+
+
+def _target_host(url: str) -> tuple[str, int | None] | None:
+    """The host (and port) a delivery to ``url`` connects to, if the URL chooses one.
+
+    Services whose endpoint is fixed by Apprise (``slack://``, ``discord://``, ``tgram://``
+    ...) return ``None``: their URL "host" is a token, not a place to connect to.
+    """
+    plugin = _instantiate(url)
+    if plugin is None:
+        parts = urlsplit(url)
+        return (parts.hostname, parts.port) if parts.hostname else None
+    smtp_host = getattr(plugin, "smtp_host", None)
+    if smtp_host:
+        return str(smtp_host), getattr(plugin, "port", None)
+    if "host" not in getattr(plugin, "template_tokens", {}):
+        return None
+    host = getattr(plugin, "host", None)
+    return (str(host), getattr(plugin, "port", None)) if host else None
+
+
+def _non_public(ip: ipaddress.IPv4Address | ipaddress.IPv6Address) -> bool:
+    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
+        ip = ip.ipv4_mapped
+    return (
+        ip.is_private
+        or ip.is_loopback
+        or ip.is_link_local
+        or ip.is_reserved
+        or ip.is_multicast
+        or ip.is_unspecified
+    )
+
+
+def check_private_target(url: str, allow_private: bool) -> None:
+    """Refuse channel URLs whose host resolves to a non-public address (DESIGN §7).
+
+    Blocking (it resolves the host); call it from a thread (``asyncio.to_thread``) in
+    async code. Services with a fixed public endpoint (Slack, Discord, Telegram ...)
+    pass without a lookup; email is judged by its SMTP server.
+
+    Args:
+        url: an Apprise URL.
+        allow_private: ``MONITOR_ALLOW_PRIVATE_TARGETS``; when true nothing is checked.
+
+    Raises:
+        ValidationError: field ``"url"``: ``"<host> resolves to a private/loopback/link-local
+            address (<ip>)"`` when any resolved address is private, loopback, link-local,
+            reserved, multicast or unspecified; ``"cannot resolve host <host>"`` when the
+            name does not resolve.
+    """
+    if allow_private:
+        return
+    target = _target_host(url)
+    if target is None:
+        return
+    host, port = target
+    try:
+        infos = socket.getaddrinfo(host.strip("[]"), port, type=socket.SOCK_STREAM)
+    except (socket.gaierror, UnicodeError, OSError):
+        raise ValidationError("url", f"cannot resolve host {host}") from None
+    for info in infos:
+        address = str(info[4][0]).split("%", 1)[0]  # drop an IPv6 scope id ("fe80::1%eth0")
+        ip = ipaddress.ip_address(address)
+        if _non_public(ip):
+            raise ValidationError(
+                "url", f"{host} resolves to a private/loopback/link-local address ({address})"
+            )
+
+
+def with_json_fields(url: str, fields: dict[str, str]) -> str:
+    """Add ``fields`` to a ``json://`` URL as Apprise ``:key=value`` payload tokens.
+
+    Apprise's JSON plugin puts each ``:key=value`` query token into the payload as a
+    top-level field. Keys and values are percent-encoded, so any text survives.
+
+    Args:
+        url: an Apprise URL; returned unchanged unless its scheme is ``json``/``jsons``.
+        fields: field name → value.
+
+    Returns:
+        The URL with the tokens appended to its query string.
+    """
+    if _scheme(url) not in JSON_SCHEMES or not fields:
+        return url
+    base, hash_, fragment = url.partition("#")
+    tokens = "&".join(f":{quote(key, safe='')}={quote(value, safe='')}" for key, value in fields.items())
+    separator = "&" if "?" in base else "?"
+    return f"{base}{separator}{tokens}{hash_}{fragment}"
+
+
+# --------------------------------------------------------------------------- log capture
+
+_active: contextvars.ContextVar[_SendLog | None] = contextvars.ContextVar(
+    "monitor_apprise_send", default=None
+)
+
+
+class _SendLog(logging.Handler):
+    """Collects ``apprise`` records emitted in the context of one send.
+
+    Every concurrent send attaches its own handler; each keeps only records whose context
+    carries it (Apprise runs plugins in worker threads with a copy of the caller's
+    context), so sends running side by side never see each other's errors.
+    """
+
+    def __init__(self) -> None:
+        super().__init__(level=logging.WARNING)
+        self.lines: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if _active.get() is not self:
+            return
+        try:
+            self.lines.append(record.getMessage())
+        except Exception:  # a malformed record must not break delivery
+            self.handleError(record)
+
+
+@contextmanager
+def _capture_apprise_log() -> Iterator[_SendLog]:
+    handler = _SendLog()
+    token = _active.set(handler)
+    apprise_logger = logging.getLogger("apprise")
+    apprise_logger.addHandler(handler)  # addHandler/removeHandler take logging's lock
+    try:
+        yield handler
+    finally:
+        apprise_logger.removeHandler(handler)
+        _active.reset(token)
+
+
+# --------------------------------------------------------------------------- notifier
+
+
+class AppriseNotifier:
+    """A :class:`monitor.notify.base.Notifier` on Apprise.
+
+    Args:
+        allow_private_targets: ``MONITOR_ALLOW_PRIVATE_TARGETS``; when false every send
+            first re-checks the target host (DESIGN §7) and refuses private ones with a
+            permanent failure.
+        max_workers: threads running Apprise calls at once.
+
+    Call :meth:`aclose` (or use ``async with``) at shutdown; a send still blocked on a hung
+    target is abandoned, not waited for.
+    """
+
+    def __init__(self, *, allow_private_targets: bool = False, max_workers: int = 8) -> None:
+        self.allow_private_targets = allow_private_targets
+        self._executor = ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="apprise-send")
+
+    async def __aenter__(self) -> AppriseNotifier:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        """Stop the worker threads without waiting for sends stuck on hung targets."""
+        self._executor.shutdown(wait=False, cancel_futures=True)
+
+    async def send(self, url: str, message: Message, *, timeout: float) -> DeliveryResult:  # noqa: ASYNC109
+        """Deliver ``message`` to the Apprise URL ``url`` within ``timeout`` seconds.
+
+        Args:
+            url: the channel's Apprise URL.
+            message: the rendered alert; email and JSON targets get ``body`` (plain text),
+                others ``body_markdown``; JSON targets also get ``json_fields``.
+            timeout: the per-attempt budget in seconds (> 0).
+
+        Returns:
+            ``DeliveryResult(ok=True)``, or ``ok=False`` with the reason: Apprise's own log
+            for this send (``"HTTP 503 Service Unavailable from host:port: ..."``),
+            ``"timed out after <timeout>s"``, or the private-target refusal (permanent).
+        """
+        loop = asyncio.get_running_loop()
+        context = contextvars.copy_context()
+        future = loop.run_in_executor(self._executor, context.run, self._send_blocking, url, message, timeout)
+        try:
+            return await asyncio.wait_for(future, timeout + _HARD_STOP_GRACE_S)
+        except TimeoutError:
+            return DeliveryResult.failed(f"timed out after {timeout:g}s")
+        except Exception as exc:  # never raise delivery problems into the dispatcher
+            logger.exception("apprise send crashed", extra={"action": "notify_crashed", "url": mask_url(url)})
+            return DeliveryResult.failed(f"delivery crashed: {type(exc).__name__}: {exc}")
+
+    def _send_blocking(self, url: str, message: Message, timeout: float) -> DeliveryResult:
+        deadline = time.monotonic() + timeout
+        scheme = _scheme(url)
+
+        if not self.allow_private_targets:
+            # Checked again at send time: DNS may have changed since the channel was saved.
+            try:
+                check_private_target(url, allow_private=False)
+            except ValidationError as exc:
+                return DeliveryResult.failed(str(exc), permanent=not exc.problem.startswith("cannot resolve"))
+
+        target_url = with_json_fields(url, message.json_fields) if scheme in JSON_SCHEMES else url
+        plugin = _instantiate(target_url)
+        if plugin is None:
+            return DeliveryResult.failed(f"url: Apprise cannot parse this {scheme}:// URL", permanent=True)
+
+        remaining = max(0.05, deadline - time.monotonic())
+        # Bound the plugin's own sockets too, so the worker thread ends soon after the
+        # deadline instead of lingering on a hung target (Apprise defaults: 4 s / 15 s SMTP).
+        # A little past the deadline: Apprise's call timeout should answer first.
+        socket_limit = remaining + _SOCKET_SLACK_S
+        for attribute in ("socket_connect_timeout", "socket_read_timeout"):
+            if hasattr(plugin, attribute):
+                setattr(plugin, attribute, min(float(getattr(plugin, attribute)), socket_limit))
+
+        sender = apprise.Apprise(asset=_ASSET)
+        sender.add(plugin)
+        plain = scheme in _PLAIN_TEXT_SCHEMES
+        with _capture_apprise_log() as log:
+            result = sender.notify(
+                body=message.body if plain else message.body_markdown,
+                title=message.title,
+                body_format=apprise.NotifyFormat.TEXT if plain else apprise.NotifyFormat.MARKDOWN,
+                notify_type=_NOTIFY_TYPES.get(
+                    message.json_fields.get("kind", ""), apprise.NotifyType.FAILURE
+                ),
+                timeout=remaining,
+            )
+        if result:
+            return DeliveryResult.delivered()
+
+        lines = list(dict.fromkeys(log.lines))  # de-duplicated, in order
+        status = getattr(result, "status", None)
+        if getattr(status, "name", "") == "TIMEOUT" or time.monotonic() >= deadline:
+            # A socket read timeout reads as a "connection error" in Apprise's log; what
+            # the channel owner needs to know is that the target did not answer in time.
+            return DeliveryResult.failed(f"timed out after {timeout:g}s")
+        return _describe_failure(lines, plugin, scheme)
+
+
+def _describe_failure(lines: list[str], plugin: Any, scheme: str) -> DeliveryResult:
+    """Turn Apprise's log lines for one failed send into a one-line reason."""
+    host = getattr(plugin, "smtp_host", None) or getattr(plugin, "host", None)
+    port = getattr(plugin, "port", None)
+    where = f"{host}:{port}" if host and port else str(host or scheme)
+    said = "; ".join(line.strip() for line in lines if line.strip())
+
+    match = _HTTP_ERROR.search(said)
+    if match:
+        code = int(match.group(1))
+        try:
+            phrase = HTTPStatus(code).phrase
+        except ValueError:
+            phrase = "error"
+        # 4xx means the request itself is wrong (bad token, gone hook), except "try later".
+        permanent = 400 <= code < 500 and code not in (408, 425, 429)
+        return DeliveryResult.failed(f"HTTP {code} {phrase} from {where}: {said}", permanent=permanent)
+    if "connection error" in said.lower():
+        return DeliveryResult.failed(f"cannot connect to {where}: {said}")
+    if said:
+        return DeliveryResult.failed(f"{scheme}:// delivery to {where} failed: {said}")
+    return DeliveryResult.failed(f"{scheme}:// delivery to {where} failed (Apprise gave no reason)")
