@@ -1,0 +1,996 @@
+"""Cron schedules: parsing, validation, dialects and tick arithmetic with the DST rule.
+
+This module is the schedule engine of DESIGN §4 (issue #3). It owns the whole pipeline:
+
+* **Parsing and validation** of three dialects: ``unix`` (5 fields), ``seconds`` (6 fields,
+  seconds first) and ``quartz`` (6 or 7 fields, seconds first, optional year, DOW 1-7 with
+  SUN=1, exactly one of DOM/DOW ``?``). Every error is a :class:`ScheduleError` that names the
+  field and its 1-based position (``field 5 (day of week): 8 is out of range 0-7``).
+* **Day matching**: each expression is compiled into sorted second/minute/hour tuples, a month
+  set, an optional year set, and a table of matching days keyed by *month shape* (length of the
+  month, weekday of its 1st): only 28 shapes exist, so the table is complete, tiny, and computed
+  once at parse time. The same table proves at parse time that an expression can fire at all
+  ("never fires" otherwise), which is what bounds every search.
+* **Iteration** is a bounded day-first search over local wall-clock seconds (integers), and the
+  **DST rule** of DESIGN §4 is applied per UTC-offset segment of the zone (between two offset
+  changes the wall clock is a monotonic image of the UTC line).
+
+Why the iteration is our own and not croniter's
+-----------------------------------------------
+Issue #3 planned croniter 7 as the iterator with our corrections around it. Every correction
+below turned out to need our own day matcher anyway (croniter cannot express the OR of a ``#``
+token with a DOM, ``5L``, ``a-a``, quartz DOW numbers, or the DST rule), and a wrapper that
+post-filters croniter's candidates was both slower and harder to prove bounded than the
+compiled matcher. So croniter is not called at run time; it remains the documented baseline of
+the benchmark (``benchmarks/schedules.py``) and of the differential tests. Each place where
+croniter 7.0.0's answer differs from the contract, and what this module answers instead:
+
+1. **DOM/DOW rule for ``*``-prefixed steps.** ``0 0 */2 * 3`` from 2024-09-01: croniter
+   (default ``day_or=True``) ORs, giving 09-03, 09-04, 09-05, 09-07; Vixie/ISC (``DOM_STAR``)
+   ANDs because the DOM text starts with ``*``: we give 09-11, 09-25, 10-09, 10-23.
+2. **``#`` and ``W`` tokens in the OR rule.** ``0 0 1 * 5#3`` (both fields restricted): croniter
+   ANDs the ``#`` token with the DOM (fires only when the 1st is the third Friday, i.e. never);
+   we OR them: the 1st of every month and every third Friday. Likewise ``0 0 15W * MON``.
+3. **``a-a`` read as the whole field.** ``0 0 * * 3-3``: croniter 7 treats it like ``*``
+   (every day); we read just ``3`` (Wednesdays).
+4. **``5L`` and ``LW`` rejected.** ``0 0 * * 5L`` raises ``CroniterNotAlphaError`` in croniter
+   (which only knows the prefix spelling ``L5``); we give the last Friday of each month
+   (2024-01-26, 2024-02-23, 2024-03-29). ``0 0 LW * *`` (last weekday of the month) likewise.
+5. **Seconds position.** 6-field ``0 15 */1 * * *`` is read seconds-*last* by croniter unless
+   ``second_at_beginning=True`` (15:00:00, 15:00:01, ...); the ``seconds`` and ``quartz``
+   dialects read seconds first: 15:15:00, 16:15:00, 17:15:00.
+6. **Quartz DOW numbering.** ``0 0 12 ? * 2`` is Monday in Quartz (SUN=1); croniter reads ``2``
+   as Tuesday. We translate quartz DOW 1-7 to SUN-SAT, names included.
+7. **DST fall-back double fire (fixed-time).** ``30 2 * * *`` Europe/Berlin on 2026-10-25:
+   croniter fires at 02:30 CEST *and* 02:30 CET; we fire once, at the first occurrence
+   (00:30Z). Same for ``45 1 * * *`` on Lord Howe's 30-minute fall-back.
+8. **DST gap (wildcard).** ``*/30 2 * * *`` Europe/Berlin on 2026-03-29: croniter fires at
+   03:00 CEST, a time the schedule never names; wildcard ticks inside a gap do not exist, so we
+   give no tick that day. (Fixed-time ticks in a gap fire once at the first instant after the
+   gap, which croniter also does for 5-field expressions; we do it for every dialect:
+   ``0 30 2 * * *`` seconds-first → 2026-03-29T01:00:00Z.)
+9. **Fixed UTC offsets.** croniter happily iterates in ``+02:00``, which is an hour off after
+   the next change; :func:`validate_zone` accepts IANA names only.
+10. **Never-firing expressions.** ``0 0 30 2 *``: croniter searches and raises
+    ``CroniterBadDateError`` at iteration time; we reject it at parse time ("never fires") and
+    every search is bounded by construction.
+11. **``is_valid(..., strict=True)``** rejects ``48 14 31 jun sun``, which fires every Sunday of
+    June under the OR rule; we accept it.
+
+Conventions: every datetime in and out is aware; outputs are UTC (``datetime.UTC``) with whole
+seconds; inputs may carry any offset and microseconds. Ticks are instants: two ticks that land
+on one instant are one tick. Nothing here reads the clock or does I/O (beyond the zone database
+that :mod:`zoneinfo` loads).
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+import time
+from bisect import bisect_left, bisect_right
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, date, datetime, timedelta
+from enum import StrEnum
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from monitor.domain.errors import ScheduleError, ZoneError
+
+__all__ = [
+    "CronSchedule",
+    "Dialect",
+    "ensure_fires_after",
+    "parse_cron",
+    "validate_zone",
+]
+
+
+class Dialect(StrEnum):
+    """The cron dialects of DESIGN §4."""
+
+    UNIX = "unix"
+    SECONDS = "seconds"
+    QUARTZ = "quartz"
+
+
+# --------------------------------------------------------------------------- constants
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_EPOCH_ORD = date(1970, 1, 1).toordinal()
+_DAY = 86400
+# Supported instants: years 2..9997 (room for offsets and month arithmetic at both ends).
+_MIN_TS = int((datetime(2, 1, 1, tzinfo=UTC) - _EPOCH).total_seconds())
+_MAX_TS = int((datetime(9997, 12, 31, tzinfo=UTC) - _EPOCH).total_seconds())
+_MAX_YEAR = 9998
+# A day pattern recurs within the 400-year Gregorian cycle; any matching month shape occurs
+# within far fewer years, so 401 years of months bound every day search.
+_MAX_MONTHS = 12 * 401
+# Offset segments crossed by one search (two offset changes a year at most, in practice).
+_MAX_SEGMENTS = 4 * 401
+
+_MONTH_NAMES = {
+    name: i + 1
+    for i, name in enumerate(
+        ("JAN", "FEB", "MAR", "APR", "MAY", "JUN", "JUL", "AUG", "SEP", "OCT", "NOV", "DEC")
+    )
+}
+_DOW_NAMES = {name: i for i, name in enumerate(("SUN", "MON", "TUE", "WED", "THU", "FRI", "SAT"))}
+
+_MACROS = {
+    "@yearly": "0 0 1 1 *",
+    "@annually": "0 0 1 1 *",
+    "@monthly": "0 0 1 * *",
+    "@weekly": "0 0 * * 0",
+    "@daily": "0 0 * * *",
+    "@midnight": "0 0 * * *",
+    "@hourly": "0 * * * *",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class _FieldKind:
+    name: str
+    lo: int
+    hi: int
+
+
+_SECOND = _FieldKind("second", 0, 59)
+_MINUTE = _FieldKind("minute", 0, 59)
+_HOUR = _FieldKind("hour", 0, 23)
+_DOM = _FieldKind("day of month", 1, 31)
+_MONTH = _FieldKind("month", 1, 12)
+_DOW_UNIX = _FieldKind("day of week", 0, 7)
+_DOW_QUARTZ = _FieldKind("day of week", 1, 7)
+_YEAR = _FieldKind("year", 1970, 2099)
+
+_LAYOUTS: dict[Dialect, tuple[_FieldKind, ...]] = {
+    Dialect.UNIX: (_MINUTE, _HOUR, _DOM, _MONTH, _DOW_UNIX),
+    Dialect.SECONDS: (_SECOND, _MINUTE, _HOUR, _DOM, _MONTH, _DOW_UNIX),
+    Dialect.QUARTZ: (_SECOND, _MINUTE, _HOUR, _DOM, _MONTH, _DOW_QUARTZ, _YEAR),
+}
+
+
+# --------------------------------------------------------------------------- parsed fields
+
+
+@dataclass(frozen=True, slots=True)
+class ParsedField:
+    """One decoded field (read by :mod:`monitor.domain.explain`).
+
+    Attributes:
+        kind: the field's name (``"minute"``, ``"day of week"``...).
+        position: 1-based position in the expression as written.
+        text: the field's text as written (after macro expansion).
+        values: plain values; day of week uses 0=Sunday..6=Saturday in every dialect.
+        star: the text starts with ``*`` or is ``?`` (DESIGN §4 DOM/DOW rule).
+        last: DOM ``L``. last_weekday: DOM ``LW``. last_offsets: DOM ``L-n`` (n days before
+        the last). nearest: DOM ``nW``. nth: DOW ``n#k`` as (weekday, k). last_dow: DOW ``nL``.
+        wraps: some range wrapped around (``FRI-MON``, ``22-2``).
+    """
+
+    kind: str
+    position: int
+    text: str
+    values: frozenset[int]
+    star: bool
+    last: bool = False
+    last_weekday: bool = False
+    last_offsets: frozenset[int] = frozenset()
+    nearest: frozenset[int] = frozenset()
+    nth: frozenset[tuple[int, int]] = frozenset()
+    last_dow: frozenset[int] = frozenset()
+    wraps: bool = False
+
+    @property
+    def extended(self) -> bool:
+        """Whether the field uses syntax Debian's cron does not support."""
+        return bool(
+            self.last or self.last_weekday or self.last_offsets or self.nearest or self.nth
+            or self.last_dow or self.wraps
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class _Spec:
+    fields: tuple[ParsedField, ...]
+    seconds: tuple[int, ...]
+    minutes: tuple[int, ...]
+    hours: tuple[int, ...]
+    months: frozenset[int]
+    years: frozenset[int] | None
+    day_or: bool
+    # matching days per month shape: index (length - 28) * 7 + weekday of the 1st (0=Sunday)
+    shapes: tuple[tuple[int, ...], ...]
+    fixed: bool
+    zone: ZoneInfo
+
+
+def _err(kind: _FieldKind, position: int, problem: str) -> ScheduleError:
+    return ScheduleError(f"field {position} ({kind.name}): {problem}", field=kind.name, position=position)
+
+
+def _number(token: str, kind: _FieldKind, position: int, dialect: Dialect) -> int:
+    """A number or a name in ``kind``, range-checked; quartz DOW stays 1-7 here."""
+    if token.isdigit() and token.isascii():
+        value = int(token)
+    else:
+        upper = token.upper()
+        if kind is _MONTH and upper in _MONTH_NAMES:
+            return _MONTH_NAMES[upper]
+        if kind.name == "day of week" and upper in _DOW_NAMES:
+            return _DOW_NAMES[upper] + (1 if dialect is Dialect.QUARTZ else 0)
+        if token == "":
+            raise _err(kind, position, "a number is missing")
+        what = {
+            "month": "a number or a month name (JAN-DEC)",
+            "day of week": "a number or a day name (SUN-SAT)",
+        }
+        raise _err(kind, position, f"{token!r} is not {what.get(kind.name, 'a number')}")
+    if not kind.lo <= value <= kind.hi:
+        raise _err(kind, position, f"{value} is out of range {kind.lo}-{kind.hi}")
+    return value
+
+
+def _to_cron_dow(value: int, dialect: Dialect) -> int:
+    """Day of week as 0=Sunday..6=Saturday."""
+    return (value - 1) % 7 if dialect is Dialect.QUARTZ else value % 7
+
+
+def _expand(
+    item: str, kind: _FieldKind, position: int, dialect: Dialect
+) -> tuple[list[int], bool]:
+    """Expand ``*``, ``a``, ``a-b``, with an optional ``/step``; returns (values, wrapped)."""
+    base, slash, step_text = item.partition("/")
+    step = 1
+    if slash:
+        span = kind.hi - kind.lo + 1 if kind.name != "day of week" else 7
+        if not step_text.isdigit() or not step_text.isascii():
+            raise _err(kind, position, f"step {step_text!r} is not a number")
+        step = int(step_text)
+        if not 1 <= step <= span:
+            raise _err(kind, position, f"step {step} is out of range 1-{span}")
+    if base in ("*", "?"):
+        if base == "?" and kind.name not in ("day of month", "day of week"):
+            raise _err(kind, position, "'?' is only allowed in day of month or day of week")
+        lo, hi = kind.lo, kind.hi
+        if kind is _DOW_UNIX:
+            hi = 6  # 7 is Sunday again: '*' and '*/s' cover 0-6
+        return list(range(lo, hi + 1, step)), False
+    if "-" in base:
+        a_text, _, b_text = base.partition("-")
+        if "-" in b_text:
+            raise _err(kind, position, f"{base!r} is not a range a-b")
+        a = _number(a_text, kind, position, dialect)
+        b = _number(b_text, kind, position, dialect)
+    else:
+        a = _number(base, kind, position, dialect)
+        b = kind.hi if slash else a
+        if slash and kind is _DOW_UNIX:
+            b = 7  # DESIGN §4: in DOW the max is 7, so 1/2 = Mon, Wed, Fri, Sun
+    if a <= b:
+        return list(range(a, b + 1))[::step], False
+    # wrap-around range (FRI-MON, 22-2/2): DOW wraps modulo 7, others at the field's max
+    if kind.name == "day of week":
+        first = 1 if dialect is Dialect.QUARTZ else 0
+        a_c, b_c = _to_cron_dow(a, dialect), _to_cron_dow(b, dialect)
+        seq = [(a_c + i) % 7 for i in range((b_c - a_c) % 7 + 1)]
+        return [v + first for v in seq][::step], True
+    seq = list(range(a, kind.hi + 1)) + list(range(kind.lo, b + 1))
+    return seq[::step], True
+
+
+_NTH_RE = re.compile(r"^([A-Za-z0-9]+)#([0-9]+)$")
+
+
+def _parse_field(text: str, kind: _FieldKind, position: int, dialect: Dialect) -> ParsedField:
+    if text == "":
+        raise _err(kind, position, "is empty")
+    values: set[int] = set()
+    last = last_weekday = wraps = False
+    last_offsets: set[int] = set()
+    nearest: set[int] = set()
+    nth: set[tuple[int, int]] = set()
+    last_dow: set[int] = set()
+    is_dom = kind is _DOM
+    is_dow = kind.name == "day of week"
+    for item in text.split(","):
+        if item == "":
+            raise _err(kind, position, f"empty item in list {text!r}")
+        upper = item.upper()
+        if is_dom and ("L" in upper or "W" in upper):
+            if upper == "L":
+                last = True
+            elif upper == "LW":
+                last_weekday = True
+            elif upper.startswith("L-"):
+                if not upper[2:].isdigit() or not upper[2:].isascii():
+                    raise _err(kind, position, f"{item!r}: L-n needs a number of days n")
+                n = int(upper[2:])
+                if not 0 <= n <= 30:
+                    raise _err(kind, position, f"{item!r}: {n} is out of range 0-30")
+                last_offsets.add(n)
+            elif upper.endswith("W") and upper[:-1].isdigit() and upper[:-1].isascii():
+                nearest.add(_number(upper[:-1], kind, position, dialect))
+            else:
+                raise _err(kind, position, f"{item!r} is not L, LW, L-n or nW (nearest weekday, as in 15W)")
+            continue
+        if is_dow and "#" in item:
+            match = _NTH_RE.match(item)
+            if match is None:
+                raise _err(kind, position, f"{item!r} is not n#k (k-th weekday n of the month, as in 5#3)")
+            n = _number(match.group(1), kind, position, dialect)
+            k = int(match.group(2))
+            if not 1 <= k <= 5:
+                raise _err(kind, position, f"{item!r}: occurrence {k} is out of range 1-5")
+            nth.add((_to_cron_dow(n, dialect), k))
+            continue
+        if is_dow and upper.endswith("L"):
+            if upper == "L":
+                if dialect is not Dialect.QUARTZ:
+                    raise _err(
+                        kind,
+                        position,
+                        "'L' alone is not a day here; write 5L for the last Friday, or 6 for Saturday",
+                    )
+                values.add(6)  # Quartz: 'L' alone in day of week is 7 = SAT
+                continue
+            n = _number(item[:-1], kind, position, dialect)
+            last_dow.add(_to_cron_dow(n, dialect))
+            continue
+        if not (is_dom or is_dow) and re.search(r"[LW#]", upper) and upper not in _MONTH_NAMES:
+            raise _err(kind, position, f"{item!r}: L, W and # are only allowed in the day fields")
+        expanded, wrapped = _expand(item, kind, position, dialect)
+        wraps = wraps or wrapped
+        if is_dow:
+            values.update(_to_cron_dow(v, dialect) for v in expanded)
+        else:
+            values.update(expanded)
+    return ParsedField(
+        kind=kind.name,
+        position=position,
+        text=text,
+        values=frozenset(values),
+        star=text.startswith("*") or text == "?",
+        last=last,
+        last_weekday=last_weekday,
+        last_offsets=frozenset(last_offsets),
+        nearest=frozenset(nearest),
+        nth=frozenset(nth),
+        last_dow=frozenset(last_dow),
+        wraps=wraps,
+    )
+
+
+def _shape_days(dom: ParsedField, dow: ParsedField, day_or: bool, length: int, wd1: int) -> tuple[int, ...]:
+    """Matching days of a month with ``length`` days whose 1st is weekday ``wd1`` (0=Sunday)."""
+    dom_days = {d for d in dom.values if d <= length}
+    if dom.last:
+        dom_days.add(length)
+    for n in dom.last_offsets:
+        if length - n >= 1:
+            dom_days.add(length - n)
+    if dom.last_weekday:
+        wd = (wd1 + length - 1) % 7
+        dom_days.add(length - 1 if wd == 6 else length - 2 if wd == 0 else length)
+    for d in dom.nearest:
+        if d > length:
+            continue  # a day the month lacks: no run that month (DESIGN §4)
+        wd = (wd1 + d - 1) % 7
+        if wd == 6:  # Saturday -> Friday, or Monday when the 1st is a Saturday
+            dom_days.add(d - 1 if d > 1 else d + 2)
+        elif wd == 0:  # Sunday -> Monday, or Friday when it is the last day
+            dom_days.add(d + 1 if d < length else d - 2)
+        else:
+            dom_days.add(d)
+    dow_days = set()
+    for d in range(1, length + 1):
+        wd = (wd1 + d - 1) % 7
+        if (
+            wd in dow.values
+            or (wd, (d - 1) // 7 + 1) in dow.nth
+            or (wd in dow.last_dow and d + 7 > length)
+        ):
+            dow_days.add(d)
+    days = dom_days | dow_days if day_or else dom_days & dow_days
+    return tuple(sorted(days))
+
+
+def _month_length(year: int, month: int) -> int:
+    if month == 2:
+        return 29 if (year % 4 == 0 and (year % 100 != 0 or year % 400 == 0)) else 28
+    return 30 if month in (4, 6, 9, 11) else 31
+
+
+def _first_weekday(year: int, month: int) -> int:
+    """Weekday of the 1st, 0=Sunday."""
+    return (date(year, month, 1).weekday() + 1) % 7
+
+
+def _split_fields(expression: str, dialect: Dialect) -> list[str]:
+    text = expression.strip()
+    if text == "":
+        raise ScheduleError("the expression is empty")
+    if text.startswith("@"):
+        macro = text.lower()
+        if macro == "@reboot":
+            raise ScheduleError(
+                "@reboot is not supported: it runs once at boot, which has no predictable time; "
+                "monitor such a job with a simple (period) check instead"
+            )
+        if macro not in _MACROS:
+            raise ScheduleError(f"unknown macro {text!r}; known: {', '.join(sorted(_MACROS))}")
+        body = _MACROS[macro]
+        if dialect is Dialect.SECONDS:
+            body = "0 " + body
+        elif dialect is Dialect.QUARTZ:
+            minute, hour, dom, month, dow = body.split()
+            weekly = dow == "0"
+            body = f"0 {minute} {hour} ? {month} 1" if weekly else f"0 {minute} {hour} {dom} {month} ?"
+        return body.split()
+    parts = text.split()
+    layout = _LAYOUTS[dialect]
+    allowed = (6, 7) if dialect is Dialect.QUARTZ else (len(layout),)
+    if len(parts) not in allowed:
+        names = " ".join(k.name.replace(" ", "-") for k in layout)
+        expected = "6 or 7" if dialect is Dialect.QUARTZ else str(len(layout))
+        hint = {
+            5: "dialect 'unix' reads 5 fields (minute first)",
+            6: "dialect 'seconds' reads 6 fields with seconds first; dialect 'quartz' reads 6 or 7 "
+            "(seconds first, DOW 1-7 with SUN=1, optional year)",
+            7: "dialect 'quartz' reads 7 fields (seconds first, year last)",
+        }.get(len(parts))
+        message = f"dialect {dialect.value!r} expects {expected} fields ({names}), got {len(parts)}"
+        if hint:
+            message += f"; {hint}"
+        raise ScheduleError(message)
+    return parts
+
+
+def _compile(expression: str, dialect: Dialect, zone: ZoneInfo) -> _Spec:
+    parts = _split_fields(expression, dialect)
+    layout = _LAYOUTS[dialect]
+    fields = tuple(
+        _parse_field(text, kind, i + 1, dialect)
+        for i, (text, kind) in enumerate(zip(parts, layout[: len(parts)], strict=True))
+    )
+    by = {f.kind: f for f in fields}
+    dom, dow = by["day of month"], by["day of week"]
+    if dialect is Dialect.QUARTZ and (dom.text == "?") == (dow.text == "?"):
+        which = dom if dom.text == "?" else dow
+        problem = (
+            "exactly one of day of month and day of week must be '?' in quartz, not both"
+            if dom.text == "?"
+            else "exactly one of day of month and day of week must be '?' in quartz "
+            "(e.g. '0 0 12 ? * MON' or '0 0 12 1 * ?')"
+        )
+        raise ScheduleError(
+            f"field {which.position} ({which.kind}): {problem}", field=which.kind, position=which.position
+        )
+    day_or = not dom.star and not dow.star
+    shapes = tuple(
+        _shape_days(dom, dow, day_or, length, wd1) for length in range(28, 32) for wd1 in range(7)
+    )
+    seconds = tuple(sorted(by["second"].values)) if "second" in by else (0,)
+    years = by["year"].values if "year" in by and not by["year"].star else None
+    months = by["month"].values
+    fixed = all(not by[k].star for k in ("second", "minute", "hour") if k in by)
+    spec = _Spec(
+        fields=fields,
+        seconds=seconds,
+        minutes=tuple(sorted(by["minute"].values)),
+        hours=tuple(sorted(by["hour"].values)),
+        months=months,
+        years=years,
+        day_or=day_or,
+        shapes=shapes,
+        fixed=fixed,
+        zone=zone,
+    )
+    _check_fires(spec)
+    return spec
+
+
+def _check_fires(spec: _Spec) -> None:
+    """Raise "never fires" unless some month shape of some allowed month has a matching day."""
+    if spec.years is not None:
+        for year in sorted(spec.years):
+            for month in spec.months:
+                if spec.shapes[(_month_length(year, month) - 28) * 7 + _first_weekday(year, month)]:
+                    return
+        raise ScheduleError("the expression never fires: no listed year has a matching day")
+    for month in spec.months:
+        lengths = (28, 29) if month == 2 else (_month_length(2001, month),)
+        # every month starts on every weekday within the 400-year cycle, leap Februaries too
+        if any(spec.shapes[(n - 28) * 7 + wd] for n in lengths for wd in range(7)):
+            return
+    raise ScheduleError("the expression never fires: no month it names has a matching day")
+
+
+# --------------------------------------------------------------------------- zones
+
+
+_OFFSET_RE = re.compile(r"^(?:(?:Etc/)?(?:UTC|GMT|UCT|Z))?\s*[+-]\s*\d", re.IGNORECASE)
+_ZONE_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_+\-]*(?:/[A-Za-z0-9_+\-]+)*$")
+
+
+@functools.lru_cache(maxsize=1024)
+def validate_zone(tz: str) -> ZoneInfo:
+    """Load an IANA time zone, refusing fixed offsets and non-names.
+
+    Args:
+        tz: an IANA zone name such as ``"Europe/Berlin"`` or ``"UTC"`` (DESIGN §4: zones are
+            IANA names, never fixed offsets).
+
+    Returns:
+        The loaded :class:`zoneinfo.ZoneInfo` (cached per name).
+
+    Raises:
+        ZoneError: ``"unknown time zone 'Mars/Olympus'"``; a fixed offset (``"+02:00"``,
+            ``"UTC+2"``, ``"Etc/GMT-2"``) or a path is refused with a message saying so.
+    """
+    if not isinstance(tz, str) or tz.strip() == "":
+        raise ZoneError("time zone is empty; use an IANA name such as 'Europe/Berlin' or 'UTC'")
+    if _OFFSET_RE.match(tz) or re.match(r"^(Etc/)?(GMT|UTC)[+-]\d+$", tz):
+        raise ZoneError(
+            f"{tz!r} is a fixed UTC offset; use an IANA zone name such as 'Europe/Berlin' so that "
+            "offset changes (DST) are followed"
+        )
+    if not _ZONE_RE.match(tz) or tz in ("localtime", "posixrules", "Factory"):
+        raise ZoneError(f"unknown time zone {tz!r}")
+    try:
+        return ZoneInfo(tz)
+    except (ZoneInfoNotFoundError, ValueError, OSError):
+        raise ZoneError(f"unknown time zone {tz!r}") from None
+
+
+def _offset(zone: ZoneInfo, ts: int) -> int:
+    off = datetime.fromtimestamp(ts, zone).utcoffset()
+    assert off is not None
+    return off.days * _DAY + off.seconds
+
+
+def _year_start(year: int) -> int:
+    return (date(year, 1, 1).toordinal() - _EPOCH_ORD) * _DAY
+
+
+# Offset changes are found by sampling every 6 hours and bisecting to the second; two changes
+# less than 6 hours apart that cancel out would be missed (none exist in the tz database).
+_SAMPLE = 6 * 3600
+
+
+@functools.lru_cache(maxsize=16384)
+def _year_transitions(zone: ZoneInfo, year: int) -> tuple[tuple[int, int, int], ...]:
+    """Offset changes (instant, offset before, offset after) in (start of year, start of next]."""
+    start, end = _year_start(year), _year_start(year + 1)
+    out: list[tuple[int, int, int]] = []
+    prev_ts, prev_off = start, _offset(zone, start)
+    ts = start
+    while ts < end:
+        ts = min(ts + _SAMPLE, end)
+        off = _offset(zone, ts)
+        if off != prev_off:
+            lo, hi = prev_ts, ts  # offset(lo) == prev_off, offset(hi) == off
+            while hi - lo > 1:
+                mid = (lo + hi) // 2
+                if _offset(zone, mid) == prev_off:
+                    lo = mid
+                else:
+                    hi = mid
+            out.append((hi, prev_off, off))
+        prev_ts, prev_off = ts, off
+    return tuple(out)
+
+
+@dataclass(frozen=True, slots=True)
+class _Window:
+    starts: tuple[int, ...]
+    trans: tuple[tuple[int, int, int], ...]
+    base: int  # offset at the window's start
+    lo: int  # window start (an artificial segment boundary)
+    hi: int  # window end
+
+
+@functools.lru_cache(maxsize=16384)
+def _window(zone: ZoneInfo, year: int) -> _Window:
+    """The offset changes of years ``year-1 .. year+1``, for segment look-ups in ``year``."""
+    trans = _year_transitions(zone, year - 1) + _year_transitions(zone, year)
+    trans += _year_transitions(zone, year + 1)
+    lo = _year_start(year - 1)
+    return _Window(
+        starts=tuple(t[0] for t in trans),
+        trans=trans,
+        base=_offset(zone, lo),
+        lo=lo,
+        hi=_year_start(year + 2),
+    )
+
+
+def _segment(zone: ZoneInfo, ts: int) -> tuple[int, int, int, int]:
+    """The constant-offset segment [start, end) holding ``ts``: (start, end, offset, previous offset).
+
+    ``start``/``end`` may be artificial boundaries (no offset change; previous offset ==
+    offset) when no change happens within a year of ``ts``.
+    """
+    window = _window(zone, time.gmtime(ts).tm_year)
+    i = bisect_right(window.starts, ts)
+    end = window.starts[i] if i < len(window.starts) else window.hi
+    if i == 0:
+        return window.lo, end, window.base, window.base
+    start, before, after = window.trans[i - 1]
+    return start, end, after, before
+
+
+# --------------------------------------------------------------------------- schedule
+
+
+def _split_instant(instant: datetime, what: str) -> tuple[int, int]:
+    """Whole seconds since the epoch (floored) and the leftover microseconds."""
+    if instant.tzinfo is None or instant.utcoffset() is None:
+        raise ValueError(f"{what} must be an aware datetime, got naive {instant!r}")
+    delta = instant - _EPOCH
+    return delta.days * _DAY + delta.seconds, delta.microseconds
+
+
+def _as_utc(ts: int) -> datetime:
+    return _EPOCH + timedelta(seconds=ts)
+
+
+@dataclass(frozen=True, slots=True)
+class CronSchedule:
+    """A parsed cron expression in a dialect and an IANA zone; obtain one with :func:`parse_cron`.
+
+    All methods take aware datetimes (any offset, microseconds allowed) and return aware UTC
+    datetimes with whole seconds. Ticks follow DESIGN §4, DST rule included: a *fixed-time*
+    schedule (no seconds/minute/hour field starts with ``*``) fires once at the first instant
+    after a spring-forward gap for wall times the gap swallows, and only at the first occurrence
+    of a repeated wall time; a *wildcard* schedule has no ticks inside a gap and fires at every
+    real occurrence in an overlap. Two ticks on one instant are one tick.
+
+    Attributes:
+        expression: the expression as given. dialect: its :class:`Dialect`. tz: the IANA zone.
+    """
+
+    expression: str
+    dialect: Dialect
+    tz: str
+    _spec: _Spec = field(repr=False, compare=False)
+
+    # ------------------------------------------------------------------ public API
+
+    @property
+    def is_fixed_time(self) -> bool:
+        """True when none of the seconds, minute and hour fields starts with ``*`` (DESIGN §4)."""
+        return self._spec.fixed
+
+    @property
+    def fields(self) -> tuple[ParsedField, ...]:
+        """The decoded fields, in expression order (macros expanded)."""
+        return self._spec.fields
+
+    def next_tick(self, after: datetime) -> datetime | None:
+        """The first tick strictly after ``after``.
+
+        Args:
+            after: an aware instant; microseconds allowed.
+
+        Returns:
+            The tick in UTC, or ``None`` when the schedule has no later tick (a quartz year list
+            that has run out, or beyond year 9997).
+
+        Raises:
+            ValueError: ``after`` is naive.
+        """
+        secs, _ = _split_instant(after, "after")
+        ts = self._next_ts(secs + 1)
+        return None if ts is None else _as_utc(ts)
+
+    def next_ticks(self, after: datetime, count: int) -> list[datetime]:
+        """The first ``count`` ticks strictly after ``after``, oldest first (fewer if they run out).
+
+        Raises:
+            ValueError: ``after`` is naive or ``count`` is negative.
+        """
+        if count < 0:
+            raise ValueError("count must be >= 0")
+        secs, _ = _split_instant(after, "after")
+        out: list[datetime] = []
+        c = secs + 1
+        while len(out) < count:
+            ts = self._next_ts(c)
+            if ts is None:
+                break
+            out.append(_as_utc(ts))
+            c = ts + 1
+        return out
+
+    def prev_tick(self, before: datetime) -> datetime | None:
+        """The latest tick strictly before ``before`` (``10:00:00`` is before ``10:00:00.5``).
+
+        Returns:
+            The tick in UTC, or ``None`` if there is none after year 2.
+
+        Raises:
+            ValueError: ``before`` is naive.
+        """
+        secs, micros = _split_instant(before, "before")
+        ts = self._prev_ts(secs if micros else secs - 1)
+        return None if ts is None else _as_utc(ts)
+
+    def tick_at_or_before(self, instant: datetime) -> datetime | None:
+        """The latest tick ``<= instant`` (the tick a run at ``instant`` belongs to), or ``None``.
+
+        Raises:
+            ValueError: ``instant`` is naive.
+        """
+        secs, _ = _split_instant(instant, "instant")
+        ts = self._prev_ts(secs)
+        return None if ts is None else _as_utc(ts)
+
+    def ticks_between(self, since: datetime, until: datetime) -> Iterator[datetime]:
+        """Ticks ``t`` with ``since < t <= until``: half-open, excluding ``since``, including ``until``.
+
+        Consecutive windows ``(a, b], (b, c]`` therefore never yield a tick twice nor lose one.
+        Lazy: ticks are produced as the iterator is consumed.
+
+        Raises:
+            ValueError: either bound is naive (raised when iteration starts).
+        """
+        since_s, _ = _split_instant(since, "since")
+        until_s, _ = _split_instant(until, "until")
+        c = since_s + 1
+        while c <= until_s:
+            ts = self._next_ts(c)
+            if ts is None or ts > until_s:
+                return
+            yield _as_utc(ts)
+            c = ts + 1
+
+    def is_tick(self, instant: datetime) -> bool:
+        """Whether ``instant`` is exactly a tick (ticks are whole seconds).
+
+        Raises:
+            ValueError: ``instant`` is naive.
+        """
+        secs, micros = _split_instant(instant, "instant")
+        return micros == 0 and self._prev_ts(secs) == secs
+
+    def last_tick(self) -> datetime | None:
+        """The last tick ever, when the schedule has a year list (quartz); else ``None``."""
+        spec = self._spec
+        if spec.years is None:
+            return None
+        ts = self._prev_ts(_year_start(max(spec.years) + 1) + 2 * _DAY)
+        return None if ts is None else _as_utc(ts)
+
+    # ------------------------------------------------------------------ wall-clock search
+
+    def _day_list(self, year: int, month: int) -> tuple[int, ...]:
+        spec = self._spec
+        if month not in spec.months or (spec.years is not None and year not in spec.years):
+            return ()
+        return spec.shapes[(_month_length(year, month) - 28) * 7 + _first_weekday(year, month)]
+
+    def _next_day(self, year: int, month: int, day: int) -> int | None:
+        """Ordinal of the first matching day on or after (year, month, day); day may exceed the month."""
+        spec = self._spec
+        last_year = _MAX_YEAR if spec.years is None else max(spec.years)
+        for _ in range(_MAX_MONTHS):
+            if year > last_year:
+                return None
+            days = self._day_list(year, month)
+            if days:
+                i = bisect_left(days, day)
+                if i < len(days):
+                    return date(year, month, days[i]).toordinal()
+            month += 1
+            day = 1
+            if month > 12:
+                month, year = 1, year + 1
+        return None
+
+    def _prev_day(self, year: int, month: int, day: int) -> int | None:
+        """Ordinal of the last matching day on or before (year, month, day); day may be 0."""
+        spec = self._spec
+        first_year = 1 if spec.years is None else min(spec.years)
+        for _ in range(_MAX_MONTHS):
+            if year < first_year:
+                return None
+            days = self._day_list(year, month)
+            if days:
+                i = bisect_right(days, day)
+                if i:
+                    return date(year, month, days[i - 1]).toordinal()
+            month -= 1
+            day = 31
+            if month < 1:
+                month, year = 12, year - 1
+        return None
+
+    def _time_at_or_after(self, sod: int) -> int | None:
+        spec = self._spec
+        h, rem = divmod(sod, 3600)
+        m, s = divmod(rem, 60)
+        hours, minutes, seconds = spec.hours, spec.minutes, spec.seconds
+        i = bisect_left(hours, h)
+        if i == len(hours):
+            return None
+        if hours[i] == h:
+            j = bisect_left(minutes, m)
+            if j < len(minutes):
+                if minutes[j] == m:
+                    k = bisect_left(seconds, s)
+                    if k < len(seconds):
+                        return h * 3600 + m * 60 + seconds[k]
+                    j += 1
+                if j < len(minutes):
+                    return h * 3600 + minutes[j] * 60 + seconds[0]
+            i += 1
+            if i == len(hours):
+                return None
+        return hours[i] * 3600 + minutes[0] * 60 + seconds[0]
+
+    def _time_at_or_before(self, sod: int) -> int | None:
+        spec = self._spec
+        h, rem = divmod(sod, 3600)
+        m, s = divmod(rem, 60)
+        hours, minutes, seconds = spec.hours, spec.minutes, spec.seconds
+        i = bisect_right(hours, h) - 1
+        if i < 0:
+            return None
+        if hours[i] == h:
+            j = bisect_right(minutes, m) - 1
+            if j >= 0:
+                if minutes[j] == m:
+                    k = bisect_right(seconds, s) - 1
+                    if k >= 0:
+                        return h * 3600 + m * 60 + seconds[k]
+                    j -= 1
+                if j >= 0:
+                    return h * 3600 + minutes[j] * 60 + seconds[-1]
+            i -= 1
+            if i < 0:
+                return None
+        return hours[i] * 3600 + minutes[-1] * 60 + seconds[-1]
+
+    def _next_wall(self, wall: int) -> int | None:
+        """The first matching wall-clock second >= ``wall`` (wall seconds = local time as if UTC)."""
+        days, sod = divmod(wall, _DAY)
+        d = date.fromordinal(days + _EPOCH_ORD)
+        found = self._next_day(d.year, d.month, d.day)
+        if found is None:
+            return None
+        if found == d.toordinal():
+            t = self._time_at_or_after(sod)
+            if t is not None:
+                return days * _DAY + t
+            found = self._next_day(d.year, d.month, d.day + 1)
+            if found is None:
+                return None
+        spec = self._spec
+        first = spec.hours[0] * 3600 + spec.minutes[0] * 60 + spec.seconds[0]
+        return (found - _EPOCH_ORD) * _DAY + first
+
+    def _prev_wall(self, wall: int) -> int | None:
+        """The last matching wall-clock second <= ``wall``."""
+        days, sod = divmod(wall, _DAY)
+        d = date.fromordinal(days + _EPOCH_ORD)
+        found = self._prev_day(d.year, d.month, d.day)
+        if found is None:
+            return None
+        if found == d.toordinal():
+            t = self._time_at_or_before(sod)
+            if t is not None:
+                return days * _DAY + t
+            found = self._prev_day(d.year, d.month, d.day - 1)
+            if found is None:
+                return None
+        spec = self._spec
+        last = spec.hours[-1] * 3600 + spec.minutes[-1] * 60 + spec.seconds[-1]
+        return (found - _EPOCH_ORD) * _DAY + last
+
+    def _wall_match_in(self, lo: int, hi: int) -> bool:
+        w = self._next_wall(lo)
+        return w is not None and w <= hi
+
+    # ------------------------------------------------------------------ instants (DST rule)
+
+    def _next_ts(self, c: int) -> int | None:
+        """The first tick at or after epoch second ``c``."""
+        spec = self._spec
+        zone, fixed = spec.zone, spec.fixed
+        for _ in range(_MAX_SEGMENTS):
+            if c > _MAX_TS:
+                return None
+            start, end, off, prev = _segment(zone, c)
+            # spring-forward gap at `start`: fixed-time wall times it swallowed fire once at `start`
+            if fixed and prev < off and start == c and self._wall_match_in(start + prev, start + off - 1):
+                return c
+            lo = c + off
+            if fixed and prev > off:
+                lo = max(lo, start + prev)  # fall-back: repeated wall times fired at first occurrence
+            w = self._next_wall(lo)
+            if w is None:
+                return None
+            if w - off < end:
+                return w - off
+            c = end
+        return None  # pragma: no cover - bounded by _MAX_SEGMENTS; parse guarantees a nearer tick
+
+    def _prev_ts(self, c: int) -> int | None:
+        """The last tick at or before epoch second ``c``."""
+        spec = self._spec
+        zone, fixed = spec.zone, spec.fixed
+        for _ in range(_MAX_SEGMENTS):
+            if c < _MIN_TS:
+                return None
+            start, _end, off, prev = _segment(zone, c)
+            lo = start + off
+            if fixed and prev > off:
+                lo = start + prev
+            w = self._prev_wall(c + off)
+            if w is None:
+                return None
+            if w >= lo:
+                return w - off
+            if fixed and prev < off and self._wall_match_in(start + prev, start + off - 1):
+                return start
+            c = start - 1
+        return None  # pragma: no cover
+
+
+@functools.lru_cache(maxsize=4096)
+def _parse_cached(expression: str, dialect: Dialect, tz: str) -> CronSchedule:
+    zone = validate_zone(tz)
+    return CronSchedule(expression, dialect, tz, _compile(expression, dialect, zone))
+
+
+def parse_cron(expression: str, dialect: str | Dialect = "unix", tz: str = "UTC") -> CronSchedule:
+    """Parse and validate a cron expression (DESIGN §4), cached per (expression, dialect, tz).
+
+    Args:
+        expression: 5 fields for ``unix``, 6 (seconds first) for ``seconds``, 6 or 7 (seconds
+            first, optional year) for ``quartz``; or a macro (``@daily``...; ``@reboot`` is
+            refused). Names JAN-DEC / SUN-SAT in any case.
+        dialect: ``"unix"``, ``"seconds"`` or ``"quartz"`` (or a :class:`Dialect`).
+        tz: an IANA zone name; see :func:`validate_zone`.
+
+    Returns:
+        The :class:`CronSchedule` (the same object for equal arguments: ``functools.lru_cache``).
+
+    Raises:
+        ScheduleError: a malformed expression (message names the field and 1-based position,
+            e.g. ``field 5 (day of week): 8 is out of range 0-7``), a wrong field count (naming
+            the dialects that would accept it), an unknown dialect, or an expression that
+            never fires (``0 0 30 2 *``).
+        ZoneError: ``tz`` is unknown, not an IANA name, or a fixed offset.
+    """
+    if not isinstance(expression, str):
+        raise ScheduleError("the expression must be a string")
+    try:
+        d = Dialect(dialect.lower() if isinstance(dialect, str) else dialect)
+    except ValueError:
+        raise ScheduleError(
+            f"unknown dialect {dialect!r}; use one of: {', '.join(x.value for x in Dialect)}"
+        ) from None
+    return _parse_cached(expression, d, tz)
+
+
+def ensure_fires_after(schedule: CronSchedule, now: datetime) -> None:
+    """Reject a schedule whose ticks have all passed (a quartz year list in the past).
+
+    :func:`parse_cron` is pure and clock-free, so it can reject only expressions that can never
+    fire at all; callers that know ``now`` (creating a check, explain) call this as well.
+
+    Args:
+        schedule: a parsed schedule. now: the current instant (aware).
+
+    Raises:
+        ScheduleError: ``"the expression never fires after <now>: its last tick was <t>"``.
+    """
+    if schedule.next_tick(now) is None:
+        last = schedule.last_tick()
+        when = f": its last tick was {last.strftime('%Y-%m-%dT%H:%M:%SZ')}" if last else ""
+        raise ScheduleError(
+            f"the expression never fires after {now.astimezone(UTC).strftime('%Y-%m-%dT%H:%M:%SZ')}{when}"
+        )
