@@ -268,7 +268,7 @@ class ReceivedMail:
     def text(self) -> str:
         """The ``text/plain`` body (or the HTML one when there is no plain part)."""
         part = self.message.get_body(preferencelist=("plain", "html"))
-        return "" if part is None else str(part.get_content())  # type: ignore[attr-defined]
+        return "" if part is None else str(part.get_content())
 
 
 @dataclass
