@@ -231,6 +231,7 @@ class _SendLog(logging.Handler):
     def __init__(self) -> None:
         super().__init__(level=logging.WARNING)
         self.lines: list[str] = []
+        self.details: list[str] = []
 
     def emit(self, record: logging.LogRecord) -> None:
         if _active.get() is not self:
@@ -239,6 +240,33 @@ class _SendLog(logging.Handler):
             self.lines.append(record.getMessage())
         except Exception:  # a malformed record must not break delivery
             self.handleError(record)
+
+
+class _DetailLogger:
+    """Stands in for one plugin's logger: forwards everything, keeps the exception detail.
+
+    Apprise logs the *kind* of failure at WARNING ("A Connection error occurred ...") but
+    the cause ("[Errno 111] Connection refused", "(535, b'... credentials invalid')") only
+    at DEBUG, which the ``apprise`` logger normally drops before any handler sees it. The
+    plugin instance is private to one send, so this stays per send without touching the
+    global logger's level.
+    """
+
+    def __init__(self, inner: logging.Logger, details: list[str]) -> None:
+        self._inner = inner
+        self._details = details
+
+    def debug(self, msg: object, *args: object, **kwargs: Any) -> None:
+        if isinstance(msg, str) and msg.startswith("Socket Exception"):
+            try:
+                text = msg % args if args else msg
+            except (TypeError, ValueError):
+                text = msg
+            self._details.append(text.split(":", 1)[1].strip() if ":" in text else text)
+        self._inner.debug(msg, *args, **kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
 
 
 @contextmanager
@@ -338,6 +366,7 @@ class AppriseNotifier:
         sender.add(plugin)
         plain = scheme in _PLAIN_TEXT_SCHEMES
         with _capture_apprise_log() as log:
+            plugin.logger = _DetailLogger(plugin.logger, log.details)
             result = sender.notify(
                 body=message.body if plain else message.body_markdown,
                 title=message.title,
@@ -356,15 +385,22 @@ class AppriseNotifier:
             # A socket read timeout reads as a "connection error" in Apprise's log; what
             # the channel owner needs to know is that the target did not answer in time.
             return DeliveryResult.failed(f"timed out after {timeout:g}s")
-        return _describe_failure(lines, plugin, scheme)
+        return _describe_failure(lines, list(dict.fromkeys(log.details)), plugin, scheme)
 
 
-def _describe_failure(lines: list[str], plugin: Any, scheme: str) -> DeliveryResult:
-    """Turn Apprise's log lines for one failed send into a one-line reason."""
+_ERRNO = re.compile(r"\[Errno -?\d+\] [^'\")\]]+")
+
+
+def _describe_failure(lines: list[str], details: list[str], plugin: Any, scheme: str) -> DeliveryResult:
+    """Turn Apprise's log lines (and DEBUG exception details) for one failed send into a reason."""
     host = getattr(plugin, "smtp_host", None) or getattr(plugin, "host", None)
     port = getattr(plugin, "port", None)
     where = f"{host}:{port}" if host and port else str(host or scheme)
     said = "; ".join(line.strip() for line in lines if line.strip())
+    # requests wraps the OS error in a long repr; "[Errno 111] Connection refused" is the news.
+    cause = "; ".join(m.group(0) if (m := _ERRNO.search(d)) else d[:200] for d in details)
+    if cause:
+        said = f"{said.rstrip('.')}: {cause}" if said else cause
 
     match = _HTTP_ERROR.search(said)
     if match:
@@ -376,6 +412,13 @@ def _describe_failure(lines: list[str], plugin: Any, scheme: str) -> DeliveryRes
         # 4xx means the request itself is wrong (bad token, gone hook), except "try later".
         permanent = 400 <= code < 500 and code not in (408, 425, 429)
         return DeliveryResult.failed(f"HTTP {code} {phrase} from {where}: {said}", permanent=permanent)
+    if "refused" in cause.lower():
+        return DeliveryResult.failed(f"cannot connect to {where}: connection refused")
+    if scheme in EMAIL_SCHEMES:
+        # smtplib errors carry the server's reply code: 5xx (e.g. 535 bad credentials) is final.
+        permanent = re.search(r"\(5\d\d, ", cause) is not None
+        reason = said or "Apprise gave no reason"
+        return DeliveryResult.failed(f"email via {where} failed: {reason}", permanent=permanent)
     if "connection error" in said.lower():
         return DeliveryResult.failed(f"cannot connect to {where}: {said}")
     if said:

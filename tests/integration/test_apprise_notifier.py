@@ -165,7 +165,7 @@ async def test_refused_connection_gives_a_clear_error(notifier: AppriseNotifier)
 
     assert result.ok is False
     assert result.error is not None
-    assert result.error.startswith(f"cannot connect to 127.0.0.1:{port}")
+    assert result.error == f"cannot connect to 127.0.0.1:{port}: connection refused"
     assert result.permanent is False
 
 
@@ -207,6 +207,35 @@ async def test_email_arrives_with_title_as_subject(
     assert "**" not in mail.text  # the plain-text rendering, not Markdown
 
 
+async def test_email_with_smtp_login_arrives_and_its_url_masks_the_password(
+    notifier: AppriseNotifier,
+) -> None:
+    with SmtpReceiver(username="monitor", password="s3cret-smtp-pw") as receiver:
+        url = receiver.url
+        assert url.startswith(f"mailto://monitor:s3cret-smtp-pw@127.0.0.1:{receiver.port}/?mode=insecure&")
+
+        result = await notifier.send(url, make_message(), timeout=5)
+
+        assert result.ok is True, result.error
+        await receiver.async_wait_for_messages(1)
+        assert receiver.logins == [("monitor", True)]
+    assert "s3cret-smtp-pw" not in mask_url(url)
+
+
+async def test_email_with_wrong_password_fails(notifier: AppriseNotifier) -> None:
+    with SmtpReceiver(username="monitor", password="right") as receiver:
+        url = receiver.url.replace(":right@", ":wrong@")
+
+        result = await notifier.send(url, make_message(), timeout=5)
+
+        assert result.ok is False
+        assert result.error is not None
+        assert result.error.startswith(f"email via 127.0.0.1:{receiver.port} failed: ")
+        assert "535" in result.error and "Authentication credentials invalid" in result.error
+        assert result.permanent is True
+        assert receiver.messages == []
+
+
 async def test_email_to_a_closed_port_fails_clearly(notifier: AppriseNotifier) -> None:
     port = free_port()
     url = f"mailto://127.0.0.1:{port}/?mode=insecure&from=monitor@example.com&to=oncall@example.com"
@@ -214,7 +243,7 @@ async def test_email_to_a_closed_port_fails_clearly(notifier: AppriseNotifier) -
     result = await notifier.send(url, make_message(), timeout=5)
 
     assert result.ok is False
-    assert result.error is not None and result.error.startswith(f"cannot connect to 127.0.0.1:{port}")
+    assert result.error == f"cannot connect to 127.0.0.1:{port}: connection refused"
 
 
 # --------------------------------------------------------------------------- private targets

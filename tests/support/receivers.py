@@ -29,9 +29,10 @@ from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
 from typing import Any, Self
+from urllib.parse import quote
 
 from aiosmtpd.controller import Controller
-from aiosmtpd.smtp import SMTP, Envelope, Session
+from aiosmtpd.smtp import SMTP, AuthResult, Envelope, LoginPassword, Session
 
 HOST = "127.0.0.1"
 
@@ -292,25 +293,55 @@ class _SmtpHandler:
 
 
 class SmtpReceiver:
-    """An aiosmtpd SMTP server on ``127.0.0.1:<free port>`` (no TLS, no AUTH).
+    """An aiosmtpd SMTP server on ``127.0.0.1:<free port>``, plain SMTP (no TLS).
 
     Args:
         mail_from: the sender address put in :attr:`url`.
         mail_to: the recipient address put in :attr:`url`.
+        username: with ``password``, the server offers AUTH (PLAIN/LOGIN, allowed without
+            TLS) and accepts only these credentials; :attr:`url` then carries them
+            (``mailto://user:pass@127.0.0.1:PORT/...``). Without them there is no AUTH.
+        password: see ``username``.
     """
 
-    def __init__(self, *, mail_from: str = "monitor@example.com", mail_to: str = "oncall@example.com"):
+    def __init__(
+        self,
+        *,
+        mail_from: str = "monitor@example.com",
+        mail_to: str = "oncall@example.com",
+        username: str | None = None,
+        password: str | None = None,
+    ):
         self.mail_from = mail_from
         self.mail_to = mail_to
+        self.username = username
+        self.password = password
+        #: Logins tried, as (username, accepted) pairs.
+        self.logins: list[tuple[str, bool]] = []
         self._messages: list[ReceivedMail] = []
         self._cond = threading.Condition()
         self._controller: Controller | None = None
         self._port: int | None = None
 
+    def _authenticate(
+        self, server: SMTP, session: Session, envelope: Envelope, mechanism: str, auth_data: Any
+    ) -> AuthResult:
+        if not isinstance(auth_data, LoginPassword):
+            return AuthResult(success=False, handled=False)
+        user = auth_data.login.decode()
+        ok = user == self.username and auth_data.password.decode() == self.password
+        self.logins.append((user, ok))
+        # handled=False makes aiosmtpd answer "535 ... credentials invalid" (its default is silence).
+        return AuthResult(success=ok, handled=False)
+
     def start(self) -> Self:
         """Start the aiosmtpd controller thread on a free loopback port; returns ``self``."""
         self._port = free_port()
-        self._controller = Controller(_SmtpHandler(self), hostname=HOST, port=self._port)
+        auth: dict[str, Any] = {}
+        if self.username is not None and self.password is not None:
+            # AUTH offered but not required, and allowed in clear text: loopback only.
+            auth = {"authenticator": self._authenticate, "auth_require_tls": False}
+        self._controller = Controller(_SmtpHandler(self), hostname=HOST, port=self._port, **auth)
         self._controller.start()
         return self
 
@@ -339,10 +370,14 @@ class SmtpReceiver:
     def url(self) -> str:
         """An Apprise URL delivering here over plain SMTP.
 
-        ``mailto://`` (not ``mailtos://``) means no TLS; ``mode=insecure`` states it; no
-        ``user:pass@`` means Apprise skips AUTH, which this server does not offer.
+        ``mailto://`` (not ``mailtos://``) means no TLS; ``mode=insecure`` states it. Without
+        ``user:pass@`` Apprise skips AUTH; with them (when the receiver has credentials)
+        it logs in over the plain connection.
         """
-        return f"mailto://{HOST}:{self.port}/?mode=insecure&from={self.mail_from}&to={self.mail_to}"
+        creds = ""
+        if self.username is not None and self.password is not None:
+            creds = f"{quote(self.username, safe='')}:{quote(self.password, safe='')}@"
+        return f"mailto://{creds}{HOST}:{self.port}/?mode=insecure&from={self.mail_from}&to={self.mail_to}"
 
     def _record(self, mail: ReceivedMail) -> None:
         with self._cond:
