@@ -214,7 +214,7 @@ def reset_to_new(state: CheckState) -> None:
     state.next_due = None
 
 
-def pause(state: CheckState, book: RunBook, now: datetime) -> Effects:
+def pause(state: CheckState, now: datetime) -> Effects:
     """Pause: ticks stop being watched; open runs are dropped from detection."""
     fx = Effects()
     if state.paused:
@@ -468,6 +468,11 @@ def evaluate(spec: CheckSpec, state: CheckState, book: RunBook, now: datetime) -
 def _cursor(state: CheckState) -> datetime | None:
     marks = [t for t in (state.watch_from, state.judged_until) if t is not None]
     return max(marks) if marks else None
+
+
+def refresh(spec: CheckSpec, state: CheckState, book: RunBook, now: datetime) -> None:
+    """Recompute ``pending_tick`` and ``next_due`` (after a settings change)."""
+    _advance(spec, state, book, now)
 
 
 def _advance(spec: CheckSpec, state: CheckState, book: RunBook, now: datetime) -> None:

@@ -280,6 +280,7 @@ def _expand(
     return seq[::step], True
 
 
+_MONTH_NAME_RE = re.compile("|".join(_MONTH_NAMES))
 _NTH_RE = re.compile(r"^([A-Za-z0-9]+)#([0-9]+)$")
 
 
@@ -338,7 +339,7 @@ def _parse_field(text: str, kind: _FieldKind, position: int, dialect: Dialect) -
             n = _number(item[:-1], kind, position, dialect)
             last_dow.add(_to_cron_dow(n, dialect))
             continue
-        if not (is_dom or is_dow) and re.search(r"[LW#]", upper) and upper not in _MONTH_NAMES:
+        if not (is_dom or is_dow) and re.search(r"[LW#]", _MONTH_NAME_RE.sub("", upper)):
             raise _err(kind, position, f"{item!r}: L, W and # are only allowed in the day fields")
         expanded, wrapped = _expand(item, kind, position, dialect)
         wraps = wraps or wrapped

@@ -1,0 +1,233 @@
+"""The ``monitor`` command (DESIGN §3, §10).
+
+Every command that touches the database applies pending migrations first. Options fall back
+to ``MONITOR_*`` environment variables; flags win.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+import os
+import sys
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from monitor import __version__
+from monitor.settings import Settings, SettingsError
+
+logger = logging.getLogger("monitor")
+
+
+def _settings(args: argparse.Namespace, **extra: Any) -> Settings:
+    return Settings.from_env(database_url=getattr(args, "database_url", None), **extra)
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="monitor", description="A dead-man's-switch service for scheduled work.")
+    parser.add_argument("--version", action="version", version=f"monitor {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    def db(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--database-url", help="SQLAlchemy async URL (env MONITOR_DATABASE_URL)")
+
+    serve = sub.add_parser("serve", help="run the API, evaluator and notifier")
+    db(serve)
+    serve.add_argument("--host", default=os.environ.get("MONITOR_HOST", "127.0.0.1"))
+    serve.add_argument("--port", type=int, default=int(os.environ.get("MONITOR_PORT", "8000")))
+    serve.add_argument("--workers", type=int, default=int(os.environ.get("MONITOR_WORKERS", "1")))
+    serve.add_argument("--dev", action="store_true", help="allow Apprise targets on private/loopback networks")
+    serve.add_argument("--no-evaluator", action="store_true", help="do not run the evaluator in this process")
+    serve.add_argument("--no-notifier", action="store_true", help="do not run the notifier in this process")
+
+    migrate = sub.add_parser("migrate", help="apply pending migrations and exit")
+    db(migrate)
+
+    evaluate = sub.add_parser("evaluate", help="run only the evaluator")
+    db(evaluate)
+    notify = sub.add_parser("notify", help="run only the notifier")
+    db(notify)
+
+    project = sub.add_parser("project", help="manage projects")
+    project_sub = project.add_subparsers(dest="project_command", required=True)
+    create = project_sub.add_parser("create", help="create a project; prints its keys as JSON")
+    db(create)
+    create.add_argument("name")
+    create.add_argument("--api-key", help="use this read-write key instead of a random one")
+
+    replay = sub.add_parser("replay", help="run a scenario file on a temporary database; prints JSON")
+    replay.add_argument("file", type=Path)
+
+    cron = sub.add_parser("cron", help="cron tools")
+    cron_sub = cron.add_subparsers(dest="cron_command", required=True)
+    explain = cron_sub.add_parser("explain", help="explain a cron expression; prints JSON")
+    explain.add_argument("expression")
+    explain.add_argument("--tz", default="UTC")
+    explain.add_argument("--dialect", default="unix")
+    explain.add_argument("--count", type=int, default=5)
+    explain.add_argument("--after", help="ISO 8601 instant (default now)")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``monitor`` console script."""
+    args = _parser().parse_args(argv)
+    logging.basicConfig(level=os.environ.get("MONITOR_LOG_LEVEL", "INFO"), stream=sys.stderr,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.getLogger("alembic").setLevel(logging.WARNING)
+    try:
+        return _dispatch(args)
+    except SettingsError as error:
+        print(f"monitor: {error}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+
+
+def _dispatch(args: argparse.Namespace) -> int:
+    command = args.command
+    if command == "serve":
+        return _serve(args)
+    if command == "migrate":
+        asyncio.run(_migrate(_settings(args)))
+        print(json.dumps({"migrated": True}))
+        return 0
+    if command == "project":
+        result = asyncio.run(_project_create(_settings(args), args.name, args.api_key))
+        print(json.dumps(result))
+        return 0
+    if command == "replay":
+        return _replay(args.file)
+    if command == "cron":
+        return _cron_explain(args)
+    if command in ("evaluate", "notify"):
+        asyncio.run(_worker(_settings(args), command))
+        return 0
+    raise AssertionError(command)
+
+
+async def _migrate(settings: Settings) -> None:
+    from monitor.storage.engine import make_engine, migrate
+
+    engine = make_engine(settings.database_url)
+    try:
+        await migrate(engine)
+    finally:
+        await engine.dispose()
+
+
+async def _project_create(settings: Settings, name: str, api_key: str | None) -> dict[str, object]:
+    from monitor.services import projects
+    from monitor.storage.engine import make_engine, migrate
+
+    engine = make_engine(settings.database_url)
+    try:
+        await migrate(engine)
+        async with engine.begin() as conn:
+            return await projects.create_project(conn, name, datetime.now(UTC), api_key=api_key)
+    finally:
+        await engine.dispose()
+
+
+async def _bootstrap(settings: Settings) -> dict[str, object] | None:
+    """Migrate; with no project yet, create the default one (keys returned once)."""
+    from monitor.services import projects
+    from monitor.storage.engine import make_engine, migrate
+
+    engine = make_engine(settings.database_url)
+    try:
+        await migrate(engine)
+        async with engine.begin() as conn:
+            if await projects.count_projects(conn) == 0:
+                return await projects.create_project(conn, "default", datetime.now(UTC), api_key=settings.api_key)
+        return None
+    finally:
+        await engine.dispose()
+
+
+def _serve(args: argparse.Namespace) -> int:
+    import uvicorn
+
+    settings = _settings(args, allow_private_targets=True if args.dev else None)
+    created = asyncio.run(_bootstrap(settings))
+    if created is not None:
+        print("Created the default project. Keep these keys; they are shown only once:", flush=True)
+        print(json.dumps(created), flush=True)
+    roles = [r for r, off in (("evaluator", args.no_evaluator), ("notifier", args.no_notifier)) if not off]
+    os.environ["MONITOR_DATABASE_URL"] = settings.database_url
+    os.environ["MONITOR_ALLOW_PRIVATE_TARGETS"] = "1" if settings.allow_private_targets else "0"
+    os.environ["MONITOR_ROLES"] = ",".join(roles)
+    print(f"monitor {__version__} listening on http://{args.host}:{args.port} ({settings.database_url})", flush=True)
+    uvicorn.run(
+        "monitor.http.app:app_from_env",
+        factory=True,
+        host=args.host,
+        port=args.port,
+        workers=args.workers,
+        log_level=os.environ.get("MONITOR_LOG_LEVEL", "info").lower(),
+        access_log=False,
+        lifespan="on",
+    )
+    return 0
+
+
+async def _worker(settings: Settings, role: str) -> None:
+    from monitor.domain.clock import SystemClock
+    from monitor.notify.apprise import AppriseNotifier
+    from monitor.storage.engine import make_engine, migrate
+    from monitor.workers.evaluator import run_evaluator
+    from monitor.workers.notifier import run_notifier
+
+    engine = make_engine(settings.database_url)
+    try:
+        await migrate(engine)
+        if role == "evaluate":
+            await run_evaluator(engine, settings, SystemClock())
+        else:
+            async with AppriseNotifier(allow_private_targets=settings.allow_private_targets) as notifier:
+                await run_notifier(engine, notifier, settings, SystemClock())
+    finally:
+        await engine.dispose()
+
+
+def _replay(path: Path) -> int:
+    from monitor.services.replay import load_scenario, replay
+
+    try:
+        scenario = load_scenario(path)
+    except (OSError, ValueError) as error:
+        print(f"monitor replay: cannot read {path}: {error}", file=sys.stderr)
+        return 2
+    result = asyncio.run(replay(scenario))
+    print(json.dumps(result))
+    return 0
+
+
+def _cron_explain(args: argparse.Namespace) -> int:
+    from monitor.domain.errors import ScheduleError, ValidationError, ZoneError
+    from monitor.domain.explain import explain
+
+    try:
+        after = datetime.fromisoformat(args.after.replace("Z", "+00:00")) if args.after else datetime.now(UTC)
+        if after.tzinfo is None:
+            raise ValidationError("after", "needs a UTC offset or Z")
+        result = explain(args.expression, dialect=args.dialect, tz=args.tz, count=args.count, after=after)
+    except ScheduleError as error:
+        print(json.dumps({"error": f"schedule: {error}"}))
+        return 2
+    except ZoneError as error:
+        print(json.dumps({"error": f"tz: {error}"}))
+        return 2
+    except (ValidationError, ValueError) as error:
+        print(json.dumps({"error": str(error)}))
+        return 2
+    print(json.dumps(result, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

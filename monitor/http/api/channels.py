@@ -1,0 +1,75 @@
+"""``/api/v3/channels/…``: Apprise destinations (DESIGN §7, §9)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from litestar import Controller, Request, Response, delete, get, post
+
+from monitor.http.api.common import authenticate, json_body, services_of
+from monitor.services import channels as channel_service
+
+Req = Request[Any, Any, Any]
+
+
+class ChannelsController(Controller):
+    path = "/api/v3/channels"
+    tags = ["channels"]
+
+    @get("/", summary="List channels (secrets masked)")
+    async def list_channels(self, request: Req) -> dict[str, Any]:
+        key = await authenticate(request, write=False)
+        services = services_of(request.app.state)
+        async with services.engine.connect() as conn:
+            return {"channels": await channel_service.list_channels(conn, key.project_id)}
+
+    @post("/", summary="Create a channel")
+    async def create_channel(self, request: Req) -> Response[dict[str, Any]]:
+        key = await authenticate(request, write=True)
+        services = services_of(request.app.state)
+        values = await channel_service.validate_channel(
+            await json_body(request), partial=False, allow_private=services.settings.allow_private_targets
+        )
+        async with services.engine.begin() as conn:
+            channel_id = await channel_service.create_channel(conn, key.project_id, values, services.clock.now())
+            row = await channel_service.get_channel(conn, key.project_id, channel_id)
+        return Response(channel_service.channel_to_dict(row), status_code=201)
+
+    @get("/{channel_id:str}", summary="Get a channel")
+    async def get_channel(self, request: Req, channel_id: str) -> dict[str, Any]:
+        key = await authenticate(request, write=False)
+        services = services_of(request.app.state)
+        async with services.engine.connect() as conn:
+            return channel_service.channel_to_dict(await channel_service.get_channel(conn, key.project_id, channel_id))
+
+    @post("/{channel_id:str}", summary="Update a channel", status_code=200)
+    async def update_channel(self, request: Req, channel_id: str) -> dict[str, Any]:
+        key = await authenticate(request, write=True)
+        services = services_of(request.app.state)
+        values = await channel_service.validate_channel(
+            await json_body(request), partial=True, allow_private=services.settings.allow_private_targets
+        )
+        async with services.engine.begin() as conn:
+            await channel_service.get_channel(conn, key.project_id, channel_id)
+            await channel_service.update_channel(conn, channel_id, values)
+            return channel_service.channel_to_dict(await channel_service.get_channel(conn, key.project_id, channel_id))
+
+    @delete("/{channel_id:str}", summary="Delete a channel", status_code=200)
+    async def delete_channel(self, request: Req, channel_id: str) -> dict[str, Any]:
+        key = await authenticate(request, write=True)
+        services = services_of(request.app.state)
+        async with services.engine.begin() as conn:
+            row = await channel_service.get_channel(conn, key.project_id, channel_id)
+            await channel_service.delete_channel(conn, channel_id)
+        return channel_service.channel_to_dict(row)
+
+    @post("/{channel_id:str}/test", summary="Send a test notification now", status_code=200)
+    async def test_channel(self, request: Req, channel_id: str) -> Response[dict[str, Any]]:
+        key = await authenticate(request, write=True)
+        services = services_of(request.app.state)
+        async with services.engine.connect() as conn:
+            row = await channel_service.get_channel(conn, key.project_id, channel_id)
+        result = await channel_service.test_channel(services.notifier, row, timeout=services.settings.notify_timeout)
+        if result.ok:
+            return Response({"ok": True, "error": None}, status_code=200)
+        return Response({"ok": False, "error": f"url: delivery failed: {result.error}"}, status_code=400)

@@ -1,0 +1,94 @@
+"""Shared pieces of the management API: the request context, key checks and JSON bodies."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from litestar import Request
+from litestar.datastructures import State
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from monitor.domain.clock import Clock
+from monitor.domain.errors import ValidationError
+from monitor.http.errors import Forbidden, NotAuthenticated, PayloadTooLarge
+from monitor.notify.base import Notifier
+from monitor.services import projects
+from monitor.services.history import DEFAULT_LIMIT, MAX_LIMIT
+from monitor.settings import Settings
+
+MAX_JSON_BODY = 1_000_000
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Services:
+    """What handlers need, put on ``app.state.services`` by the app's lifespan."""
+
+    engine: AsyncEngine
+    settings: Settings
+    clock: Clock
+    notifier: Notifier
+
+
+def services_of(state: State) -> Services:
+    services: Services = state.services
+    return services
+
+
+async def authenticate(request: Request[Any, Any, Any], *, write: bool) -> projects.ApiKey:
+    """Resolve ``X-Api-Key``: missing/wrong → 401; a read-only key writing → 403."""
+    key = request.headers.get("x-api-key")
+    if not key:
+        raise NotAuthenticated("missing api key (X-Api-Key header)")
+    services = services_of(request.app.state)
+    async with services.engine.connect() as conn:
+        found = await projects.resolve_api_key(conn, key)
+    if found is None:
+        raise NotAuthenticated("wrong api key")
+    if write and found.read_only:
+        raise Forbidden("read-only api key")
+    return found
+
+
+async def json_body(request: Request[Any, Any, Any]) -> Any:
+    """The request's JSON body (``{}`` when empty).
+
+    Raises:
+        ValidationError: ``body: …`` for invalid JSON; PayloadTooLarge over 1 MB.
+    """
+    length = request.headers.get("content-length")
+    if length and length.isdigit() and int(length) > MAX_JSON_BODY:
+        raise PayloadTooLarge(f"body: larger than {MAX_JSON_BODY} bytes")
+    raw = await request.body()
+    if len(raw) > MAX_JSON_BODY:
+        raise PayloadTooLarge(f"body: larger than {MAX_JSON_BODY} bytes")
+    if not raw.strip():
+        return {}
+    try:
+        return json.loads(raw)
+    except (ValueError, UnicodeDecodeError) as error:
+        raise ValidationError("body", f"invalid JSON ({error})") from None
+
+
+def limit_param(value: str | None) -> int:
+    if value is None:
+        return DEFAULT_LIMIT
+    if not value.isdigit() or not 1 <= int(value) <= MAX_LIMIT:
+        raise ValidationError("limit", f"must be an integer between 1 and {MAX_LIMIT}")
+    return int(value)
+
+
+def instant_param(name: str, value: str | None) -> datetime | None:
+    if value is None or value == "":
+        return None
+    try:
+        if value.isdigit():
+            return datetime.fromtimestamp(int(value), UTC)
+        parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except (ValueError, OverflowError, OSError):
+        raise ValidationError(name, "must be ISO 8601 with offset or unix seconds") from None
+    if parsed.tzinfo is None:
+        raise ValidationError(name, "needs a UTC offset or Z")
+    return parsed.astimezone(UTC)

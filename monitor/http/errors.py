@@ -1,0 +1,93 @@
+"""Domain errors → JSON HTTP answers, in one place (``{"error": "<field>: <problem>"}``)."""
+
+from __future__ import annotations
+
+import logging
+
+from litestar import MediaType, Request, Response
+from litestar.exceptions import HTTPException
+from litestar.exceptions import ValidationException as LitestarValidation
+
+from monitor.domain.errors import Conflict, NotFound, ScheduleError, ValidationError, ZoneError
+
+logger = logging.getLogger(__name__)
+
+
+class NotAuthenticated(Exception):
+    """Missing or wrong ``X-Api-Key`` (401)."""
+
+
+class Forbidden(Exception):
+    """A read-only key tried to write (403)."""
+
+
+class PayloadTooLarge(Exception):
+    """A management request body over the limit (413)."""
+
+
+def _json(status: int, message: str) -> Response[dict[str, str]]:
+    return Response({"error": message}, status_code=status, media_type=MediaType.JSON)
+
+
+def handle_validation(_: Request[object, object, object], exc: ValidationError) -> Response[dict[str, str]]:
+    return _json(400, str(exc))
+
+
+def handle_schedule(_: Request[object, object, object], exc: ScheduleError) -> Response[dict[str, str]]:
+    return _json(400, f"schedule: {exc}")
+
+
+def handle_zone(_: Request[object, object, object], exc: ZoneError) -> Response[dict[str, str]]:
+    return _json(400, f"tz: {exc}")
+
+
+def handle_not_found(_: Request[object, object, object], exc: NotFound) -> Response[dict[str, str]]:
+    return _json(404, str(exc) or "not found")
+
+
+def handle_conflict(_: Request[object, object, object], exc: Conflict) -> Response[dict[str, str]]:
+    return _json(409, str(exc))
+
+
+def handle_unauthenticated(_: Request[object, object, object], exc: NotAuthenticated) -> Response[dict[str, str]]:
+    return _json(401, str(exc))
+
+
+def handle_forbidden(_: Request[object, object, object], exc: Forbidden) -> Response[dict[str, str]]:
+    return _json(403, str(exc))
+
+
+def handle_too_large(_: Request[object, object, object], exc: PayloadTooLarge) -> Response[dict[str, str]]:
+    return _json(413, str(exc))
+
+
+def handle_litestar_validation(_: Request[object, object, object], exc: LitestarValidation) -> Response[dict[str, str]]:
+    detail = exc.extra if isinstance(exc.extra, list) and exc.extra else None
+    if detail and isinstance(detail[0], dict):
+        key = detail[0].get("key") or detail[0].get("source") or "request"
+        return _json(400, f"{key}: {detail[0].get('message', exc.detail)}")
+    return _json(400, f"request: {exc.detail}")
+
+
+def handle_http(_: Request[object, object, object], exc: HTTPException) -> Response[dict[str, str]]:
+    return _json(exc.status_code, str(exc.detail).lower() if exc.status_code == 404 else str(exc.detail))
+
+
+def handle_unexpected(request: Request[object, object, object], exc: Exception) -> Response[dict[str, str]]:
+    logger.exception("unhandled error", extra={"action": "unhandled_error", "path": request.url.path})
+    return _json(500, "internal error; it has been logged")
+
+
+EXCEPTION_HANDLERS = {
+    ValidationError: handle_validation,
+    ScheduleError: handle_schedule,
+    ZoneError: handle_zone,
+    NotFound: handle_not_found,
+    Conflict: handle_conflict,
+    NotAuthenticated: handle_unauthenticated,
+    Forbidden: handle_forbidden,
+    PayloadTooLarge: handle_too_large,
+    LitestarValidation: handle_litestar_validation,
+    HTTPException: handle_http,
+    Exception: handle_unexpected,
+}

@@ -1,0 +1,125 @@
+"""Channels: Apprise URLs a project's alerts go to (DESIGN §7, §9)."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid as uuid_module
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import delete, select, update
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from monitor.domain.checks import AlertKind
+from monitor.domain.errors import NotFound, ValidationError
+from monitor.domain.messages import Message
+from monitor.notify import apprise as apprise_notify
+from monitor.notify.base import DeliveryResult, Notifier
+from monitor.storage import tables as t
+
+ALERT_KINDS = {k.value for k in AlertKind}
+
+
+def _kinds(value: Any) -> str:
+    if isinstance(value, str):
+        items = [k.strip() for k in value.split(",") if k.strip()]
+    elif isinstance(value, list) and all(isinstance(k, str) for k in value):
+        items = value
+    else:
+        raise ValidationError("kinds", "must be a list of alert kinds or a comma-separated string")
+    for kind in items:
+        if kind not in ALERT_KINDS:
+            raise ValidationError("kinds", f"{kind!r} is not an alert kind ({', '.join(sorted(ALERT_KINDS))})")
+    return ",".join(items)
+
+
+async def validate_channel(data: Any, *, partial: bool, allow_private: bool) -> dict[str, Any]:
+    """Validate a channel body: ``name`` (≤ 100), ``url`` (Apprise must parse it), ``kinds``.
+
+    Raises:
+        ValidationError: naming ``name``, ``url`` or ``kinds``.
+    """
+    if not isinstance(data, dict):
+        raise ValidationError("body", "must be a JSON object")
+    out: dict[str, Any] = {}
+    if "name" in data:
+        if not isinstance(data["name"], str) or len(data["name"]) > 100:
+            raise ValidationError("name", "must be a string of at most 100 characters")
+        out["name"] = data["name"]
+    if "url" in data or not partial:
+        url = data.get("url")
+        if not isinstance(url, str) or not url.strip():
+            raise ValidationError("url", "is required: an Apprise URL such as json://host/path or mailto://…")
+        url = url.strip()
+        apprise_notify.validate_apprise_url(url)
+        await asyncio.to_thread(apprise_notify.check_private_target, url, allow_private)
+        out["url"] = url
+    if "kinds" in data:
+        out["kinds"] = _kinds(data["kinds"])
+    return out
+
+
+def channel_to_dict(row: Any) -> dict[str, Any]:
+    return {
+        "id": row["id"],
+        "name": row["name"],
+        "url": apprise_notify.mask_url(row["url"]),
+        "kinds": [k for k in row["kinds"].split(",") if k],
+    }
+
+
+async def create_channel(conn: AsyncConnection, project_id: int, values: dict[str, Any], now: datetime) -> str:
+    channel_id = str(uuid_module.uuid4())
+    await conn.execute(
+        t.channels.insert().values(
+            id=channel_id,
+            project_id=project_id,
+            name=values.get("name", ""),
+            url=values["url"],
+            kinds=values.get("kinds", ""),
+            created_at=now,
+        )
+    )
+    return channel_id
+
+
+async def get_channel(conn: AsyncConnection, project_id: int, channel_id: str) -> dict[str, Any]:
+    row = (
+        await conn.execute(
+            select(t.channels).where(t.channels.c.id == channel_id).where(t.channels.c.project_id == project_id)
+        )
+    ).mappings().first()
+    if row is None:
+        raise NotFound("channel not found")
+    return dict(row)
+
+
+async def list_channels(conn: AsyncConnection, project_id: int) -> list[dict[str, Any]]:
+    rows = (
+        await conn.execute(select(t.channels).where(t.channels.c.project_id == project_id).order_by(t.channels.c.created_at))
+    ).mappings().all()
+    return [channel_to_dict(r) for r in rows]
+
+
+async def update_channel(conn: AsyncConnection, channel_id: str, values: dict[str, Any]) -> None:
+    if values:
+        await conn.execute(update(t.channels).where(t.channels.c.id == channel_id).values(values))
+
+
+async def delete_channel(conn: AsyncConnection, channel_id: str) -> None:
+    notification_ids = select(t.notifications.c.id).where(t.notifications.c.channel_id == channel_id)
+    await conn.execute(delete(t.notification_attempts).where(t.notification_attempts.c.notification_id.in_(notification_ids)))
+    await conn.execute(delete(t.notifications).where(t.notifications.c.channel_id == channel_id))
+    await conn.execute(delete(t.check_channels).where(t.check_channels.c.channel_id == channel_id))
+    await conn.execute(delete(t.channels).where(t.channels.c.id == channel_id))
+
+
+async def test_channel(notifier: Notifier, row: dict[str, Any], *, timeout: float) -> DeliveryResult:
+    """Deliver a test message synchronously (bounded by ``timeout`` seconds)."""
+    message = Message(
+        title=f"{row['name'] or 'channel'}: test notification from monitor",
+        body="This is a test notification from monitor. If you can read it, the channel works.\n",
+        body_markdown="This is a **test notification** from monitor. If you can read it, the channel works.\n",
+        json_fields={"kind": "test", "check_uuid": "", "slug": "", "scheduled": "", "status": ""},
+    )
+    return await notifier.send(row["url"], message, timeout=timeout)

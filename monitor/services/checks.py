@@ -1,0 +1,366 @@
+"""Managing checks: validation of the v3 API fields, create/upsert, update, pause, resume, delete.
+
+Validation errors are :class:`ValidationError` naming the field (``schedule: field 5 (day of
+week): 8 is out of range 0-7``); the HTTP layer turns them into 400 JSON.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import delete, select, update
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from monitor.domain import detection, schedules
+from monitor.domain.checks import CheckKind
+from monitor.domain.errors import Conflict, NotFound, ScheduleError, ValidationError, ZoneError
+from monitor.domain.runs import tick_after
+from monitor.services.effects import PendingWrites
+from monitor.services.ingest import lock_checks, new_check_values
+from monitor.settings import Settings
+from monitor.storage import repositories
+from monitor.storage import tables as t
+
+SLUG = re.compile(r"^[a-z0-9_-]*$")
+MAX_SECONDS = 31_536_000
+UNIQUE_FIELDS = ("name", "slug", "tags", "timeout", "grace")
+SCHEDULE_FIELDS = ("schedule", "tz", "dialect", "timeout")
+
+
+def _int(data: Mapping[str, Any], name: str, low: int, high: int) -> int:
+    value = data[name]
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ValidationError(name, f"must be a whole number of seconds, got {value!r}" if name in (
+            "timeout", "grace", "max_runtime", "early_tolerance") else f"must be an integer, got {value!r}")
+    if not low <= value <= high:
+        raise ValidationError(name, f"must be between {low} and {high}, got {value}")
+    return value
+
+
+def _str(data: Mapping[str, Any], name: str, limit: int) -> str:
+    value = data[name]
+    if not isinstance(value, str):
+        raise ValidationError(name, f"must be a string, got {type(value).__name__}")
+    if len(value) > limit:
+        raise ValidationError(name, f"must be at most {limit} characters, got {len(value)}")
+    return value
+
+
+def _bool(data: Mapping[str, Any], name: str) -> bool:
+    value = data[name]
+    if not isinstance(value, bool):
+        raise ValidationError(name, f"must be true or false, got {value!r}")
+    return value
+
+
+def parse_check_fields(data: Any) -> dict[str, Any]:
+    """Validate a create/update JSON body; returns the given fields as column values.
+
+    Only fields present in ``data`` are returned (partial update semantics). ``channels`` and
+    ``unique`` are returned as given for the caller to apply. Unknown fields are ignored, as
+    Healthchecks does (``api_key`` in the body included).
+
+    Raises:
+        ValidationError: a field has the wrong type or range (the error names it).
+    """
+    if not isinstance(data, dict):
+        raise ValidationError("body", "must be a JSON object")
+    out: dict[str, Any] = {}
+    if "name" in data:
+        out["name"] = _str(data, "name", 100)
+    if "slug" in data:
+        slug = _str(data, "slug", 100)
+        if not SLUG.match(slug):
+            raise ValidationError("slug", "may contain only a-z, 0-9, '-' and '_'")
+        out["slug"] = slug or None
+    if "tags" in data:
+        out["tags"] = " ".join(_str(data, "tags", 500).split())
+    if "desc" in data:
+        out["desc"] = _str(data, "desc", 10_000)
+    if "timeout" in data:
+        out["timeout"] = _int(data, "timeout", 1, MAX_SECONDS)
+    if "grace" in data:
+        out["grace"] = _int(data, "grace", 1, MAX_SECONDS)
+    if "max_runtime" in data:
+        out["max_runtime"] = _int(data, "max_runtime", 1, MAX_SECONDS)
+    if "early_tolerance" in data:
+        out["early_tolerance"] = _int(data, "early_tolerance", 0, 86_400)
+    for name in ("failure_threshold", "recovery_threshold"):
+        if name in data:
+            out[name] = _int(data, name, 1, 1000)
+    if "schedule" in data:
+        out["schedule"] = _str(data, "schedule", 200).strip()
+        if not out["schedule"]:
+            raise ValidationError("schedule", "must not be empty")
+    if "tz" in data:
+        out["tz"] = _str(data, "tz", 64)
+    if "dialect" in data:
+        dialect = _str(data, "dialect", 10)
+        if dialect not in {d.value for d in schedules.Dialect}:
+            raise ValidationError("dialect", f"must be one of unix, seconds, quartz, got {dialect!r}")
+        out["dialect"] = dialect
+    if "manual_resume" in data:
+        out["manual_resume"] = _bool(data, "manual_resume")
+    if "methods" in data:
+        methods = _str(data, "methods", 10)
+        if methods not in ("", "POST"):
+            raise ValidationError("methods", "must be \"\" or \"POST\"")
+        out["methods"] = methods
+    if "channels" in data:
+        out["channels"] = _str(data, "channels", 10_000)
+    if "unique" in data:
+        unique = data["unique"]
+        if not isinstance(unique, list) or not all(isinstance(u, str) for u in unique):
+            raise ValidationError("unique", "must be a list of field names")
+        for name in unique:
+            if name not in UNIQUE_FIELDS:
+                raise ValidationError("unique", f"{name!r} is not one of {', '.join(UNIQUE_FIELDS)}")
+        out["unique"] = unique
+    return out
+
+
+def _validate_schedule(values: Mapping[str, Any]) -> None:
+    if values["kind"] != "cron":
+        return
+    try:
+        schedules.parse_cron(values["schedule"], values["dialect"], values["tz"])
+    except ZoneError as error:
+        raise ValidationError("tz", str(error)) from None
+    except ScheduleError as error:
+        raise ValidationError("schedule", str(error)) from None
+
+
+def _apply_kind(values: dict[str, Any], given: Mapping[str, Any]) -> None:
+    if "schedule" in given:
+        values["kind"] = "cron"
+    elif "timeout" in given:
+        values["kind"] = "simple"
+    if "tz" in given or "dialect" in given or "schedule" in given:
+        values.setdefault("tz", "UTC")
+
+
+async def _resolve_channels(conn: AsyncConnection, project_id: int, text: str) -> list[str]:
+    rows = (await conn.execute(select(t.channels.c.id, t.channels.c.name).where(t.channels.c.project_id == project_id))).all()
+    if text.strip() == "*":
+        return [r[0] for r in rows]
+    wanted = [p.strip() for p in text.split(",") if p.strip()]
+    by_id = {r[0]: r[0] for r in rows}
+    by_name = {r[1]: r[0] for r in rows if r[1]}
+    out = []
+    for item in wanted:
+        channel = by_id.get(item) or by_name.get(item)
+        if channel is None:
+            raise ValidationError("channels", f"no channel {item!r} in this project")
+        out.append(channel)
+    return out
+
+
+async def _set_channels(conn: AsyncConnection, check_id: int, channel_ids: Sequence[str]) -> None:
+    await conn.execute(delete(t.check_channels).where(t.check_channels.c.check_id == check_id))
+    if channel_ids:
+        await conn.execute(
+            t.check_channels.insert(), [{"check_id": check_id, "channel_id": c} for c in dict.fromkeys(channel_ids)]
+        )
+
+
+async def create_or_upsert(
+    conn: AsyncConnection, project_id: int, data: Any, now: datetime
+) -> tuple[int, bool]:
+    """Create a check, or with ``unique`` update the first match.
+
+    Returns:
+        ``(check id, created)``.
+
+    Raises:
+        ValidationError: bad fields; Conflict: the slug is taken by another check.
+    """
+    fields = parse_check_fields(data)
+    unique = fields.pop("unique", None)
+    channels = fields.pop("channels", None)
+    if unique:
+        query = select(t.checks.c.id).where(t.checks.c.project_id == project_id)
+        for name in unique:
+            if name not in fields:
+                continue
+            query = query.where(t.checks.c[name] == fields[name])
+        if any(name in fields for name in unique):
+            existing = (await conn.execute(query.order_by(t.checks.c.id).limit(1))).scalar_one_or_none()
+            if existing is not None:
+                await update_check(conn, project_id, existing, {**data, **{"unique": []}}, now)
+                return existing, False
+    values = new_check_values(project_id=project_id, now=now)
+    values.update(fields)
+    _apply_kind(values, fields)
+    if values["kind"] == "cron" and not values.get("schedule"):
+        raise ValidationError("schedule", "is required for a cron check")
+    _validate_schedule(values)
+    await _check_slug_free(conn, project_id, values.get("slug"), None)
+    check_id = (await conn.execute(t.checks.insert().values(values).returning(t.checks.c.id))).scalar_one()
+    if channels is not None:
+        await _set_channels(conn, check_id, await _resolve_channels(conn, project_id, channels))
+    return int(check_id), True
+
+
+async def _check_slug_free(conn: AsyncConnection, project_id: int, slug: str | None, check_id: int | None) -> None:
+    if not slug:
+        return
+    query = select(t.checks.c.id).where(t.checks.c.project_id == project_id).where(t.checks.c.slug == slug)
+    if check_id is not None:
+        query = query.where(t.checks.c.id != check_id)
+    if (await conn.execute(query)).first() is not None:
+        raise Conflict(f"slug: {slug!r} is already used by another check in this project")
+
+
+async def get_check_row(conn: AsyncConnection, project_id: int, uuid: str, *, lock: bool = False) -> dict[str, Any]:
+    """The check row, or NotFound (also for another project's check: existence is not revealed)."""
+    query = select(t.checks).where(t.checks.c.uuid == uuid).where(t.checks.c.project_id == project_id)
+    if lock and conn.dialect.name == "postgresql":
+        query = query.with_for_update()
+    row = (await conn.execute(query)).mappings().first()
+    if row is None:
+        raise NotFound("check not found")
+    return dict(row)
+
+
+async def update_check(conn: AsyncConnection, project_id: int, check_id: int, data: Any, now: datetime) -> None:
+    """Partial update: only the given fields change; a changed schedule re-plans ``next_due``."""
+    fields = parse_check_fields(data)
+    fields.pop("unique", None)
+    channels = fields.pop("channels", None)
+    row = (await lock_checks(conn, [check_id]))[check_id]
+    values = dict(row)
+    values.update(fields)
+    _apply_kind(values, fields)
+    if values["kind"] == "cron" and not values.get("schedule"):
+        raise ValidationError("schedule", "is required for a cron check")
+    _validate_schedule(values)
+    if "slug" in fields:
+        await _check_slug_free(conn, project_id, values.get("slug"), check_id)
+    spec = repositories.spec_of(values)
+    state = repositories.state_of(values)
+    if any(name in fields for name in SCHEDULE_FIELDS) and state.watch_from is not None:
+        # A new schedule starts being watched now: ticks before the change are not judged by it.
+        state.judged_until = max(x for x in (state.judged_until, state.watch_from, now) if x is not None)
+    books = await repositories.load_books(conn, {check_id: state.judged_until})
+    detection.refresh(spec, state, books[check_id], now)
+    changes = {k: v for k, v in values.items() if k in fields or k == "kind"}
+    changes.update(repositories.state_values(state))
+    await conn.execute(update(t.checks).where(t.checks.c.id == check_id).values(changes))
+    if channels is not None:
+        await _set_channels(conn, check_id, await _resolve_channels(conn, project_id, channels))
+
+
+async def pause_check(conn: AsyncConnection, project_id: int, uuid: str, now: datetime) -> None:
+    row = await get_check_row(conn, project_id, uuid, lock=True)
+    state = repositories.state_of(row)
+    fx = detection.pause(state, now)
+    pending = PendingWrites.empty()
+    pending.add(row["id"], fx)
+    await pending.write(conn)
+    await conn.execute(update(t.checks).where(t.checks.c.id == row["id"]).values(repositories.state_values(state)))
+
+
+async def resume_check(conn: AsyncConnection, project_id: int, uuid: str, now: datetime) -> None:
+    """Resume a paused check (status ``new``). Raises Conflict if it is not paused."""
+    row = await get_check_row(conn, project_id, uuid, lock=True)
+    state = repositories.state_of(row)
+    if not state.paused:
+        raise Conflict("check is not paused")
+    fx = detection.resume(state, now)
+    pending = PendingWrites.empty()
+    pending.add(row["id"], fx)
+    await pending.write(conn)
+    await conn.execute(update(t.checks).where(t.checks.c.id == row["id"]).values(repositories.state_values(state)))
+
+
+async def delete_check(conn: AsyncConnection, check_id: int) -> None:
+    for table in (t.pings, t.runs, t.tick_marks, t.flips, t.check_channels):
+        await conn.execute(delete(table).where(table.c.check_id == check_id))
+    alert_ids = select(t.alerts.c.id).where(t.alerts.c.check_id == check_id)
+    notification_ids = select(t.notifications.c.id).where(t.notifications.c.alert_id.in_(alert_ids))
+    await conn.execute(delete(t.notification_attempts).where(t.notification_attempts.c.notification_id.in_(notification_ids)))
+    await conn.execute(delete(t.notifications).where(t.notifications.c.alert_id.in_(alert_ids)))
+    await conn.execute(delete(t.alerts).where(t.alerts.c.check_id == check_id))
+    await conn.execute(delete(t.checks).where(t.checks.c.id == check_id))
+
+
+def iso(instant: datetime | None) -> str | None:
+    return detection.iso(instant) if instant is not None else None
+
+
+async def started_checks(conn: AsyncConnection, rows: Sequence[Mapping[str, Any]], now: datetime) -> set[int]:
+    """Ids of the checks among ``rows`` with a run in progress."""
+    ids = [r["id"] for r in rows]
+    if not ids:
+        return set()
+    found = await conn.execute(
+        select(t.runs.c.check_id, t.runs.c.started_at)
+        .where(t.runs.c.check_id.in_(ids))
+        .where(t.runs.c.outcome.is_(None))
+        .where(t.runs.c.started_at.is_not(None))
+    )
+    max_runtime = {r["id"]: r["max_runtime"] for r in rows}
+    return {
+        cid
+        for cid, started_at in found
+        if (now - started_at).total_seconds() <= max_runtime[cid]
+    }
+
+
+async def channels_of(conn: AsyncConnection, ids: Sequence[int]) -> dict[int, list[str]]:
+    out: dict[int, list[str]] = {i: [] for i in ids}
+    if ids:
+        rows = await conn.execute(select(t.check_channels.c.check_id, t.check_channels.c.channel_id).where(t.check_channels.c.check_id.in_(ids)))
+        for cid, channel in rows:
+            out[cid].append(channel)
+    return out
+
+
+def check_to_dict(
+    row: Mapping[str, Any], *, now: datetime, settings: Settings, started: bool, channels: Sequence[str]
+) -> dict[str, Any]:
+    """A check's v3 JSON (DESIGN §9)."""
+    state = repositories.state_of(row)
+    spec = repositories.spec_of(row)
+    status = detection.status(state, now)
+    next_ping: datetime | None = None
+    if not state.paused and not state.is_new:
+        next_ping = tick_after(spec, state, now)
+    base = settings.base_url
+    uuid = row["uuid"]
+    out: dict[str, Any] = {
+        "uuid": uuid,
+        "name": row["name"],
+        "slug": row["slug"] or "",
+        "tags": row["tags"],
+        "desc": row["desc"],
+        "kind": row["kind"],
+    }
+    if row["kind"] == CheckKind.CRON:
+        out.update(schedule=row["schedule"], tz=row["tz"], dialect=row["dialect"])
+    else:
+        out["timeout"] = row["timeout"]
+    out.update(
+        grace=row["grace"],
+        max_runtime=row["max_runtime"],
+        failure_threshold=row["failure_threshold"],
+        recovery_threshold=row["recovery_threshold"],
+        early_tolerance=row["early_tolerance"],
+        status=status.value,
+        started=started,
+        last_ping=iso(row["last_ping_at"]),
+        next_ping=iso(next_ping),
+        n_pings=row["n_pings"],
+        manual_resume=bool(row["manual_resume"]),
+        methods=row["methods"],
+        channels=",".join(channels),
+        ping_url=f"{base}/ping/{uuid}",
+        update_url=f"{base}/api/v3/checks/{uuid}",
+        pause_url=f"{base}/api/v3/checks/{uuid}/pause",
+        resume_url=f"{base}/api/v3/checks/{uuid}/resume",
+        badge_url=f"{base}/b/{row['badge_uuid']}.svg",
+    )
+    return out

@@ -1,0 +1,192 @@
+"""Persist what a domain decision changed: runs, tick marks, flips, alerts and their outbox rows.
+
+Shared by the ping ingest and the evaluator, so both write the same way. Alert uniqueness is
+the database's job: ``INSERT … ON CONFLICT DO NOTHING`` on ``(project, check, key)``; an alert
+that was not inserted (another writer got there first) queues no notifications.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import bindparam, select, update
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from monitor.domain import messages
+from monitor.domain.checks import Status
+from monitor.domain.detection import AlertDraft, Effects
+from monitor.storage import repositories
+from monitor.storage import tables as t
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class CheckIdentity:
+    """What an alert message needs to know about its check."""
+
+    id: int
+    project_id: int
+    uuid: str
+    name: str
+    slug: str | None
+    tz: str
+
+    @classmethod
+    def of(cls, row: Mapping[str, Any]) -> CheckIdentity:
+        return cls(
+            id=row["id"],
+            project_id=row["project_id"],
+            uuid=row["uuid"],
+            name=row["name"] or row["uuid"],
+            slug=row["slug"],
+            tz=row["tz"] if row["kind"] == "cron" else "UTC",
+        )
+
+
+@dataclass(kw_only=True, slots=True)
+class PendingWrites:
+    """Rows gathered over a batch, written together (executemany) before commit."""
+
+    new_runs: list[dict[str, Any]]
+    changed_runs: list[dict[str, Any]]
+    marks: list[dict[str, Any]]
+    flips: list[dict[str, Any]]
+
+    @classmethod
+    def empty(cls) -> PendingWrites:
+        return cls(new_runs=[], changed_runs=[], marks=[], flips=[])
+
+    def add(self, check_id: int, fx: Effects, *, token: int | None = None) -> None:
+        for run in fx.new_runs:
+            self.new_runs.append(repositories.run_values(run, check_id))
+        for run in fx.changed_runs.values():
+            values = repositories.run_values(run, check_id)
+            values["b_id"] = values.pop("id")
+            self.changed_runs.append(values)
+        for mark in fx.new_marks:
+            self.marks.append({"check_id": check_id, "scheduled": mark.scheduled, "outcome": mark.outcome.value})
+        for flip in fx.flips:
+            self.flips.append(
+                {
+                    "check_id": check_id,
+                    "created_at": flip.at,
+                    "up": None if flip.up is None else int(flip.up),
+                    "reason": flip.reason.value,
+                    "token": token,
+                }
+            )
+
+    async def write(self, conn: AsyncConnection) -> None:
+        if self.new_runs:
+            await conn.execute(t.runs.insert(), self.new_runs)
+        if self.changed_runs:
+            columns = [c for c in self.changed_runs[0] if c not in ("b_id", "check_id")]
+            stmt = (
+                update(t.runs)
+                .where(t.runs.c.id == bindparam("b_id"))
+                .values({c: bindparam(c) for c in columns})
+            )
+            await conn.execute(stmt, [{k: v for k, v in r.items() if k != "check_id"} for r in self.changed_runs])
+        if self.marks:
+            await conn.execute(repositories.insert_ignoring_conflicts(conn, t.tick_marks), self.marks)
+        if self.flips:
+            await conn.execute(t.flips.insert(), self.flips)
+
+
+async def record_alerts(
+    conn: AsyncConnection,
+    check: CheckIdentity,
+    drafts: Sequence[AlertDraft],
+    *,
+    now: datetime,
+    status: Status,
+    base_url: str,
+    log_tail: str | None = None,
+    token: int | None = None,
+) -> list[int]:
+    """Insert new alerts (queueing one notification per routed channel) and raise counts.
+
+    Returns:
+        Ids of the alerts this call inserted.
+    """
+    inserted: list[int] = []
+    for draft in drafts:
+        if not draft.new:
+            await conn.execute(
+                update(t.alerts)
+                .where(t.alerts.c.project_id == check.project_id)
+                .where(t.alerts.c.check_id == check.id)
+                .where(t.alerts.c.key == draft.key)
+                .where(t.alerts.c.count < draft.count)
+                .values(count=draft.count)
+            )
+            continue
+        facts = messages.AlertFacts(
+            kind=draft.kind.value,
+            check_name=check.name,
+            check_uuid=check.uuid,
+            slug=check.slug,
+            tz=check.tz,
+            status=status.value,
+            scheduled=draft.scheduled,
+            count=draft.count,
+            late_by_s=draft.late_by.total_seconds() if draft.late_by is not None else None,
+            duration_s=draft.duration.total_seconds() if draft.duration is not None else None,
+            exit_status=draft.exit_status,
+            run_ids=draft.run_ids,
+            log_tail=log_tail,
+            check_url=f"{base_url}/checks/{check.uuid}",
+        )
+        message = messages.render(facts)
+        stmt = (
+            repositories.insert_ignoring_conflicts(conn, t.alerts)
+            .values(
+                project_id=check.project_id,
+                check_id=check.id,
+                key=draft.key,
+                kind=draft.kind.value,
+                scheduled=draft.scheduled,
+                run_id=draft.run_id,
+                rid=draft.rid,
+                count=draft.count,
+                created_at=now,
+                title=message.title[:300],
+                message=message.body,
+                token=token,
+            )
+            .returning(t.alerts.c.id)
+        )
+        alert_id = (await conn.execute(stmt)).scalar_one_or_none()
+        if alert_id is None:
+            continue  # another writer raised it first
+        inserted.append(alert_id)
+        channels = (
+            await conn.execute(
+                select(t.channels.c.id, t.channels.c.kinds)
+                .join(t.check_channels, t.check_channels.c.channel_id == t.channels.c.id)
+                .where(t.check_channels.c.check_id == check.id)
+            )
+        ).all()
+        rows = [
+            {
+                "alert_id": alert_id,
+                "channel_id": channel_id,
+                "status": "pending",
+                "attempts": 0,
+                "next_attempt_at": now,
+                "created_at": now,
+            }
+            for channel_id, kinds in channels
+            if channel_wants(kinds, draft.kind.value)
+        ]
+        if rows:
+            await conn.execute(t.notifications.insert(), rows)
+    return inserted
+
+
+def channel_wants(kinds: str, kind: str) -> bool:
+    """A channel's ``kinds`` filter: empty means every kind; else a comma-separated list."""
+    wanted = {k.strip() for k in kinds.split(",") if k.strip()}
+    return not wanted or kind in wanted

@@ -1,0 +1,133 @@
+"""Read models of a check's past: pings, flips, runs, alerts with their notifications."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from monitor.domain.detection import iso
+from monitor.domain.errors import NotFound
+from monitor.storage import tables as t
+
+DEFAULT_LIMIT = 100
+MAX_LIMIT = 1000
+
+
+def _iso(value: datetime | None) -> str | None:
+    return iso(value) if value is not None else None
+
+
+async def list_pings(conn: AsyncConnection, check_id: int, uuid: str, base_url: str, limit: int) -> list[dict[str, Any]]:
+    rows = (
+        await conn.execute(
+            select(t.pings).where(t.pings.c.check_id == check_id).order_by(t.pings.c.n.desc()).limit(limit)
+        )
+    ).mappings().all()
+    return [
+        {
+            "n": r["n"],
+            "type": r["kind"],
+            "date": _iso(r["received_at"]),
+            "scheduled": _iso(r["scheduled"]),
+            "rid": r["rid"],
+            "exit_status": r["exit_status"],
+            "duration": round(r["duration"], 3) if r["duration"] is not None else None,
+            "method": r["method"],
+            "remote_addr": r["remote_addr"],
+            "ua": r["ua"],
+            "body_size": r["body_size"],
+            "body_url": f"{base_url}/api/v3/checks/{uuid}/pings/{r['n']}/body" if r["body"] else None,
+        }
+        for r in rows
+    ]
+
+
+async def ping_body(conn: AsyncConnection, check_id: int, n: int) -> bytes:
+    body = (
+        await conn.execute(select(t.pings.c.body).where(t.pings.c.check_id == check_id).where(t.pings.c.n == n))
+    ).first()
+    if body is None or body[0] is None:
+        raise NotFound("ping body not found")
+    return bytes(body[0])
+
+
+async def list_flips(conn: AsyncConnection, check_id: int, limit: int) -> list[dict[str, Any]]:
+    rows = (
+        await conn.execute(
+            select(t.flips).where(t.flips.c.check_id == check_id).order_by(t.flips.c.id.desc()).limit(limit)
+        )
+    ).mappings().all()
+    return [{"timestamp": _iso(r["created_at"]), "up": r["up"], "reason": r["reason"]} for r in rows]
+
+
+async def list_runs(
+    conn: AsyncConnection,
+    check_id: int,
+    limit: int,
+    since: datetime | None = None,
+    until: datetime | None = None,
+) -> list[dict[str, Any]]:
+    query = select(t.runs).where(t.runs.c.check_id == check_id)
+    if since is not None:
+        query = query.where(t.runs.c.scheduled >= since)
+    if until is not None:
+        query = query.where(t.runs.c.scheduled <= until)
+    rows = (await conn.execute(query.order_by(t.runs.c.scheduled.desc(), t.runs.c.first_ping_at.desc()).limit(limit))).mappings().all()
+    out = []
+    for r in rows:
+        duration = None
+        if r["started_at"] is not None and r["finished_at"] is not None:
+            duration = round((r["finished_at"] - r["started_at"]).total_seconds(), 3)
+        out.append(
+            {
+                "id": r["id"],
+                "rid": r["rid"],
+                "scheduled": _iso(r["scheduled"]),
+                "started": _iso(r["started_at"]),
+                "finished": _iso(r["finished_at"]),
+                "outcome": r["outcome"],
+                "exit_status": r["exit_status"],
+                "duration": duration,
+            }
+        )
+    return out
+
+
+async def list_alerts(conn: AsyncConnection, check_id: int, limit: int) -> list[dict[str, Any]]:
+    rows = (
+        await conn.execute(
+            select(t.alerts).where(t.alerts.c.check_id == check_id).order_by(t.alerts.c.id.desc()).limit(limit)
+        )
+    ).mappings().all()
+    ids = [r["id"] for r in rows]
+    notes: dict[int, list[dict[str, Any]]] = {i: [] for i in ids}
+    if ids:
+        found = await conn.execute(
+            select(
+                t.notifications.c.alert_id,
+                t.notifications.c.channel_id,
+                t.notifications.c.status,
+                t.notifications.c.attempts,
+                t.notifications.c.last_error,
+            ).where(t.notifications.c.alert_id.in_(ids)).order_by(t.notifications.c.id)
+        )
+        for alert_id, channel, status, attempts, error in found:
+            notes[alert_id].append({"channel": channel, "status": status, "attempts": attempts, "last_error": error})
+    return [
+        {
+            "id": r["id"],
+            "kind": r["kind"],
+            "scheduled": _iso(r["scheduled"]),
+            "rid": r["rid"],
+            "run_id": r["run_id"],
+            "count": r["count"],
+            "created": _iso(r["created_at"]),
+            "title": r["title"],
+            "message": r["message"],
+            "notifications": notes[r["id"]],
+        }
+        for r in rows
+    ]

@@ -1,0 +1,450 @@
+"""Ping ingest with group commit (DESIGN §6).
+
+HTTP handlers validate a ping and :meth:`IngestWriter.submit` it; one writer task per process
+takes what is queued (up to ``MONITOR_INGEST_BATCH``, waiting at most ``MONITOR_INGEST_WAIT_MS``),
+processes the pings in arrival order in **one transaction** (:func:`ingest_pings`), commits,
+and only then answers every waiting request: acknowledged means committed. A failed batch is
+retried ping by ping so one bad ping cannot sink its neighbours.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import uuid as uuid_module
+from collections import defaultdict, deque
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+from sqlalchemy import and_, or_, select
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+
+from monitor.domain import detection
+from monitor.domain.checks import CheckSpec, CheckState, PingKind, SimpleSchedule
+from monitor.domain.errors import ValidationError
+from monitor.domain.runs import RunBook, tick_at_or_before
+from monitor.services.effects import CheckIdentity, PendingWrites, record_alerts
+from monitor.settings import Settings
+from monitor.storage import repositories
+from monitor.storage import tables as t
+
+logger = logging.getLogger(__name__)
+
+IDEMPOTENCY_WINDOW = timedelta(days=7)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class PingRequest:
+    """A validated ping, as the HTTP layer hands it over.
+
+    Exactly one of ``uuid`` and (``ping_key``, ``slug``) names the check. ``received`` is the
+    arrival instant (aware UTC); ``body`` is already cut to the body limit.
+    """
+
+    kind: PingKind
+    received: datetime
+    uuid: str | None = None
+    ping_key: str | None = None
+    slug: str | None = None
+    create: bool = False
+    scheduled: datetime | None = None
+    rid: str | None = None
+    exit_status: int | None = None
+    method: str = "GET"
+    remote_addr: str = ""
+    ua: str = ""
+    body: bytes | None = None
+    body_size: int = 0
+    idempotency_key: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class PingAnswer:
+    """What the ping endpoint answers: a status code and a plain-text body."""
+
+    status: int
+    text: str
+    retry_after: int | None = None
+
+
+OK = PingAnswer(200, "OK")
+CREATED = PingAnswer(201, "Created")
+NOT_FOUND = PingAnswer(404, "not found")
+
+
+class RateLimiter:
+    """At most ``limit`` pings per check in any 60 s (per process; DESIGN §5)."""
+
+    def __init__(self, limit: int, window: timedelta = timedelta(seconds=60)) -> None:
+        self.limit = limit
+        self.window = window
+        self._seen: dict[int, deque[datetime]] = defaultdict(deque)
+
+    def allow(self, check_id: int, now: datetime) -> bool:
+        seen = self._seen[check_id]
+        while seen and seen[0] <= now - self.window:
+            seen.popleft()
+        if len(seen) >= self.limit:
+            return False
+        seen.append(now)
+        if len(self._seen) > 100_000:
+            self._seen = defaultdict(deque, {k: v for k, v in self._seen.items() if v})
+        return True
+
+    def retry_after(self, check_id: int, now: datetime) -> int:
+        seen = self._seen.get(check_id)
+        if not seen:
+            return 1
+        return max(1, int((seen[0] + self.window - now).total_seconds()) + 1)
+
+
+@dataclass(kw_only=True, slots=True)
+class _Context:
+    row: dict[str, Any]
+    spec: CheckSpec
+    state: CheckState
+    book: RunBook = field(default_factory=RunBook)
+    identity: CheckIdentity | None = None
+    touched: bool = False
+
+
+async def ingest_pings(
+    engine: AsyncEngine,
+    requests: Sequence[PingRequest],
+    *,
+    settings: Settings,
+    limiter: RateLimiter | None = None,
+) -> list[PingAnswer]:
+    """Process ``requests`` in order in one transaction; answers only after commit.
+
+    Raises:
+        sqlalchemy.exc.SQLAlchemyError: the transaction failed (nothing was stored).
+    """
+    async with engine.begin() as conn:
+        return await _ingest(conn, requests, settings=settings, limiter=limiter)
+
+
+async def _resolve(conn: AsyncConnection, requests: Sequence[PingRequest], now: datetime) -> tuple[
+    dict[str, int], dict[tuple[str, str], int], set[int]
+]:
+    """Map uuids and (ping_key, slug) to check ids, creating slug checks with ``create``."""
+    by_uuid: dict[str, int] = {}
+    by_slug: dict[tuple[str, str], int] = {}
+    created: set[int] = set()
+    uuids = {r.uuid for r in requests if r.uuid}
+    if uuids:
+        rows = await conn.execute(select(t.checks.c.id, t.checks.c.uuid).where(t.checks.c.uuid.in_(uuids)))
+        by_uuid = {u: i for i, u in rows}
+    pairs = {(r.ping_key, r.slug) for r in requests if r.ping_key and r.slug}
+    if pairs:
+        rows = await conn.execute(
+            select(t.projects.c.ping_key, t.checks.c.slug, t.checks.c.id)
+            .join(t.checks, t.checks.c.project_id == t.projects.c.id)
+            .where(or_(*[and_(t.projects.c.ping_key == k, t.checks.c.slug == s) for k, s in pairs]))
+        )
+        by_slug = {(k, s): i for k, s, i in rows}
+        for request in requests:
+            key = (request.ping_key or "", request.slug or "")
+            if request.create and request.ping_key and request.slug and key not in by_slug:
+                project_id = (
+                    await conn.execute(select(t.projects.c.id).where(t.projects.c.ping_key == request.ping_key))
+                ).scalar_one_or_none()
+                if project_id is None:
+                    continue
+                check_id = await create_slug_check(conn, project_id, request.slug, now)
+                by_slug[key] = check_id
+                created.add(check_id)
+    return by_uuid, by_slug, created
+
+
+async def create_slug_check(conn: AsyncConnection, project_id: int, slug: str, now: datetime) -> int:
+    """Auto-provision a simple check named ``slug`` with every project channel (Healthchecks' ``create=1``)."""
+    values = new_check_values(project_id=project_id, now=now)
+    values.update(name=slug, slug=slug)
+    check_id = (await conn.execute(t.checks.insert().values(values).returning(t.checks.c.id))).scalar_one()
+    channel_ids = (
+        await conn.execute(select(t.channels.c.id).where(t.channels.c.project_id == project_id))
+    ).scalars().all()
+    if channel_ids:
+        await conn.execute(t.check_channels.insert(), [{"check_id": check_id, "channel_id": c} for c in channel_ids])
+    return int(check_id)
+
+
+def new_check_values(*, project_id: int, now: datetime) -> dict[str, Any]:
+    """Column values of a fresh check with DESIGN §9's defaults (simple, 1 day, 1 h grace)."""
+    return {
+        "uuid": str(uuid_module.uuid4()),
+        "badge_uuid": str(uuid_module.uuid4()),
+        "project_id": project_id,
+        "name": "",
+        "slug": None,
+        "tags": "",
+        "desc": "",
+        "kind": "simple",
+        "timeout": 86400,
+        "schedule": None,
+        "tz": "UTC",
+        "dialect": "unix",
+        "grace": 3600,
+        "max_runtime": 1800,
+        "failure_threshold": 1,
+        "recovery_threshold": 1,
+        "early_tolerance": 60,
+        "methods": "",
+        "manual_resume": False,
+        "created_at": now,
+        "paused": False,
+        "bad_streak": 0,
+        "good_streak": 0,
+        "episode_count": 0,
+        "late_in_episode": False,
+        "n_pings": 0,
+    }
+
+
+async def lock_checks(conn: AsyncConnection, check_ids: Sequence[int]) -> dict[int, dict[str, Any]]:
+    """Read check rows; on PostgreSQL lock them ``FOR UPDATE`` in id order (no deadlocks)."""
+    if not check_ids:
+        return {}
+    stmt = select(t.checks).where(t.checks.c.id.in_(sorted(set(check_ids)))).order_by(t.checks.c.id)
+    if conn.dialect.name == "postgresql":
+        stmt = stmt.with_for_update()
+    rows = (await conn.execute(stmt)).mappings().all()
+    return {row["id"]: dict(row) for row in rows}
+
+
+async def _ingest(
+    conn: AsyncConnection,
+    requests: Sequence[PingRequest],
+    *,
+    settings: Settings,
+    limiter: RateLimiter | None,
+) -> list[PingAnswer]:
+    now = max(r.received for r in requests)
+    by_uuid, by_slug, created = await _resolve(conn, requests, now)
+    targets: list[int | None] = [
+        by_uuid.get(r.uuid) if r.uuid else by_slug.get((r.ping_key or "", r.slug or "")) for r in requests
+    ]
+    rows = await lock_checks(conn, [cid for cid in targets if cid is not None])
+    answers: list[PingAnswer | None] = [None] * len(requests)
+
+    # Idempotency-Key: scope (check, kind), remembered 7 days; a repeat stores nothing.
+    remembered: dict[tuple[int, str, str], int] = {}
+    keyed = [(cid, r) for cid, r in zip(targets, requests, strict=True) if cid is not None and r.idempotency_key]
+    if keyed:
+        found = await conn.execute(
+            select(t.pings.c.check_id, t.pings.c.kind, t.pings.c.idempotency_key, t.pings.c.response_status)
+            .where(t.pings.c.check_id.in_({cid for cid, _ in keyed}))
+            .where(t.pings.c.idempotency_key.in_({r.idempotency_key for _, r in keyed}))
+            .where(t.pings.c.received_at >= now - IDEMPOTENCY_WINDOW)
+        )
+        for cid, kind, key, status in found:
+            remembered.setdefault((cid, kind, key), status)
+
+    contexts: dict[int, _Context] = {}
+    for cid in {cid for cid in targets if cid is not None and cid in rows}:
+        row = rows[cid]
+        contexts[cid] = _Context(row=row, spec=repositories.spec_of(row), state=repositories.state_of(row))
+    await _load_books(conn, contexts, requests, targets)
+
+    ping_rows: list[dict[str, Any]] = []
+    pending = PendingWrites.empty()
+    alert_work: list[tuple[_Context, detection.Effects, str | None]] = []
+    for index, (request, cid) in enumerate(zip(requests, targets, strict=True)):
+        if cid is None or cid not in contexts:
+            answers[index] = NOT_FOUND
+            continue
+        ctx = contexts[cid]
+        if limiter is not None and not limiter.allow(cid, request.received):
+            wait = limiter.retry_after(cid, request.received)
+            answers[index] = PingAnswer(429, f"rate limited: retry after {wait} s", retry_after=wait)
+            continue
+        success = CREATED if cid in created else OK
+        if request.idempotency_key:
+            memo = (cid, request.kind.value, request.idempotency_key)
+            if memo in remembered:
+                status = remembered[memo]
+                answers[index] = CREATED if status == 201 else OK
+                continue
+            remembered[memo] = success.status
+        ping = detection.PingIn(
+            kind=request.kind,
+            received=request.received,
+            scheduled=request.scheduled,
+            rid=request.rid,
+            exit_status=request.exit_status,
+            post=request.method == "POST",
+        )
+        try:
+            fx = detection.apply_ping(ctx.spec, ctx.state, ctx.book, ping)
+        except ValidationError as error:
+            answers[index] = PingAnswer(400, str(error))
+            if request.idempotency_key:
+                remembered.pop((cid, request.kind.value, request.idempotency_key), None)
+            continue
+        ctx.touched = True
+        ctx.row["n_pings"] += 1
+        stored_kind = fx.stored_kind or request.kind
+        if stored_kind not in (PingKind.LOG, PingKind.IGN):
+            ctx.row["last_ping_at"] = request.received
+        run = fx.run
+        duration = None
+        if run is not None and stored_kind.is_finish and run.started_at is not None and run.finished_at:
+            duration = (run.finished_at - run.started_at).total_seconds()
+        ping_rows.append(
+            {
+                "check_id": cid,
+                "n": ctx.row["n_pings"],
+                "kind": stored_kind.value,
+                "received_at": request.received,
+                "scheduled": fx.tick,
+                "rid": request.rid,
+                "run_id": run.id if run is not None else None,
+                "exit_status": request.exit_status,
+                "duration": duration,
+                "method": request.method,
+                "remote_addr": request.remote_addr,
+                "ua": request.ua,
+                "body": request.body,
+                "body_size": request.body_size,
+                "idempotency_key": request.idempotency_key,
+                "response_status": success.status,
+            }
+        )
+        pending.add(cid, fx)
+        if fx.alerts:
+            tail = request.body.decode("utf-8", "replace") if request.body else None
+            alert_work.append((ctx, fx, tail))
+        answers[index] = success
+
+    if ping_rows:
+        await conn.execute(t.pings.insert(), ping_rows)
+    await pending.write(conn)
+    for ctx, fx, tail in alert_work:
+        ctx.identity = ctx.identity or CheckIdentity.of(ctx.row)
+        await record_alerts(
+            conn,
+            ctx.identity,
+            fx.alerts,
+            now=now,
+            status=detection.status(ctx.state, now),
+            base_url=settings.base_url,
+            log_tail=tail,
+        )
+    updates = []
+    for cid, ctx in contexts.items():
+        if ctx.touched:
+            values = repositories.state_values(ctx.state)
+            values.update(b_id=cid, n_pings=ctx.row["n_pings"], last_ping_at=ctx.row["last_ping_at"])
+            updates.append(values)
+    await repositories.save_state(conn, updates)
+    return [a if a is not None else NOT_FOUND for a in answers]
+
+
+async def _load_books(
+    conn: AsyncConnection,
+    contexts: dict[int, _Context],
+    requests: Sequence[PingRequest],
+    targets: Sequence[int | None],
+) -> None:
+    earliest: dict[int, datetime] = {}
+    rids: dict[int, set[str]] = defaultdict(set)
+    ticks: dict[int, set[datetime]] = defaultdict(set)
+    for request, cid in zip(requests, targets, strict=True):
+        if cid is None or cid not in contexts:
+            continue
+        earliest[cid] = min(earliest.get(cid, request.received), request.received)
+        if request.rid:
+            rids[cid].add(request.rid)
+        if request.scheduled is not None and not isinstance(contexts[cid].spec.schedule, SimpleSchedule):
+            try:
+                tick = contexts[cid].spec.schedule.tick_at_or_before(request.scheduled)  # type: ignore[union-attr]
+            except Exception:  # bad input is judged (and answered 400) later
+                tick = None
+            if tick is not None:
+                ticks[cid].add(tick)
+    cutoffs: dict[int, datetime | None] = {}
+    for cid, ctx in contexts.items():
+        candidates = [x for x in (ctx.state.judged_until, ctx.state.watch_from) if x is not None]
+        previous = tick_at_or_before(ctx.spec, ctx.state, earliest[cid])
+        if previous is not None:
+            candidates.append(previous)
+        cutoffs[cid] = min(candidates) if candidates else None
+    books = await repositories.load_books(conn, cutoffs, rids=rids, ticks=ticks)
+    for cid, book in books.items():
+        contexts[cid].book = book
+
+
+class IngestWriter:
+    """The process's ingest queue and its single writer task (group commit)."""
+
+    def __init__(self, engine: AsyncEngine, settings: Settings) -> None:
+        self.engine = engine
+        self.settings = settings
+        self.limiter = RateLimiter(settings.ping_rate_limit)
+        self._queue: asyncio.Queue[tuple[PingRequest, asyncio.Future[PingAnswer]]] = asyncio.Queue()
+        self._task: asyncio.Task[None] | None = None
+
+    async def start(self) -> None:
+        if self._task is None:
+            self._task = asyncio.create_task(self._run(), name="ingest-writer")
+
+    async def stop(self) -> None:
+        """Finish what is queued, then stop."""
+        if self._task is None:
+            return
+        while not self._queue.empty():
+            await asyncio.sleep(0.01)
+        self._task.cancel()
+        try:
+            await self._task
+        except asyncio.CancelledError:
+            pass
+        self._task = None
+
+    async def submit(self, request: PingRequest) -> PingAnswer:
+        """Queue a ping; returns once its batch has committed (or failed)."""
+        if self._task is None:
+            raise RuntimeError("IngestWriter.start() has not been called")
+        future: asyncio.Future[PingAnswer] = asyncio.get_running_loop().create_future()
+        await self._queue.put((request, future))
+        return await future
+
+    async def _run(self) -> None:
+        batch_size = self.settings.ingest_batch
+        wait = self.settings.ingest_wait_ms / 1000
+        loop = asyncio.get_running_loop()
+        while True:
+            batch = [await self._queue.get()]
+            deadline = loop.time() + wait
+            while len(batch) < batch_size:
+                if not self._queue.empty():
+                    batch.append(self._queue.get_nowait())
+                    continue
+                remaining = deadline - loop.time()
+                if remaining <= 0:
+                    break
+                try:
+                    batch.append(await asyncio.wait_for(self._queue.get(), remaining))
+                except TimeoutError:
+                    break
+            await self._process(batch)
+
+    async def _process(self, batch: list[tuple[PingRequest, asyncio.Future[PingAnswer]]]) -> None:
+        requests = [r for r, _ in batch]
+        try:
+            answers = await ingest_pings(self.engine, requests, settings=self.settings, limiter=self.limiter)
+        except Exception:
+            logger.exception("ingest batch failed; retrying ping by ping", extra={"action": "ingest_batch_failed"})
+            answers = []
+            for request in requests:
+                try:
+                    answers.extend(await ingest_pings(self.engine, [request], settings=self.settings))
+                except Exception:
+                    logger.exception("ping failed", extra={"action": "ping_failed"})
+                    answers.append(PingAnswer(503, "storage unavailable, retry"))
+        for (_, future), answer in zip(batch, answers, strict=True):
+            if not future.done():
+                future.set_result(answer)

@@ -1,0 +1,79 @@
+"""Projects and API keys (DESIGN §2, §9, §10). Keys are stored hashed (SHA-256), shown once."""
+
+from __future__ import annotations
+
+import secrets
+from dataclasses import dataclass
+from datetime import datetime
+
+from sqlalchemy import func, select
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from monitor.domain.errors import ValidationError
+from monitor.storage import repositories
+from monitor.storage import tables as t
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ApiKey:
+    """A resolved ``X-Api-Key``: the project it opens and whether it may write."""
+
+    project_id: int
+    read_only: bool
+
+
+def validate_api_key_text(key: str) -> None:
+    """DESIGN §9: any string of 16-128 printable ASCII characters."""
+    if not 16 <= len(key) <= 128 or not all(33 <= ord(c) <= 126 for c in key):
+        raise ValidationError("api_key", "must be 16-128 printable ASCII characters without spaces")
+
+
+async def create_project(
+    conn: AsyncConnection,
+    name: str,
+    now: datetime,
+    *,
+    api_key: str | None = None,
+) -> dict[str, object]:
+    """Create a project with a read-write and a read-only key; returns them in clear (once).
+
+    Raises:
+        ValidationError: ``api_key`` is not 16-128 printable ASCII characters.
+    """
+    if api_key is not None:
+        validate_api_key_text(api_key)
+    rw = api_key or secrets.token_urlsafe(24)
+    ro = "ro_" + secrets.token_urlsafe(24)
+    ping_key = secrets.token_urlsafe(16)
+    project_id = (
+        await conn.execute(
+            t.projects.insert()
+            .values(name=name, ping_key=ping_key, badge_key=secrets.token_urlsafe(16), created_at=now)
+            .returning(t.projects.c.id)
+        )
+    ).scalar_one()
+    await conn.execute(
+        t.api_keys.insert(),
+        [
+            {"project_id": project_id, "key_hash": repositories.hash_key(rw), "read_only": False, "name": "read-write", "created_at": now},
+            {"project_id": project_id, "key_hash": repositories.hash_key(ro), "read_only": True, "name": "read-only", "created_at": now},
+        ],
+    )
+    return {"id": project_id, "name": name, "api_key": rw, "api_key_readonly": ro, "ping_key": ping_key}
+
+
+async def count_projects(conn: AsyncConnection) -> int:
+    return int((await conn.execute(select(func.count()).select_from(t.projects))).scalar_one())
+
+
+async def resolve_api_key(conn: AsyncConnection, key: str) -> ApiKey | None:
+    row = (
+        await conn.execute(
+            select(t.api_keys.c.project_id, t.api_keys.c.read_only).where(
+                t.api_keys.c.key_hash == repositories.hash_key(key)
+            )
+        )
+    ).first()
+    if row is None:
+        return None
+    return ApiKey(project_id=row[0], read_only=bool(row[1]))

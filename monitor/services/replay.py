@@ -1,0 +1,148 @@
+"""Replay a run scenario (``../shared/cases/runs`` format) through the real services.
+
+Used by ``monitor replay FILE`` and by the tests: a temporary database, an injected clock,
+pings through :func:`ingest_pings`, and the evaluator run at every instant at which something
+becomes due between steps, as the scenario format prescribes.
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import func, select
+
+from monitor.domain import detection
+from monitor.domain.checks import Outcome, PingKind
+from monitor.domain.errors import ValidationError
+from monitor.domain.runs import RunBook, TickMark, tick_outcome
+from monitor.services import checks as check_service
+from monitor.services import projects
+from monitor.services.evaluator import evaluate_due
+from monitor.services.ingest import PingRequest, ingest_pings
+from monitor.settings import Settings
+from monitor.storage import repositories
+from monitor.storage import tables as t
+from monitor.storage.engine import make_engine, migrate
+
+EPSILON = timedelta(milliseconds=1)
+MAX_EVALUATIONS = 100_000
+
+
+def parse_instant(text: str) -> datetime:
+    parsed = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    if parsed.tzinfo is None:
+        raise ValidationError("at", f"{text!r} needs a UTC offset or Z")
+    return parsed.astimezone(UTC)
+
+
+def _ping(step: dict[str, Any], uuid: str, at: datetime) -> PingRequest:
+    value = step["ping"]
+    exit_status: int | None = None
+    if isinstance(value, int) and not isinstance(value, bool):
+        kind = PingKind.SUCCESS if value == 0 else PingKind.FAIL
+        exit_status = value
+    else:
+        kind = PingKind(str(value))
+    body = step.get("body")
+    data = body.encode() if isinstance(body, str) else None
+    return PingRequest(
+        kind=kind,
+        received=at,
+        uuid=uuid,
+        scheduled=parse_instant(step["scheduled"]) if step.get("scheduled") else None,
+        rid=step.get("rid"),
+        exit_status=exit_status,
+        method="POST" if data else "GET",
+        body=data,
+        body_size=len(data or b""),
+        idempotency_key=step.get("idempotency_key"),
+    )
+
+
+async def replay(scenario: dict[str, Any], database_url: str | None = None) -> dict[str, Any]:
+    """Run ``scenario``; returns ``{"alerts": [{"kind", "scheduled"}], "status", "ticks": [...]}``."""
+    with tempfile.TemporaryDirectory(prefix="monitor-replay-") as folder:
+        url = database_url or f"sqlite+aiosqlite:///{Path(folder) / 'replay.db'}"
+        engine = make_engine(url)
+        try:
+            return await _replay(engine, scenario)
+        finally:
+            await engine.dispose()
+
+
+async def _replay(engine: Any, scenario: dict[str, Any]) -> dict[str, Any]:
+    settings = Settings(database_url=str(engine.url))
+    await migrate(engine)
+    created = parse_instant(scenario["created"])
+    fields = {k: v for k, v in scenario["check"].items()}
+    fields.setdefault("name", scenario.get("id", "scenario"))
+    async with engine.begin() as conn:
+        project = await projects.create_project(conn, "replay", created)
+        project_id = int(project["id"])  # type: ignore[call-overload]
+        check_id, _ = await check_service.create_or_upsert(conn, project_id, fields, created)
+        uuid = (await conn.execute(select(t.checks.c.uuid).where(t.checks.c.id == check_id))).scalar_one()
+
+    async def evaluate_until(limit: datetime) -> None:
+        for _ in range(MAX_EVALUATIONS):
+            async with engine.connect() as conn:
+                due = (await conn.execute(select(func.min(t.checks.c.next_due)))).scalar_one_or_none()
+            if due is None:
+                return
+            due = due if due.tzinfo else due.replace(tzinfo=UTC)
+            if not due + EPSILON < limit:
+                return
+            await evaluate_due(engine, due + EPSILON, settings=settings)
+
+    now = created
+    for step in scenario["steps"]:
+        now = parse_instant(step["at"])
+        await evaluate_until(now)
+        if "ping" in step:
+            await ingest_pings(engine, [_ping(step, uuid, now)], settings=settings)
+        elif step.get("pause"):
+            async with engine.begin() as conn:
+                await check_service.pause_check(conn, project_id, uuid, now)
+        elif step.get("resume"):
+            async with engine.begin() as conn:
+                await check_service.resume_check(conn, project_id, uuid, now)
+        else:
+            await evaluate_due(engine, now, settings=settings)
+    return await _report(engine, check_id, now)
+
+
+async def _report(engine: Any, check_id: int, now: datetime) -> dict[str, Any]:
+    async with engine.connect() as conn:
+        row = (await conn.execute(select(t.checks).where(t.checks.c.id == check_id))).mappings().one()
+        alerts = (
+            await conn.execute(
+                select(t.alerts.c.kind, t.alerts.c.scheduled).where(t.alerts.c.check_id == check_id).order_by(t.alerts.c.id)
+            )
+        ).all()
+        runs = (await conn.execute(select(t.runs).where(t.runs.c.check_id == check_id))).mappings().all()
+        marks = (await conn.execute(select(t.tick_marks).where(t.tick_marks.c.check_id == check_id))).mappings().all()
+    book = RunBook.of((repositories.run_of(r) for r in runs))
+    for m in marks:
+        book.marks[m["scheduled"]] = TickMark(scheduled=m["scheduled"], outcome=Outcome(m["outcome"]))
+    ticks = sorted({r.scheduled for r in book.runs.values()} | set(book.marks))
+    state = repositories.state_of(row)
+    return {
+        "alerts": [{"kind": kind, "scheduled": detection.iso(s) if s else None} for kind, s in alerts],
+        "status": detection.status(state, now).value,
+        "ticks": [
+            {
+                "scheduled": detection.iso(tick),
+                "outcome": (o.value if (o := tick_outcome(book, tick)) is not None else None),
+                "runs": len(book.runs_of(tick)),
+            }
+            for tick in ticks
+        ],
+    }
+
+
+def load_scenario(path: Path) -> dict[str, Any]:
+    data: dict[str, Any] = json.loads(path.read_text())
+    return data
