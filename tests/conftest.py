@@ -1,0 +1,141 @@
+"""Shared fixtures: real databases (SQLite file and PostgreSQL), an injected clock, the app.
+
+PostgreSQL is required (DESIGN §11): an unreachable server fails the suite, it never skips.
+Each test that asks for ``database_url`` runs once per backend; PostgreSQL tests get a fresh
+database cloned from a migrated template.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import asyncpg
+import pytest
+from litestar.testing import AsyncTestClient
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from monitor.domain.clock import FrozenClock
+from monitor.http.app import create_app
+from monitor.services import projects
+from monitor.settings import Settings
+from monitor.storage.engine import make_engine, migrate
+
+PG_ADMIN_URL = os.environ.get("MONITOR_TEST_POSTGRES_URL", "postgresql+asyncpg://postgres@127.0.0.1:5432/postgres")
+RUN_ID = uuid.uuid4().hex[:8]
+
+
+def _dsn(url: str) -> str:
+    return url.replace("postgresql+asyncpg://", "postgresql://")
+
+
+def _with_database(url: str, name: str) -> str:
+    return url.rsplit("/", 1)[0] + "/" + name
+
+
+async def _admin(sql: str) -> None:
+    conn = await asyncpg.connect(_dsn(PG_ADMIN_URL), timeout=10)
+    try:
+        await conn.execute(sql)
+    finally:
+        await conn.close()
+
+
+@pytest.fixture(scope="session")
+def pg_template() -> Iterator[str]:
+    """A migrated template database for this test session; dropped at the end."""
+    name = f"monitor_tmpl_{RUN_ID}"
+
+    async def setup() -> None:
+        try:
+            await _admin(f'CREATE DATABASE "{name}"')
+        except (OSError, asyncpg.PostgresError) as error:
+            raise RuntimeError(f"PostgreSQL at {PG_ADMIN_URL} is required for the tests: {error}") from error
+        engine = make_engine(_with_database(PG_ADMIN_URL, name))
+        try:
+            await migrate(engine)
+        finally:
+            await engine.dispose()
+
+    asyncio.run(setup())
+    yield name
+    asyncio.run(_admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """A fresh, migrated database: a SQLite file, or a PostgreSQL database cloned from the template."""
+    if request.param == "sqlite":
+        yield f"sqlite+aiosqlite:///{tmp_path / 'monitor.db'}"
+        return
+    template = request.getfixturevalue("pg_template")
+    name = f"monitor_t_{RUN_ID}_{uuid.uuid4().hex[:10]}"
+    asyncio.run(_admin(f'CREATE DATABASE "{name}" TEMPLATE "{template}"'))
+    yield _with_database(PG_ADMIN_URL, name)
+    asyncio.run(_admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+
+
+@pytest.fixture
+async def engine(database_url: str) -> AsyncIterator[AsyncEngine]:
+    engine = make_engine(database_url)
+    await migrate(engine)
+    yield engine
+    await engine.dispose()
+
+
+@pytest.fixture
+def clock() -> FrozenClock:
+    return FrozenClock(datetime(2026, 7, 18, 2, 0, tzinfo=UTC))
+
+
+@pytest.fixture
+def settings_factory(database_url: str) -> Callable[..., Settings]:
+    def make(**overrides: Any) -> Settings:
+        base = Settings(database_url=database_url, allow_private_targets=True, notify_backoff=0.0, notify_timeout=5.0)
+        return base.replace(**overrides)
+
+    return make
+
+
+API_KEY = "test-api-key-0123456789"
+
+
+@dataclass
+class Api:
+    """An in-process client of the real app plus what tests need around it."""
+
+    client: AsyncTestClient[Any]
+    clock: FrozenClock
+    engine: AsyncEngine
+    settings: Settings
+    project: dict[str, Any]
+
+    @property
+    def headers(self) -> dict[str, str]:
+        return {"X-Api-Key": API_KEY}
+
+    @property
+    def ro_headers(self) -> dict[str, str]:
+        return {"X-Api-Key": str(self.project["api_key_readonly"])}
+
+
+@pytest.fixture
+async def api(
+    engine: AsyncEngine, clock: FrozenClock, settings_factory: Callable[..., Settings]
+) -> AsyncIterator[Api]:
+    """The app over HTTP (in process), with the clock injected and no background loops."""
+    settings = settings_factory()
+    async with engine.begin() as conn:
+        project = await projects.create_project(conn, "test", clock.now(), api_key=API_KEY)
+    app = create_app(settings, clock=clock, evaluator=False, notify=False, liveness=False)
+    async with AsyncTestClient(app) as client:
+        yield Api(client=client, clock=clock, engine=engine, settings=settings, project=project)
+
+
+MakeApi = Callable[..., Awaitable[Api]]
