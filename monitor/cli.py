@@ -28,7 +28,9 @@ def _settings(args: argparse.Namespace, **extra: Any) -> Settings:
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="monitor", description="A dead-man's-switch service for scheduled work.")
+    parser = argparse.ArgumentParser(
+        prog="monitor", description="A dead-man's-switch service for scheduled work."
+    )
     parser.add_argument("--version", action="version", version=f"monitor {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
 
@@ -40,7 +42,9 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--host", default=os.environ.get("MONITOR_HOST", "127.0.0.1"))
     serve.add_argument("--port", type=int, default=int(os.environ.get("MONITOR_PORT", "8000")))
     serve.add_argument("--workers", type=int, default=int(os.environ.get("MONITOR_WORKERS", "1")))
-    serve.add_argument("--dev", action="store_true", help="allow Apprise targets on private/loopback networks")
+    serve.add_argument(
+        "--dev", action="store_true", help="allow Apprise targets on private/loopback networks"
+    )
     serve.add_argument("--no-evaluator", action="store_true", help="do not run the evaluator in this process")
     serve.add_argument("--no-notifier", action="store_true", help="do not run the notifier in this process")
 
@@ -76,8 +80,11 @@ def _parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``monitor`` console script."""
     args = _parser().parse_args(argv)
-    logging.basicConfig(level=os.environ.get("MONITOR_LOG_LEVEL", "INFO"), stream=sys.stderr,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=os.environ.get("MONITOR_LOG_LEVEL", "INFO"),
+        stream=sys.stderr,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
     logging.getLogger("alembic").setLevel(logging.WARNING)
     try:
         return _dispatch(args)
@@ -143,7 +150,9 @@ async def _bootstrap(settings: Settings) -> dict[str, object] | None:
         await migrate(engine)
         async with engine.begin() as conn:
             if await projects.count_projects(conn) == 0:
-                return await projects.create_project(conn, "default", datetime.now(UTC), api_key=settings.api_key)
+                return await projects.create_project(
+                    conn, "default", datetime.now(UTC), api_key=settings.api_key
+                )
         return None
     finally:
         await engine.dispose()
@@ -161,7 +170,10 @@ def _serve(args: argparse.Namespace) -> int:
     os.environ["MONITOR_DATABASE_URL"] = settings.database_url
     os.environ["MONITOR_ALLOW_PRIVATE_TARGETS"] = "1" if settings.allow_private_targets else "0"
     os.environ["MONITOR_ROLES"] = ",".join(roles)
-    print(f"monitor {__version__} listening on http://{args.host}:{args.port} ({settings.database_url})", flush=True)
+    print(
+        f"monitor {__version__} listening on http://{args.host}:{args.port} ({settings.database_url})",
+        flush=True,
+    )
     uvicorn.run(
         "monitor.http.app:app_from_env",
         factory=True,

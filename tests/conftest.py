@@ -27,7 +27,9 @@ from monitor.services import projects
 from monitor.settings import Settings
 from monitor.storage.engine import make_engine, migrate
 
-PG_ADMIN_URL = os.environ.get("MONITOR_TEST_POSTGRES_URL", "postgresql+asyncpg://postgres@127.0.0.1:5432/postgres")
+PG_ADMIN_URL = os.environ.get(
+    "MONITOR_TEST_POSTGRES_URL", "postgresql+asyncpg://postgres@127.0.0.1:5432/postgres"
+)
 RUN_ID = uuid.uuid4().hex[:8]
 
 
@@ -97,7 +99,9 @@ def clock() -> FrozenClock:
 @pytest.fixture
 def settings_factory(database_url: str) -> Callable[..., Settings]:
     def make(**overrides: Any) -> Settings:
-        base = Settings(database_url=database_url, allow_private_targets=True, notify_backoff=0.0, notify_timeout=5.0)
+        base = Settings(
+            database_url=database_url, allow_private_targets=True, notify_backoff=0.0, notify_timeout=5.0
+        )
         return base.replace(**overrides)
 
     return make

@@ -56,7 +56,12 @@ async def ready(request: Request[Any, Any, Any]) -> Response[dict[str, Any]]:
         async with services.engine.connect() as conn:
             await conn.execute(text("SELECT 1"))
             oldest = (
-                await conn.execute(select(t.checks.c.next_due).where(t.checks.c.next_due.is_not(None)).order_by(t.checks.c.next_due).limit(1))
+                await conn.execute(
+                    select(t.checks.c.next_due)
+                    .where(t.checks.c.next_due.is_not(None))
+                    .order_by(t.checks.c.next_due)
+                    .limit(1)
+                )
             ).scalar_one_or_none()
         lease_rows = await leases.list_leases(services.engine)
     except Exception as error:
@@ -64,7 +69,12 @@ async def ready(request: Request[Any, Any, Any]) -> Response[dict[str, Any]]:
     now = services.clock.now()
     lag = max(0.0, (now - oldest).total_seconds()) if oldest is not None else 0.0
     return Response(
-        {"database": "ok", "shards": services.settings.shards, "leases": lease_rows, "evaluator_lag_s": round(lag, 3)}
+        {
+            "database": "ok",
+            "shards": services.settings.shards,
+            "leases": lease_rows,
+            "evaluator_lag_s": round(lag, 3),
+        }
     )
 
 
@@ -114,13 +124,23 @@ def create_app(
         roles = ["http"]
         if evaluator:
             roles.append("evaluator")
-            tasks.append(asyncio.create_task(run_evaluator(engine, settings, clock, wake=wake), name="evaluator"))
+            tasks.append(
+                asyncio.create_task(run_evaluator(engine, settings, clock, wake=wake), name="evaluator")
+            )
         if notify:
             roles.append("notifier")
-            tasks.append(asyncio.create_task(run_notifier(engine, own_notifier, settings, clock, wake=wake), name="notifier"))
+            tasks.append(
+                asyncio.create_task(
+                    run_notifier(engine, own_notifier, settings, clock, wake=wake), name="notifier"
+                )
+            )
         if liveness:
             name = f"{socket.gethostname()}:{os.getpid()}"
-            tasks.append(asyncio.create_task(run_liveness(engine, settings, clock, name, ",".join(roles)), name="liveness"))
+            tasks.append(
+                asyncio.create_task(
+                    run_liveness(engine, settings, clock, name, ",".join(roles)), name="liveness"
+                )
+            )
         try:
             yield
         finally:
@@ -166,4 +186,3 @@ def app_from_env() -> Litestar:
     settings = Settings.from_env()
     roles = os.environ.get("MONITOR_ROLES", "evaluator,notifier").split(",")
     return create_app(settings, evaluator="evaluator" in roles, notify="notifier" in roles)
-

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 from litestar import MediaType, Request, Response
 from litestar.exceptions import HTTPException
@@ -29,39 +30,43 @@ def _json(status: int, message: str) -> Response[dict[str, str]]:
     return Response({"error": message}, status_code=status, media_type=MediaType.JSON)
 
 
-def handle_validation(_: Request[object, object, object], exc: ValidationError) -> Response[dict[str, str]]:
+def handle_validation(_: Request[Any, Any, Any], exc: ValidationError) -> Response[dict[str, str]]:
     return _json(400, str(exc))
 
 
-def handle_schedule(_: Request[object, object, object], exc: ScheduleError) -> Response[dict[str, str]]:
+def handle_schedule(_: Request[Any, Any, Any], exc: ScheduleError) -> Response[dict[str, str]]:
     return _json(400, f"schedule: {exc}")
 
 
-def handle_zone(_: Request[object, object, object], exc: ZoneError) -> Response[dict[str, str]]:
+def handle_zone(_: Request[Any, Any, Any], exc: ZoneError) -> Response[dict[str, str]]:
     return _json(400, f"tz: {exc}")
 
 
-def handle_not_found(_: Request[object, object, object], exc: NotFound) -> Response[dict[str, str]]:
+def handle_not_found(_: Request[Any, Any, Any], exc: NotFound) -> Response[dict[str, str]]:
     return _json(404, str(exc) or "not found")
 
 
-def handle_conflict(_: Request[object, object, object], exc: Conflict) -> Response[dict[str, str]]:
+def handle_conflict(_: Request[Any, Any, Any], exc: Conflict) -> Response[dict[str, str]]:
     return _json(409, str(exc))
 
 
-def handle_unauthenticated(_: Request[object, object, object], exc: NotAuthenticated) -> Response[dict[str, str]]:
+def handle_unauthenticated(
+    _: Request[Any, Any, Any], exc: NotAuthenticated
+) -> Response[dict[str, str]]:
     return _json(401, str(exc))
 
 
-def handle_forbidden(_: Request[object, object, object], exc: Forbidden) -> Response[dict[str, str]]:
+def handle_forbidden(_: Request[Any, Any, Any], exc: Forbidden) -> Response[dict[str, str]]:
     return _json(403, str(exc))
 
 
-def handle_too_large(_: Request[object, object, object], exc: PayloadTooLarge) -> Response[dict[str, str]]:
+def handle_too_large(_: Request[Any, Any, Any], exc: PayloadTooLarge) -> Response[dict[str, str]]:
     return _json(413, str(exc))
 
 
-def handle_litestar_validation(_: Request[object, object, object], exc: LitestarValidation) -> Response[dict[str, str]]:
+def handle_litestar_validation(
+    _: Request[Any, Any, Any], exc: LitestarValidation
+) -> Response[dict[str, str]]:
     detail = exc.extra if isinstance(exc.extra, list) and exc.extra else None
     if detail and isinstance(detail[0], dict):
         key = detail[0].get("key") or detail[0].get("source") or "request"
@@ -69,11 +74,11 @@ def handle_litestar_validation(_: Request[object, object, object], exc: Litestar
     return _json(400, f"request: {exc.detail}")
 
 
-def handle_http(_: Request[object, object, object], exc: HTTPException) -> Response[dict[str, str]]:
+def handle_http(_: Request[Any, Any, Any], exc: HTTPException) -> Response[dict[str, str]]:
     return _json(exc.status_code, str(exc.detail).lower() if exc.status_code == 404 else str(exc.detail))
 
 
-def handle_unexpected(request: Request[object, object, object], exc: Exception) -> Response[dict[str, str]]:
+def handle_unexpected(request: Request[Any, Any, Any], exc: Exception) -> Response[dict[str, str]]:
     logger.exception("unhandled error", extra={"action": "unhandled_error", "path": request.url.path})
     return _json(500, "internal error; it has been logged")
 

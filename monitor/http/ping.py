@@ -92,7 +92,9 @@ class PingApp:
             headers.extend(extra)
         return headers
 
-    async def _answer(self, send: Send, status: int, text: str, head: bool, extra: list[tuple[bytes, bytes]] | None = None) -> None:
+    async def _answer(
+        self, send: Send, status: int, text: str, head: bool, extra: list[tuple[bytes, bytes]] | None = None
+    ) -> None:
         body = text.encode()
         headers = self._headers(extra)
         headers.append((b"content-length", str(len(body)).encode()))

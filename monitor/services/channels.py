@@ -29,7 +29,9 @@ def _kinds(value: Any) -> str:
         raise ValidationError("kinds", "must be a list of alert kinds or a comma-separated string")
     for kind in items:
         if kind not in ALERT_KINDS:
-            raise ValidationError("kinds", f"{kind!r} is not an alert kind ({', '.join(sorted(ALERT_KINDS))})")
+            raise ValidationError(
+                "kinds", f"{kind!r} is not an alert kind ({', '.join(sorted(ALERT_KINDS))})"
+            )
     return ",".join(items)
 
 
@@ -68,7 +70,9 @@ def channel_to_dict(row: Any) -> dict[str, Any]:
     }
 
 
-async def create_channel(conn: AsyncConnection, project_id: int, values: dict[str, Any], now: datetime) -> str:
+async def create_channel(
+    conn: AsyncConnection, project_id: int, values: dict[str, Any], now: datetime
+) -> str:
     channel_id = str(uuid_module.uuid4())
     await conn.execute(
         t.channels.insert().values(
@@ -85,10 +89,16 @@ async def create_channel(conn: AsyncConnection, project_id: int, values: dict[st
 
 async def get_channel(conn: AsyncConnection, project_id: int, channel_id: str) -> dict[str, Any]:
     row = (
-        await conn.execute(
-            select(t.channels).where(t.channels.c.id == channel_id).where(t.channels.c.project_id == project_id)
+        (
+            await conn.execute(
+                select(t.channels)
+                .where(t.channels.c.id == channel_id)
+                .where(t.channels.c.project_id == project_id)
+            )
         )
-    ).mappings().first()
+        .mappings()
+        .first()
+    )
     if row is None:
         raise NotFound("channel not found")
     return dict(row)
@@ -96,8 +106,16 @@ async def get_channel(conn: AsyncConnection, project_id: int, channel_id: str) -
 
 async def list_channels(conn: AsyncConnection, project_id: int) -> list[dict[str, Any]]:
     rows = (
-        await conn.execute(select(t.channels).where(t.channels.c.project_id == project_id).order_by(t.channels.c.created_at))
-    ).mappings().all()
+        (
+            await conn.execute(
+                select(t.channels)
+                .where(t.channels.c.project_id == project_id)
+                .order_by(t.channels.c.created_at)
+            )
+        )
+        .mappings()
+        .all()
+    )
     return [channel_to_dict(r) for r in rows]
 
 
@@ -108,18 +126,20 @@ async def update_channel(conn: AsyncConnection, channel_id: str, values: dict[st
 
 async def delete_channel(conn: AsyncConnection, channel_id: str) -> None:
     notification_ids = select(t.notifications.c.id).where(t.notifications.c.channel_id == channel_id)
-    await conn.execute(delete(t.notification_attempts).where(t.notification_attempts.c.notification_id.in_(notification_ids)))
+    await conn.execute(
+        delete(t.notification_attempts).where(t.notification_attempts.c.notification_id.in_(notification_ids))
+    )
     await conn.execute(delete(t.notifications).where(t.notifications.c.channel_id == channel_id))
     await conn.execute(delete(t.check_channels).where(t.check_channels.c.channel_id == channel_id))
     await conn.execute(delete(t.channels).where(t.channels.c.id == channel_id))
 
 
-async def test_channel(notifier: Notifier, row: dict[str, Any], *, timeout: float) -> DeliveryResult:
+async def test_channel(notifier: Notifier, row: dict[str, Any], *, timeout: float) -> DeliveryResult:  # noqa: ASYNC109
     """Deliver a test message synchronously (bounded by ``timeout`` seconds)."""
     message = Message(
         title=f"{row['name'] or 'channel'}: test notification from monitor",
         body="This is a test notification from monitor. If you can read it, the channel works.\n",
-        body_markdown="This is a **test notification** from monitor. If you can read it, the channel works.\n",
+        body_markdown="This is a **test notification** from monitor. If you can read it, it works.\n",
         json_fields={"kind": "test", "check_uuid": "", "slug": "", "scheduled": "", "status": ""},
     )
     return await notifier.send(row["url"], message, timeout=timeout)

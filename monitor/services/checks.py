@@ -33,8 +33,12 @@ SCHEDULE_FIELDS = ("schedule", "tz", "dialect", "timeout")
 def _int(data: Mapping[str, Any], name: str, low: int, high: int) -> int:
     value = data[name]
     if isinstance(value, bool) or not isinstance(value, int):
-        raise ValidationError(name, f"must be a whole number of seconds, got {value!r}" if name in (
-            "timeout", "grace", "max_runtime", "early_tolerance") else f"must be an integer, got {value!r}")
+        raise ValidationError(
+            name,
+            f"must be a whole number of seconds, got {value!r}"
+            if name in ("timeout", "grace", "max_runtime", "early_tolerance")
+            else f"must be an integer, got {value!r}",
+        )
     if not low <= value <= high:
         raise ValidationError(name, f"must be between {low} and {high}, got {value}")
     return value
@@ -107,7 +111,7 @@ def parse_check_fields(data: Any) -> dict[str, Any]:
     if "methods" in data:
         methods = _str(data, "methods", 10)
         if methods not in ("", "POST"):
-            raise ValidationError("methods", "must be \"\" or \"POST\"")
+            raise ValidationError("methods", 'must be "" or "POST"')
         out["methods"] = methods
     if "channels" in data:
         out["channels"] = _str(data, "channels", 10_000)
@@ -143,7 +147,11 @@ def _apply_kind(values: dict[str, Any], given: Mapping[str, Any]) -> None:
 
 
 async def _resolve_channels(conn: AsyncConnection, project_id: int, text: str) -> list[str]:
-    rows = (await conn.execute(select(t.channels.c.id, t.channels.c.name).where(t.channels.c.project_id == project_id))).all()
+    rows = (
+        await conn.execute(
+            select(t.channels.c.id, t.channels.c.name).where(t.channels.c.project_id == project_id)
+        )
+    ).all()
     if text.strip() == "*":
         return [r[0] for r in rows]
     wanted = [p.strip() for p in text.split(",") if p.strip()]
@@ -162,7 +170,8 @@ async def _set_channels(conn: AsyncConnection, check_id: int, channel_ids: Seque
     await conn.execute(delete(t.check_channels).where(t.check_channels.c.check_id == check_id))
     if channel_ids:
         await conn.execute(
-            t.check_channels.insert(), [{"check_id": check_id, "channel_id": c} for c in dict.fromkeys(channel_ids)]
+            t.check_channels.insert(),
+            [{"check_id": check_id, "channel_id": c} for c in dict.fromkeys(channel_ids)],
         )
 
 
@@ -204,7 +213,9 @@ async def create_or_upsert(
     return int(check_id), True
 
 
-async def _check_slug_free(conn: AsyncConnection, project_id: int, slug: str | None, check_id: int | None) -> None:
+async def _check_slug_free(
+    conn: AsyncConnection, project_id: int, slug: str | None, check_id: int | None
+) -> None:
     if not slug:
         return
     query = select(t.checks.c.id).where(t.checks.c.project_id == project_id).where(t.checks.c.slug == slug)
@@ -214,7 +225,9 @@ async def _check_slug_free(conn: AsyncConnection, project_id: int, slug: str | N
         raise Conflict(f"slug: {slug!r} is already used by another check in this project")
 
 
-async def get_check_row(conn: AsyncConnection, project_id: int, uuid: str, *, lock: bool = False) -> dict[str, Any]:
+async def get_check_row(
+    conn: AsyncConnection, project_id: int, uuid: str, *, lock: bool = False
+) -> dict[str, Any]:
     """The check row, or NotFound (also for another project's check: existence is not revealed)."""
     query = select(t.checks).where(t.checks.c.uuid == uuid).where(t.checks.c.project_id == project_id)
     if lock and conn.dialect.name == "postgresql":
@@ -225,7 +238,9 @@ async def get_check_row(conn: AsyncConnection, project_id: int, uuid: str, *, lo
     return dict(row)
 
 
-async def update_check(conn: AsyncConnection, project_id: int, check_id: int, data: Any, now: datetime) -> None:
+async def update_check(
+    conn: AsyncConnection, project_id: int, check_id: int, data: Any, now: datetime
+) -> None:
     """Partial update: only the given fields change; a changed schedule re-plans ``next_due``."""
     fields = parse_check_fields(data)
     fields.pop("unique", None)
@@ -260,7 +275,9 @@ async def pause_check(conn: AsyncConnection, project_id: int, uuid: str, now: da
     pending = PendingWrites.empty()
     pending.add(row["id"], fx)
     await pending.write(conn)
-    await conn.execute(update(t.checks).where(t.checks.c.id == row["id"]).values(repositories.state_values(state)))
+    await conn.execute(
+        update(t.checks).where(t.checks.c.id == row["id"]).values(repositories.state_values(state))
+    )
 
 
 async def resume_check(conn: AsyncConnection, project_id: int, uuid: str, now: datetime) -> None:
@@ -273,7 +290,9 @@ async def resume_check(conn: AsyncConnection, project_id: int, uuid: str, now: d
     pending = PendingWrites.empty()
     pending.add(row["id"], fx)
     await pending.write(conn)
-    await conn.execute(update(t.checks).where(t.checks.c.id == row["id"]).values(repositories.state_values(state)))
+    await conn.execute(
+        update(t.checks).where(t.checks.c.id == row["id"]).values(repositories.state_values(state))
+    )
 
 
 async def delete_check(conn: AsyncConnection, check_id: int) -> None:
@@ -281,7 +300,9 @@ async def delete_check(conn: AsyncConnection, check_id: int) -> None:
         await conn.execute(delete(table).where(table.c.check_id == check_id))
     alert_ids = select(t.alerts.c.id).where(t.alerts.c.check_id == check_id)
     notification_ids = select(t.notifications.c.id).where(t.notifications.c.alert_id.in_(alert_ids))
-    await conn.execute(delete(t.notification_attempts).where(t.notification_attempts.c.notification_id.in_(notification_ids)))
+    await conn.execute(
+        delete(t.notification_attempts).where(t.notification_attempts.c.notification_id.in_(notification_ids))
+    )
     await conn.execute(delete(t.notifications).where(t.notifications.c.alert_id.in_(alert_ids)))
     await conn.execute(delete(t.alerts).where(t.alerts.c.check_id == check_id))
     await conn.execute(delete(t.checks).where(t.checks.c.id == check_id))
@@ -303,17 +324,17 @@ async def started_checks(conn: AsyncConnection, rows: Sequence[Mapping[str, Any]
         .where(t.runs.c.started_at.is_not(None))
     )
     max_runtime = {r["id"]: r["max_runtime"] for r in rows}
-    return {
-        cid
-        for cid, started_at in found
-        if (now - started_at).total_seconds() <= max_runtime[cid]
-    }
+    return {cid for cid, started_at in found if (now - started_at).total_seconds() <= max_runtime[cid]}
 
 
 async def channels_of(conn: AsyncConnection, ids: Sequence[int]) -> dict[int, list[str]]:
     out: dict[int, list[str]] = {i: [] for i in ids}
     if ids:
-        rows = await conn.execute(select(t.check_channels.c.check_id, t.check_channels.c.channel_id).where(t.check_channels.c.check_id.in_(ids)))
+        rows = await conn.execute(
+            select(t.check_channels.c.check_id, t.check_channels.c.channel_id).where(
+                t.check_channels.c.check_id.in_(ids)
+            )
+        )
         for cid, channel in rows:
             out[cid].append(channel)
     return out

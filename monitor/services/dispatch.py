@@ -53,39 +53,43 @@ async def _claim(engine: AsyncEngine, now: datetime, settings: Settings, limit: 
     claimed: list[_Job] = []
     async with engine.begin() as conn:
         rows = (
-            await conn.execute(
-                select(
-                    t.notifications.c.id,
-                    t.notifications.c.attempts,
-                    t.channels.c.url,
-                    t.alerts.c.title,
-                    t.alerts.c.message,
-                    t.alerts.c.kind,
-                    t.alerts.c.scheduled,
-                    t.checks.c.uuid,
-                    t.checks.c.slug,
-                    t.checks.c.episode_key,
-                    t.checks.c.paused,
-                    t.checks.c.watch_from,
+            (
+                await conn.execute(
+                    select(
+                        t.notifications.c.id,
+                        t.notifications.c.attempts,
+                        t.channels.c.url,
+                        t.alerts.c.title,
+                        t.alerts.c.message,
+                        t.alerts.c.kind,
+                        t.alerts.c.scheduled,
+                        t.checks.c.uuid,
+                        t.checks.c.slug,
+                        t.checks.c.episode_key,
+                        t.checks.c.paused,
+                        t.checks.c.watch_from,
+                    )
+                    .join(t.channels, t.channels.c.id == t.notifications.c.channel_id)
+                    .join(t.alerts, t.alerts.c.id == t.notifications.c.alert_id)
+                    .outerjoin(t.checks, t.checks.c.id == t.alerts.c.check_id)
+                    .where(t.notifications.c.status == "pending")
+                    .where(t.notifications.c.next_attempt_at <= now)
+                    .where(
+                        or_(t.notifications.c.claimed_until.is_(None), t.notifications.c.claimed_until < now)
+                    )
+                    .order_by(t.notifications.c.next_attempt_at)
+                    .limit(limit)
                 )
-                .join(t.channels, t.channels.c.id == t.notifications.c.channel_id)
-                .join(t.alerts, t.alerts.c.id == t.notifications.c.alert_id)
-                .outerjoin(t.checks, t.checks.c.id == t.alerts.c.check_id)
-                .where(t.notifications.c.status == "pending")
-                .where(t.notifications.c.next_attempt_at <= now)
-                .where(or_(t.notifications.c.claimed_until.is_(None), t.notifications.c.claimed_until < now))
-                .order_by(t.notifications.c.next_attempt_at)
-                .limit(limit)
             )
-        ).mappings().all()
+            .mappings()
+            .all()
+        )
         for row in rows:
             result = await conn.execute(
                 update(t.notifications)
                 .where(t.notifications.c.id == row["id"])
                 .where(t.notifications.c.status == "pending")
-                .where(
-                    or_(t.notifications.c.claimed_until.is_(None), t.notifications.c.claimed_until < now)
-                )
+                .where(or_(t.notifications.c.claimed_until.is_(None), t.notifications.c.claimed_until < now))
                 .values(claimed_until=now + lease)
             )
             if result.rowcount != 1:

@@ -66,7 +66,9 @@ class PendingWrites:
             values["b_id"] = values.pop("id")
             self.changed_runs.append(values)
         for mark in fx.new_marks:
-            self.marks.append({"check_id": check_id, "scheduled": mark.scheduled, "outcome": mark.outcome.value})
+            self.marks.append(
+                {"check_id": check_id, "scheduled": mark.scheduled, "outcome": mark.outcome.value}
+            )
         for flip in fx.flips:
             self.flips.append(
                 {
@@ -88,7 +90,9 @@ class PendingWrites:
                 .where(t.runs.c.id == bindparam("b_id"))
                 .values({c: bindparam(c) for c in columns})
             )
-            await conn.execute(stmt, [{k: v for k, v in r.items() if k != "check_id"} for r in self.changed_runs])
+            await conn.execute(
+                stmt, [{k: v for k, v in r.items() if k != "check_id"} for r in self.changed_runs]
+            )
         if self.marks:
             await conn.execute(repositories.insert_ignoring_conflicts(conn, t.tick_marks), self.marks)
         if self.flips:

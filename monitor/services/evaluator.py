@@ -58,7 +58,9 @@ async def evaluate_due(
             ids = (await conn.execute(query.order_by(t.checks.c.next_due).limit(batch))).scalars().all()
             if not ids:
                 return total
-            rows = {cid: row for cid, row in (await lock_checks(conn, ids)).items() if row["next_due"] is not None}
+            rows = {
+                cid: row for cid, row in (await lock_checks(conn, ids)).items() if row["next_due"] is not None
+            }
             rows = {cid: row for cid, row in rows.items() if row["next_due"] < now}
             specs = {cid: repositories.spec_of(row) for cid, row in rows.items()}
             states = {cid: repositories.state_of(row) for cid, row in rows.items()}

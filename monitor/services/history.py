@@ -20,12 +20,21 @@ def _iso(value: datetime | None) -> str | None:
     return iso(value) if value is not None else None
 
 
-async def list_pings(conn: AsyncConnection, check_id: int, uuid: str, base_url: str, limit: int) -> list[dict[str, Any]]:
+async def list_pings(
+    conn: AsyncConnection, check_id: int, uuid: str, base_url: str, limit: int
+) -> list[dict[str, Any]]:
     rows = (
-        await conn.execute(
-            select(t.pings).where(t.pings.c.check_id == check_id).order_by(t.pings.c.n.desc()).limit(limit)
+        (
+            await conn.execute(
+                select(t.pings)
+                .where(t.pings.c.check_id == check_id)
+                .order_by(t.pings.c.n.desc())
+                .limit(limit)
+            )
         )
-    ).mappings().all()
+        .mappings()
+        .all()
+    )
     return [
         {
             "n": r["n"],
@@ -47,7 +56,9 @@ async def list_pings(conn: AsyncConnection, check_id: int, uuid: str, base_url: 
 
 async def ping_body(conn: AsyncConnection, check_id: int, n: int) -> bytes:
     body = (
-        await conn.execute(select(t.pings.c.body).where(t.pings.c.check_id == check_id).where(t.pings.c.n == n))
+        await conn.execute(
+            select(t.pings.c.body).where(t.pings.c.check_id == check_id).where(t.pings.c.n == n)
+        )
     ).first()
     if body is None or body[0] is None:
         raise NotFound("ping body not found")
@@ -56,10 +67,17 @@ async def ping_body(conn: AsyncConnection, check_id: int, n: int) -> bytes:
 
 async def list_flips(conn: AsyncConnection, check_id: int, limit: int) -> list[dict[str, Any]]:
     rows = (
-        await conn.execute(
-            select(t.flips).where(t.flips.c.check_id == check_id).order_by(t.flips.c.id.desc()).limit(limit)
+        (
+            await conn.execute(
+                select(t.flips)
+                .where(t.flips.c.check_id == check_id)
+                .order_by(t.flips.c.id.desc())
+                .limit(limit)
+            )
         )
-    ).mappings().all()
+        .mappings()
+        .all()
+    )
     return [{"timestamp": _iso(r["created_at"]), "up": r["up"], "reason": r["reason"]} for r in rows]
 
 
@@ -75,7 +93,15 @@ async def list_runs(
         query = query.where(t.runs.c.scheduled >= since)
     if until is not None:
         query = query.where(t.runs.c.scheduled <= until)
-    rows = (await conn.execute(query.order_by(t.runs.c.scheduled.desc(), t.runs.c.first_ping_at.desc()).limit(limit))).mappings().all()
+    rows = (
+        (
+            await conn.execute(
+                query.order_by(t.runs.c.scheduled.desc(), t.runs.c.first_ping_at.desc()).limit(limit)
+            )
+        )
+        .mappings()
+        .all()
+    )
     out = []
     for r in rows:
         duration = None
@@ -98,10 +124,17 @@ async def list_runs(
 
 async def list_alerts(conn: AsyncConnection, check_id: int, limit: int) -> list[dict[str, Any]]:
     rows = (
-        await conn.execute(
-            select(t.alerts).where(t.alerts.c.check_id == check_id).order_by(t.alerts.c.id.desc()).limit(limit)
+        (
+            await conn.execute(
+                select(t.alerts)
+                .where(t.alerts.c.check_id == check_id)
+                .order_by(t.alerts.c.id.desc())
+                .limit(limit)
+            )
         )
-    ).mappings().all()
+        .mappings()
+        .all()
+    )
     ids = [r["id"] for r in rows]
     notes: dict[int, list[dict[str, Any]]] = {i: [] for i in ids}
     if ids:
@@ -112,10 +145,14 @@ async def list_alerts(conn: AsyncConnection, check_id: int, limit: int) -> list[
                 t.notifications.c.status,
                 t.notifications.c.attempts,
                 t.notifications.c.last_error,
-            ).where(t.notifications.c.alert_id.in_(ids)).order_by(t.notifications.c.id)
+            )
+            .where(t.notifications.c.alert_id.in_(ids))
+            .order_by(t.notifications.c.id)
         )
         for alert_id, channel, status, attempts, error in found:
-            notes[alert_id].append({"channel": channel, "status": status, "attempts": attempts, "last_error": error})
+            notes[alert_id].append(
+                {"channel": channel, "status": status, "attempts": attempts, "last_error": error}
+            )
     return [
         {
             "id": r["id"],

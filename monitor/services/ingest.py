@@ -10,6 +10,7 @@ retried ping by ping so one bad ping cannot sink its neighbours.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import uuid as uuid_module
 from collections import defaultdict, deque
@@ -126,9 +127,9 @@ async def ingest_pings(
         return await _ingest(conn, requests, settings=settings, limiter=limiter)
 
 
-async def _resolve(conn: AsyncConnection, requests: Sequence[PingRequest], now: datetime) -> tuple[
-    dict[str, int], dict[tuple[str, str], int], set[int]
-]:
+async def _resolve(
+    conn: AsyncConnection, requests: Sequence[PingRequest], now: datetime
+) -> tuple[dict[str, int], dict[tuple[str, str], int], set[int]]:
     """Map uuids and (ping_key, slug) to check ids, creating slug checks with ``create``."""
     by_uuid: dict[str, int] = {}
     by_slug: dict[tuple[str, str], int] = {}
@@ -139,17 +140,19 @@ async def _resolve(conn: AsyncConnection, requests: Sequence[PingRequest], now: 
         by_uuid = {u: i for i, u in rows}
     pairs = {(r.ping_key, r.slug) for r in requests if r.ping_key and r.slug}
     if pairs:
-        rows = await conn.execute(
+        found = await conn.execute(
             select(t.projects.c.ping_key, t.checks.c.slug, t.checks.c.id)
             .join(t.checks, t.checks.c.project_id == t.projects.c.id)
             .where(or_(*[and_(t.projects.c.ping_key == k, t.checks.c.slug == s) for k, s in pairs]))
         )
-        by_slug = {(k, s): i for k, s, i in rows}
+        by_slug = {(key, slug): cid for key, slug, cid in found.tuples()}
         for request in requests:
             key = (request.ping_key or "", request.slug or "")
             if request.create and request.ping_key and request.slug and key not in by_slug:
                 project_id = (
-                    await conn.execute(select(t.projects.c.id).where(t.projects.c.ping_key == request.ping_key))
+                    await conn.execute(
+                        select(t.projects.c.id).where(t.projects.c.ping_key == request.ping_key)
+                    )
                 ).scalar_one_or_none()
                 if project_id is None:
                     continue
@@ -160,15 +163,22 @@ async def _resolve(conn: AsyncConnection, requests: Sequence[PingRequest], now: 
 
 
 async def create_slug_check(conn: AsyncConnection, project_id: int, slug: str, now: datetime) -> int:
-    """Auto-provision a simple check named ``slug`` with every project channel (Healthchecks' ``create=1``)."""
+    """Auto-provision a simple check named ``slug`` with every project channel.
+
+    Healthchecks' ``create=1``: period 1 day, grace 1 hour, all of the project's channels.
+    """
     values = new_check_values(project_id=project_id, now=now)
     values.update(name=slug, slug=slug)
     check_id = (await conn.execute(t.checks.insert().values(values).returning(t.checks.c.id))).scalar_one()
     channel_ids = (
-        await conn.execute(select(t.channels.c.id).where(t.channels.c.project_id == project_id))
-    ).scalars().all()
+        (await conn.execute(select(t.channels.c.id).where(t.channels.c.project_id == project_id)))
+        .scalars()
+        .all()
+    )
     if channel_ids:
-        await conn.execute(t.check_channels.insert(), [{"check_id": check_id, "channel_id": c} for c in channel_ids])
+        await conn.execute(
+            t.check_channels.insert(), [{"check_id": check_id, "channel_id": c} for c in channel_ids]
+        )
     return int(check_id)
 
 
@@ -232,7 +242,9 @@ async def _ingest(
 
     # Idempotency-Key: scope (check, kind), remembered 7 days; a repeat stores nothing.
     remembered: dict[tuple[int, str, str], int] = {}
-    keyed = [(cid, r) for cid, r in zip(targets, requests, strict=True) if cid is not None and r.idempotency_key]
+    keyed = [
+        (cid, r) for cid, r in zip(targets, requests, strict=True) if cid is not None and r.idempotency_key
+    ]
     if keyed:
         found = await conn.execute(
             select(t.pings.c.check_id, t.pings.c.kind, t.pings.c.idempotency_key, t.pings.c.response_status)
@@ -395,13 +407,10 @@ class IngestWriter:
         """Finish what is queued, then stop."""
         if self._task is None:
             return
-        while not self._queue.empty():
-            await asyncio.sleep(0.01)
+        await self._queue.join()
         self._task.cancel()
-        try:
+        with contextlib.suppress(asyncio.CancelledError):
             await self._task
-        except asyncio.CancelledError:
-            pass
         self._task = None
 
     async def submit(self, request: PingRequest) -> PingAnswer:
@@ -430,14 +439,20 @@ class IngestWriter:
                     batch.append(await asyncio.wait_for(self._queue.get(), remaining))
                 except TimeoutError:
                     break
-            await self._process(batch)
+            try:
+                await self._process(batch)
+            finally:
+                for _ in batch:
+                    self._queue.task_done()
 
     async def _process(self, batch: list[tuple[PingRequest, asyncio.Future[PingAnswer]]]) -> None:
         requests = [r for r, _ in batch]
         try:
             answers = await ingest_pings(self.engine, requests, settings=self.settings, limiter=self.limiter)
         except Exception:
-            logger.exception("ingest batch failed; retrying ping by ping", extra={"action": "ingest_batch_failed"})
+            logger.exception(
+                "ingest batch failed; retrying ping by ping", extra={"action": "ingest_batch_failed"}
+            )
             answers = []
             for request in requests:
                 try:

@@ -55,8 +55,20 @@ async def create_project(
     await conn.execute(
         t.api_keys.insert(),
         [
-            {"project_id": project_id, "key_hash": repositories.hash_key(rw), "read_only": False, "name": "read-write", "created_at": now},
-            {"project_id": project_id, "key_hash": repositories.hash_key(ro), "read_only": True, "name": "read-only", "created_at": now},
+            {
+                "project_id": project_id,
+                "key_hash": repositories.hash_key(rw),
+                "read_only": False,
+                "name": "read-write",
+                "created_at": now,
+            },
+            {
+                "project_id": project_id,
+                "key_hash": repositories.hash_key(ro),
+                "read_only": True,
+                "name": "read-only",
+                "created_at": now,
+            },
         ],
     )
     return {"id": project_id, "name": name, "api_key": rw, "api_key_readonly": ro, "ping_key": ping_key}

@@ -119,12 +119,18 @@ async def _report(engine: Any, check_id: int, now: datetime) -> dict[str, Any]:
         row = (await conn.execute(select(t.checks).where(t.checks.c.id == check_id))).mappings().one()
         alerts = (
             await conn.execute(
-                select(t.alerts.c.kind, t.alerts.c.scheduled).where(t.alerts.c.check_id == check_id).order_by(t.alerts.c.id)
+                select(t.alerts.c.kind, t.alerts.c.scheduled)
+                .where(t.alerts.c.check_id == check_id)
+                .order_by(t.alerts.c.id)
             )
         ).all()
         runs = (await conn.execute(select(t.runs).where(t.runs.c.check_id == check_id))).mappings().all()
-        marks = (await conn.execute(select(t.tick_marks).where(t.tick_marks.c.check_id == check_id))).mappings().all()
-    book = RunBook.of((repositories.run_of(r) for r in runs))
+        marks = (
+            (await conn.execute(select(t.tick_marks).where(t.tick_marks.c.check_id == check_id)))
+            .mappings()
+            .all()
+        )
+    book = RunBook.of(repositories.run_of(r) for r in runs)
     for m in marks:
         book.marks[m["scheduled"]] = TickMark(scheduled=m["scheduled"], outcome=Outcome(m["outcome"]))
     ticks = sorted({r.scheduled for r in book.runs.values()} | set(book.marks))

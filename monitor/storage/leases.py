@@ -24,7 +24,9 @@ async def acquire(engine: AsyncEngine, name: str, holder: str, ttl: timedelta, n
     """
     async with engine.begin() as conn:
         await conn.execute(
-            repositories.insert_ignoring_conflicts(conn, t.leases).values(name=name, holder=None, token=0, expires_at=None)
+            repositories.insert_ignoring_conflicts(conn, t.leases).values(
+                name=name, holder=None, token=0, expires_at=None
+            )
         )
         renewed = await conn.execute(
             update(t.leases)
@@ -37,7 +39,13 @@ async def acquire(engine: AsyncEngine, name: str, holder: str, ttl: timedelta, n
             taken = await conn.execute(
                 update(t.leases)
                 .where(t.leases.c.name == name)
-                .where(or_(t.leases.c.holder.is_(None), t.leases.c.expires_at.is_(None), t.leases.c.expires_at < now))
+                .where(
+                    or_(
+                        t.leases.c.holder.is_(None),
+                        t.leases.c.expires_at.is_(None),
+                        t.leases.c.expires_at < now,
+                    )
+                )
                 .values(holder=holder, token=t.leases.c.token + 1, expires_at=now + ttl)
             )
             if taken.rowcount != 1:
@@ -50,7 +58,10 @@ async def release(engine: AsyncEngine, name: str, holder: str) -> None:
     """Give the lease up at once (clean shutdown), if ``holder`` still holds it."""
     async with engine.begin() as conn:
         await conn.execute(
-            update(t.leases).where(t.leases.c.name == name).where(t.leases.c.holder == holder).values(expires_at=None, holder=None)
+            update(t.leases)
+            .where(t.leases.c.name == name)
+            .where(t.leases.c.holder == holder)
+            .values(expires_at=None, holder=None)
         )
 
 

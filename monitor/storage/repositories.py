@@ -12,7 +12,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import and_, or_, select, update
+from sqlalchemy import ColumnElement, Table, and_, bindparam, or_, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncConnection
 
@@ -74,7 +74,7 @@ def state_values(state: CheckState) -> dict[str, Any]:
     return {name: getattr(state, name) for name in STATE_COLUMNS}
 
 
-def run_of(row: Mapping[str, Any]) -> Run:
+def run_of(row: Mapping[str, Any] | Any) -> Run:
     return Run(
         id=row["id"],
         rid=row["rid"],
@@ -111,7 +111,7 @@ def run_values(run: Run, check_id: int) -> dict[str, Any]:
     }
 
 
-def insert_ignoring_conflicts(conn: AsyncConnection, table: t.Table) -> Any:
+def insert_ignoring_conflicts(conn: AsyncConnection, table: Table) -> Any:
     """``INSERT … ON CONFLICT DO NOTHING`` for the connection's dialect."""
     if conn.dialect.name == "postgresql":
         return postgresql.insert(table).on_conflict_do_nothing()
@@ -139,8 +139,8 @@ async def load_books(
     run_terms = []
     mark_terms = []
     for cid, cutoff in cutoffs.items():
-        per_check = [t.runs.c.outcome.is_(None)]
-        marks_per_check = []
+        per_check: list[ColumnElement[bool]] = [t.runs.c.outcome.is_(None)]
+        marks_per_check: list[ColumnElement[bool]] = []
         if cutoff is not None:
             per_check.append(t.runs.c.scheduled >= cutoff)
             marks_per_check.append(t.tick_marks.c.scheduled >= cutoff)
@@ -172,7 +172,9 @@ def _chunks(items: Sequence[Any], size: int) -> Iterable[Sequence[Any]]:
         yield items[start : start + size]
 
 
-async def channel_ids_for(conn: AsyncConnection, check_ids: Iterable[int]) -> dict[int, list[tuple[str, str]]]:
+async def channel_ids_for(
+    conn: AsyncConnection, check_ids: Iterable[int]
+) -> dict[int, list[tuple[str, str]]]:
     """Per check id, its channels as ``(channel_id, kinds)``."""
     ids = list(check_ids)
     result: dict[int, list[tuple[str, str]]] = defaultdict(list)
@@ -196,8 +198,6 @@ async def save_state(conn: AsyncConnection, updates: Sequence[dict[str, Any]]) -
     for values in updates:
         groups[tuple(sorted(values))].append(values)
     for columns, rows in groups.items():
-        from sqlalchemy import bindparam
-
         stmt = (
             update(t.checks)
             .where(t.checks.c.id == bindparam("b_id"))

@@ -1,4 +1,5 @@
-"""The evaluator loop: every ``MONITOR_EVALUATE_INTERVAL`` s, under the ``evaluator`` lease, judge due checks."""
+"""The evaluator loop: every ``MONITOR_EVALUATE_INTERVAL`` s, under the ``evaluator`` lease,
+judge due checks."""
 
 from __future__ import annotations
 
@@ -25,7 +26,9 @@ def holder_name() -> str:
     return f"{socket.gethostname()}:{os.getpid()}"
 
 
-async def run_evaluator(engine: AsyncEngine, settings: Settings, clock: Clock, *, wake: asyncio.Event | None = None) -> None:
+async def run_evaluator(
+    engine: AsyncEngine, settings: Settings, clock: Clock, *, wake: asyncio.Event | None = None
+) -> None:
     """Loop forever: renew the lease, then evaluate due checks with its fencing token."""
     holder = holder_name()
     ttl = timedelta(seconds=settings.lease_ttl)
@@ -36,7 +39,9 @@ async def run_evaluator(engine: AsyncEngine, settings: Settings, clock: Clock, *
                 if token is not None:
                     count = await evaluate_due(engine, clock.now(), settings=settings, token=token)
                     if count:
-                        logger.info("evaluated", extra={"action": "evaluated", "checks": count, "token": token})
+                        logger.info(
+                            "evaluated", extra={"action": "evaluated", "checks": count, "token": token}
+                        )
                         if wake is not None:
                             wake.set()
             except asyncio.CancelledError:

@@ -1,4 +1,5 @@
-"""Liveness: every HTTP process renews a row each ``MONITOR_EVALUATE_INTERVAL`` (DESIGN §6 self-outage guard)."""
+"""Liveness: every HTTP process renews a row each ``MONITOR_EVALUATE_INTERVAL``
+(DESIGN §6 self-outage guard)."""
 
 from __future__ import annotations
 
@@ -20,10 +21,14 @@ async def renew_liveness(engine: AsyncEngine, name: str, roles: str, clock: Cloc
     """Write this process's liveness row at ``clock.now()``."""
     now = clock.now()
     async with engine.begin() as conn:
-        result = await conn.execute(update(t.liveness).where(t.liveness.c.name == name).values(renewed_at=now, roles=roles))
+        result = await conn.execute(
+            update(t.liveness).where(t.liveness.c.name == name).values(renewed_at=now, roles=roles)
+        )
         if result.rowcount == 0:
             await conn.execute(
-                repositories.insert_ignoring_conflicts(conn, t.liveness).values(name=name, roles=roles, renewed_at=now)
+                repositories.insert_ignoring_conflicts(conn, t.liveness).values(
+                    name=name, roles=roles, renewed_at=now
+                )
             )
 
 

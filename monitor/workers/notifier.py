@@ -20,7 +20,12 @@ IDLE_POLL = 1.0
 
 
 async def run_notifier(
-    engine: AsyncEngine, notifier: Notifier, settings: Settings, clock: Clock, *, wake: asyncio.Event | None = None
+    engine: AsyncEngine,
+    notifier: Notifier,
+    settings: Settings,
+    clock: Clock,
+    *,
+    wake: asyncio.Event | None = None,
 ) -> None:
     """Loop forever: deliver what is due, then sleep until woken or the next poll."""
     wake = wake or asyncio.Event()

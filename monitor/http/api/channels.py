@@ -14,7 +14,7 @@ Req = Request[Any, Any, Any]
 
 class ChannelsController(Controller):
     path = "/api/v3/channels"
-    tags = ["channels"]
+    tags = ("channels",)
 
     @get("/", summary="List channels (secrets masked)")
     async def list_channels(self, request: Req) -> dict[str, Any]:
@@ -31,7 +31,9 @@ class ChannelsController(Controller):
             await json_body(request), partial=False, allow_private=services.settings.allow_private_targets
         )
         async with services.engine.begin() as conn:
-            channel_id = await channel_service.create_channel(conn, key.project_id, values, services.clock.now())
+            channel_id = await channel_service.create_channel(
+                conn, key.project_id, values, services.clock.now()
+            )
             row = await channel_service.get_channel(conn, key.project_id, channel_id)
         return Response(channel_service.channel_to_dict(row), status_code=201)
 
@@ -40,7 +42,9 @@ class ChannelsController(Controller):
         key = await authenticate(request, write=False)
         services = services_of(request.app.state)
         async with services.engine.connect() as conn:
-            return channel_service.channel_to_dict(await channel_service.get_channel(conn, key.project_id, channel_id))
+            return channel_service.channel_to_dict(
+                await channel_service.get_channel(conn, key.project_id, channel_id)
+            )
 
     @post("/{channel_id:str}", summary="Update a channel", status_code=200)
     async def update_channel(self, request: Req, channel_id: str) -> dict[str, Any]:
@@ -52,7 +56,9 @@ class ChannelsController(Controller):
         async with services.engine.begin() as conn:
             await channel_service.get_channel(conn, key.project_id, channel_id)
             await channel_service.update_channel(conn, channel_id, values)
-            return channel_service.channel_to_dict(await channel_service.get_channel(conn, key.project_id, channel_id))
+            return channel_service.channel_to_dict(
+                await channel_service.get_channel(conn, key.project_id, channel_id)
+            )
 
     @delete("/{channel_id:str}", summary="Delete a channel", status_code=200)
     async def delete_channel(self, request: Req, channel_id: str) -> dict[str, Any]:
@@ -69,7 +75,9 @@ class ChannelsController(Controller):
         services = services_of(request.app.state)
         async with services.engine.connect() as conn:
             row = await channel_service.get_channel(conn, key.project_id, channel_id)
-        result = await channel_service.test_channel(services.notifier, row, timeout=services.settings.notify_timeout)
+        result = await channel_service.test_channel(
+            services.notifier, row, timeout=services.settings.notify_timeout
+        )
         if result.ok:
             return Response({"ok": True, "error": None}, status_code=200)
         return Response({"ok": False, "error": f"url: delivery failed: {result.error}"}, status_code=400)

@@ -30,7 +30,9 @@ async def _dicts(request: Req, conn: Any, rows: list[dict[str, Any]]) -> list[di
     started = await check_service.started_checks(conn, rows, now)
     channels = await check_service.channels_of(conn, [r["id"] for r in rows])
     return [
-        check_service.check_to_dict(r, now=now, settings=services.settings, started=r["id"] in started, channels=channels[r["id"]])
+        check_service.check_to_dict(
+            r, now=now, settings=services.settings, started=r["id"] in started, channels=channels[r["id"]]
+        )
         for r in rows
     ]
 
@@ -44,7 +46,7 @@ async def _one(request: Req, project_id: int, uuid: str) -> dict[str, Any]:
 
 class ChecksController(Controller):
     path = "/api/v3/checks"
-    tags = ["checks"]
+    tags = ("checks",)
 
     @get("/", summary="List checks")
     async def list_checks(
@@ -128,7 +130,11 @@ class ChecksController(Controller):
         services = services_of(request.app.state)
         async with services.engine.connect() as conn:
             row = await check_service.get_check_row(conn, key.project_id, uuid)
-            return {"pings": await history.list_pings(conn, row["id"], uuid, services.settings.base_url, limit_param(limit))}
+            return {
+                "pings": await history.list_pings(
+                    conn, row["id"], uuid, services.settings.base_url, limit_param(limit)
+                )
+            }
 
     @get("/{uuid:str}/pings/{n:int}/body", summary="A ping's stored body", media_type="text/plain")
     async def ping_body(self, request: Req, uuid: str, n: int) -> Response[bytes]:

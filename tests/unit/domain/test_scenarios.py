@@ -73,7 +73,7 @@ def simulate(scenario: Scenario) -> tuple[list[tuple[str, str]], str, CheckState
             )
             record(detection.apply_ping(spec, state, book, ping))
         elif step.get("pause"):
-            record(detection.pause(state, book, now))
+            record(detection.pause(state, now))
         elif step.get("resume"):
             record(detection.resume(state, now))
         else:
