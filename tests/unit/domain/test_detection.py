@@ -1,0 +1,201 @@
+"""Detection rules beyond the shared scenarios: simple checks, binding rule 4, thresholds, pause."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from monitor.domain import detection, schedules
+from monitor.domain.checks import AlertKind, CheckSpec, CheckState, PingKind, SimpleSchedule, Status
+from monitor.domain.detection import PingIn
+from monitor.domain.errors import ValidationError
+from monitor.domain.runs import RunBook, bind
+
+T0 = datetime(2026, 7, 18, 12, 0, tzinfo=UTC)
+
+
+def s(seconds: float) -> timedelta:
+    return timedelta(seconds=seconds)
+
+
+def simple_spec(period: int = 60, grace: int = 30, **kw: object) -> CheckSpec:
+    return CheckSpec(schedule=SimpleSchedule(period=s(period)), grace=s(grace), max_runtime=s(1800), **kw)  # type: ignore[arg-type]
+
+
+def cron_spec(expr: str, dialect: str = "unix", tz: str = "UTC", grace: int = 60, **kw: object) -> CheckSpec:
+    return CheckSpec(
+        schedule=schedules.parse_cron(expr, dialect, tz), grace=s(grace), max_runtime=s(1800), **kw
+    )  # type: ignore[arg-type]
+
+
+def ping(kind: str, at: datetime, **kw: object) -> PingIn:
+    return PingIn(kind=PingKind(kind), received=at, **kw)  # type: ignore[arg-type]
+
+
+def new_alerts(fx: detection.Effects) -> list[AlertKind]:
+    return [a.kind for a in fx.alerts if a.new]
+
+
+class TestSimpleChecks:
+    def test_first_ping_ends_new_and_plans_the_next_due(self) -> None:
+        spec, state, book = simple_spec(), CheckState(), RunBook()
+        detection.apply_ping(spec, state, book, ping("success", T0))
+        assert detection.status(state, T0) is Status.UP
+        assert state.next_due == T0 + s(90)
+
+    def test_missed_after_period_plus_grace_then_late_ping_recovers(self) -> None:
+        spec, state, book = simple_spec(), CheckState(), RunBook()
+        detection.apply_ping(spec, state, book, ping("success", T0))
+        assert new_alerts(detection.evaluate(spec, state, book, T0 + s(89))) == []
+        assert detection.status(state, T0 + s(70)) is Status.GRACE
+        fx = detection.evaluate(spec, state, book, T0 + s(91))
+        assert new_alerts(fx) == [AlertKind.MISSED]
+        assert detection.status(state, T0 + s(91)) is Status.DOWN
+        # the next period passes too: no new alert, the episode count grows
+        fx = detection.evaluate(spec, state, book, T0 + s(151))
+        assert new_alerts(fx) == [] and state.episode_count == 2
+        fx = detection.apply_ping(spec, state, book, ping("success", T0 + s(155)))
+        assert new_alerts(fx) == [AlertKind.LATE]  # the late notice is the recovery notice
+        assert detection.status(state, T0 + s(155)) is Status.UP
+
+    def test_ping_within_period_is_on_time_and_moves_the_anchor(self) -> None:
+        spec, state, book = simple_spec(), CheckState(), RunBook()
+        detection.apply_ping(spec, state, book, ping("success", T0))
+        fx = detection.apply_ping(spec, state, book, ping("success", T0 + s(50)))
+        assert fx.alerts == [] and fx.tick == T0 + s(60)
+        assert state.next_due == T0 + s(50 + 60 + 30)
+
+    def test_no_duplicates_for_simple_checks(self) -> None:
+        spec, state, book = simple_spec(), CheckState(), RunBook()
+        for offset in (0, 1, 2, 3):
+            fx = detection.apply_ping(spec, state, book, ping("success", T0 + s(offset)))
+            assert AlertKind.DUPLICATE not in new_alerts(fx)
+
+
+class TestBinding:
+    def test_rule4_cap_keeps_sub_minute_schedules_from_binding_ahead(self) -> None:
+        # every 10 s: (N - P) / 2 = 5 s caps the 60 s early tolerance
+        spec = cron_spec("*/10 * * * * *", dialect="seconds", grace=5)
+        state = CheckState(watch_from=T0 - s(30), judged_until=T0 - s(30))
+        book = RunBook()
+        assert (
+            bind(spec, state, book, kind=PingKind.SUCCESS, received=T0 + s(4), scheduled=None, rid=None).tick
+            == T0
+        )
+        # 6 s after P: 4 s before N, within the 5 s cap, but P is watched and has no run -> P
+        assert (
+            bind(spec, state, book, kind=PingKind.SUCCESS, received=T0 + s(6), scheduled=None, rid=None).tick
+            == T0
+        )
+
+    def test_rule1_scheduled_floors_to_the_tick(self) -> None:
+        spec = cron_spec("0 3 * * *")
+        state = CheckState()
+        tick = datetime(2026, 7, 18, 3, tzinfo=UTC)
+        b = bind(
+            spec, state, RunBook(), kind=PingKind.START, received=tick + s(5), scheduled=tick + s(2), rid=None
+        )
+        assert b.tick == tick
+
+    def test_rule1_rejects_a_future_scheduled(self) -> None:
+        spec = cron_spec("0 3 * * *")
+        with pytest.raises(ValidationError) as error:
+            bind(
+                spec,
+                CheckState(),
+                RunBook(),
+                kind=PingKind.START,
+                received=T0,
+                scheduled=T0 + s(3600),
+                rid=None,
+            )
+        assert error.value.field == "scheduled"
+
+    def test_rule1_rejects_a_rid_of_another_tick(self) -> None:
+        spec = cron_spec("0 * * * *")
+        state, book = CheckState(), RunBook()
+        rid = "11111111-1111-4111-8111-111111111111"
+        detection.apply_ping(spec, state, book, ping("start", T0 + s(5), rid=rid))
+        with pytest.raises(ValidationError, match="does not match run"):
+            bind(
+                spec,
+                state,
+                book,
+                kind=PingKind.SUCCESS,
+                received=T0 + s(3700),
+                scheduled=T0 + s(3600),
+                rid=rid,
+            )
+
+    def test_rule3_finish_without_rid_closes_the_oldest_open_run(self) -> None:
+        spec = cron_spec("0 * * * *", grace=300)
+        state, book = CheckState(), RunBook()
+        detection.apply_ping(spec, state, book, ping("start", T0 + s(5)))
+        fx = detection.apply_ping(spec, state, book, ping("success", T0 + s(65)))
+        assert fx.run is not None and fx.run.duration == s(60)
+        assert len(book.runs) == 1
+
+
+class TestThresholds:
+    def test_failure_threshold_counts_consecutive_bad_outcomes(self) -> None:
+        spec = cron_spec("0 * * * *", failure_threshold=3, grace=300)
+        state, book = CheckState(), RunBook()
+        detection.apply_ping(spec, state, book, ping("success", T0 + s(10)))
+        raised = []
+        for hour in (1, 2, 3):
+            raised += new_alerts(
+                detection.apply_ping(spec, state, book, ping("fail", T0 + s(3600 * hour + 10)))
+            )
+        assert raised == [AlertKind.FAILED]
+        assert detection.status(state, T0 + s(3 * 3600 + 20)) is Status.DOWN
+
+    def test_recovery_threshold_needs_consecutive_successes(self) -> None:
+        spec = cron_spec("0 * * * *", recovery_threshold=2, grace=300)
+        state, book = CheckState(), RunBook()
+        detection.apply_ping(spec, state, book, ping("success", T0 + s(10)))
+        detection.apply_ping(spec, state, book, ping("fail", T0 + s(3610)))
+        assert new_alerts(detection.apply_ping(spec, state, book, ping("success", T0 + s(7210)))) == []
+        assert new_alerts(detection.apply_ping(spec, state, book, ping("success", T0 + s(10810)))) == [
+            AlertKind.RECOVERED
+        ]
+
+    def test_a_retry_after_a_failed_run_is_not_a_duplicate(self) -> None:
+        spec = cron_spec("0 * * * *", grace=300, failure_threshold=2)
+        state, book = CheckState(), RunBook()
+        detection.apply_ping(spec, state, book, ping("success", T0 + s(10)))
+        detection.apply_ping(spec, state, book, ping("fail", T0 + s(3610)))
+        fx = detection.apply_ping(spec, state, book, ping("success", T0 + s(3700), scheduled=T0 + s(3600)))
+        assert AlertKind.DUPLICATE not in new_alerts(fx)
+
+
+class TestPause:
+    def test_paused_check_raises_nothing_and_a_ping_resumes_it(self) -> None:
+        spec = cron_spec("0 * * * *", grace=300)
+        state, book = CheckState(), RunBook()
+        detection.apply_ping(spec, state, book, ping("success", T0 + s(10)))
+        detection.pause(state, T0 + s(20))
+        assert detection.status(state, T0 + s(20)) is Status.PAUSED
+        assert detection.evaluate(spec, state, book, T0 + s(86400)).alerts == []
+        fx = detection.apply_ping(spec, state, book, ping("success", T0 + s(86400 + 10)))
+        assert fx.stored_kind is PingKind.SUCCESS
+        assert detection.status(state, T0 + s(86400 + 20)) is Status.UP
+
+    def test_manual_resume_stores_pings_as_ign(self) -> None:
+        spec = cron_spec("0 * * * *", grace=300, manual_resume=True)
+        state, book = CheckState(), RunBook()
+        detection.pause(state, T0)
+        fx = detection.apply_ping(spec, state, book, ping("success", T0 + s(10)))
+        assert fx.stored_kind is PingKind.IGN
+        assert detection.status(state, T0 + s(20)) is Status.PAUSED
+
+
+def test_evaluation_is_bounded_for_a_check_silent_for_years() -> None:
+    spec = cron_spec("* * * * *", grace=1)
+    state, book = CheckState(), RunBook()
+    detection.apply_ping(spec, state, book, ping("success", T0 + s(1)))
+    far = T0 + timedelta(days=365)
+    fx = detection.evaluate(spec, state, book, far)
+    assert len(fx.new_marks) == detection.MAX_TICKS_PER_EVALUATION
+    assert state.next_due is not None and state.next_due < far  # the next sweep continues
+    assert new_alerts(fx) == [AlertKind.MISSED]
