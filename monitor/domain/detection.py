@@ -53,6 +53,7 @@ class AlertDraft:
     duration: timedelta | None = None
     exit_status: int | None = None
     run_ids: tuple[str, ...] = ()
+    other_scheduled: datetime | None = None
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -273,6 +274,8 @@ def _new_run(
                 key=f"overlap:{iso(tick)}",
                 kind=AlertKind.OVERLAP,
                 scheduled=tick,
+                new=not any(r.overlap for r in earlier),
+                other_scheduled=oldest.scheduled,
                 run_id=run.id,
                 rid=rid,
                 duration=now - (oldest.started_at or oldest.first_ping_at),

@@ -140,6 +140,7 @@ async def record_alerts(
             duration_s=draft.duration.total_seconds() if draft.duration is not None else None,
             exit_status=draft.exit_status,
             run_ids=draft.run_ids,
+            other_scheduled=draft.other_scheduled,
             log_tail=log_tail,
             check_url=f"{base_url}/checks/{check.uuid}",
         )
