@@ -8,7 +8,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from monitor.domain import detection, schedules
-from monitor.domain.checks import CheckSpec, CheckState, PingKind, Status, SimpleSchedule
+from monitor.domain.checks import CheckSpec, CheckState, PingKind, SimpleSchedule, Status
 from monitor.domain.errors import ValidationError
 from monitor.domain.runs import RunBook
 
