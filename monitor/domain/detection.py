@@ -14,6 +14,7 @@ flips). Alerts carry a dedupe ``key`` unique per check; the database enforces it
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
@@ -26,6 +27,7 @@ from monitor.domain.checks import (
     PingKind,
     Status,
 )
+from monitor.domain.errors import ValidationError
 from monitor.domain.runs import Run, RunBook, TickMark, bind, new_run_id, tick_after
 
 MAX_TICKS_PER_EVALUATION = 1000
@@ -133,6 +135,7 @@ def apply_ping(spec: CheckSpec, state: CheckState, book: RunBook, ping: PingIn) 
     kind = ping.kind
     if spec.post_only and not ping.post:
         kind = PingKind.IGN
+    snapshot = dataclasses.replace(state)
     if state.paused and kind.is_run_ping:
         if spec.manual_resume:
             kind = PingKind.IGN
@@ -150,7 +153,12 @@ def apply_ping(spec: CheckSpec, state: CheckState, book: RunBook, ping: PingIn) 
             fx.tick = None
         return fx
 
-    binding = bind(spec, state, book, kind=kind, received=now, scheduled=ping.scheduled, rid=ping.rid)
+    try:
+        binding = bind(spec, state, book, kind=kind, received=now, scheduled=ping.scheduled, rid=ping.rid)
+    except ValidationError:
+        for name in CheckState.__dataclass_fields__:  # a rejected ping changes nothing
+            setattr(state, name, getattr(snapshot, name))
+        raise
     _expire_runs(spec, state, book, fx, now)
     tick = binding.tick
     fx.tick = tick

@@ -199,3 +199,12 @@ def test_evaluation_is_bounded_for_a_check_silent_for_years() -> None:
     assert len(fx.new_marks) == detection.MAX_TICKS_PER_EVALUATION
     assert state.next_due is not None and state.next_due < far  # the next sweep continues
     assert new_alerts(fx) == [AlertKind.MISSED]
+
+
+def test_a_rejected_ping_leaves_a_paused_check_paused() -> None:
+    spec = cron_spec("0 3 * * *")
+    state, book = CheckState(), RunBook()
+    detection.pause(state, T0)
+    with pytest.raises(ValidationError):
+        detection.apply_ping(spec, state, book, ping("success", T0, scheduled=T0 + s(7200)))
+    assert state.paused and detection.status(state, T0) is Status.PAUSED
