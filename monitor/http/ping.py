@@ -28,6 +28,7 @@ UUID_RE = re.compile(r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]
 SLUG_RE = re.compile(r"^[a-z0-9_-]{1,100}$")
 ACTIONS = {"start": PingKind.START, "fail": PingKind.FAIL, "log": PingKind.LOG, "skip": PingKind.SKIP}
 MILLISECONDS_FROM = 10**11
+PLUS_AS_SPACE_RE = re.compile(r"^(\d{4}-\d\d-\d\dT[\d:.,]+) (\d\d(?::?\d\d)?)$")
 
 
 class BadPing(Exception):
@@ -45,6 +46,9 @@ def parse_scheduled(text: str) -> datetime:
         BadPing: ``scheduled: …`` naming the problem.
     """
     value = text.strip()
+    # An unencoded "+" of an offset (curl '...?scheduled=2026-07-19T05:00:00+02:00') arrives
+    # as a space once the query string is decoded.
+    value = PLUS_AS_SPACE_RE.sub(r"\1+\2", value)
     if re.fullmatch(r"\d{1,16}(\.\d+)?", value):
         number = float(value)
         if number >= MILLISECONDS_FROM:
