@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import logging
 import os
+import signal
 import sys
 from collections.abc import Sequence
 from datetime import UTC, datetime
@@ -112,7 +114,9 @@ def _dispatch(args: argparse.Namespace) -> int:
     if command == "cron":
         return _cron_explain(args)
     if command in ("evaluate", "notify"):
-        asyncio.run(_worker(_settings(args), command))
+        # SIGTERM cancels the worker: leases are released and the engine disposed, then exit 0.
+        with contextlib.suppress(asyncio.CancelledError):
+            asyncio.run(_worker(_settings(args), command))
         return 0
     raise AssertionError(command)
 
@@ -174,6 +178,7 @@ def _serve(args: argparse.Namespace) -> int:
         f"monitor {__version__} listening on http://{args.host}:{args.port} ({settings.database_url})",
         flush=True,
     )
+    _exit_zero_on_sigterm()
     uvicorn.run(
         "monitor.http.app:app_from_env",
         factory=True,
@@ -187,6 +192,21 @@ def _serve(args: argparse.Namespace) -> int:
     return 0
 
 
+def _exit_zero_on_sigterm() -> None:
+    """Make a SIGTERM that uvicorn has already handled end the process with status 0.
+
+    uvicorn shuts down gracefully on SIGTERM and then re-raises the signal with the handler
+    that was installed before it started; with the default handler the process would end
+    "killed by SIGTERM" (status -15 / 143) although it stopped cleanly. A SIGTERM before
+    uvicorn installs its own handlers also exits 0: nothing is open yet.
+    """
+
+    def handler(signum: int, frame: object) -> None:
+        raise SystemExit(0)
+
+    signal.signal(signal.SIGTERM, handler)
+
+
 async def _worker(settings: Settings, role: str) -> None:
     from monitor.domain.clock import SystemClock
     from monitor.notify.apprise import AppriseNotifier
@@ -194,6 +214,9 @@ async def _worker(settings: Settings, role: str) -> None:
     from monitor.workers.evaluator import run_evaluator
     from monitor.workers.notifier import run_notifier
 
+    main_task = asyncio.current_task()
+    if main_task is not None:
+        asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, main_task.cancel)
     engine = make_engine(settings.database_url)
     try:
         await migrate(engine)

@@ -10,7 +10,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from monitor.domain.clock import Clock
 from monitor.notify.base import Notifier
-from monitor.services.dispatch import deliver_due
+from monitor.services.dispatch import deliver_due, next_delivery_at
 from monitor.settings import Settings
 
 logger = logging.getLogger(__name__)
@@ -41,4 +41,17 @@ async def run_notifier(
             continue
         wake.clear()
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(wake.wait(), IDLE_POLL)
+            await asyncio.wait_for(wake.wait(), await _idle_for(engine, clock))
+
+
+async def _idle_for(engine: AsyncEngine, clock: Clock) -> float:
+    """Seconds to sleep: until the earliest pending retry is due, at most :data:`IDLE_POLL`."""
+    try:
+        due = await next_delivery_at(engine)
+    except asyncio.CancelledError:
+        raise
+    except Exception:
+        return IDLE_POLL
+    wait = (due - clock.now()).total_seconds() if due is not None else IDLE_POLL
+    # A due row that deliver_due() did not take is claimed by another notifier: poll as usual.
+    return min(IDLE_POLL, wait) if wait > 0 else IDLE_POLL
