@@ -81,6 +81,7 @@ __all__ = [
     "CronSchedule",
     "Dialect",
     "ensure_fires_after",
+    "offset_changes",
     "parse_cron",
     "validate_zone",
 ]
@@ -756,6 +757,18 @@ class CronSchedule:
         secs, micros = _split_instant(instant, "instant")
         return micros == 0 and self._prev_ts(secs) == secs
 
+    def matches_wall_between(self, start: datetime, end: datetime) -> bool:
+        """Whether any wall-clock time in ``[start, end)`` matches the expression (zone ignored).
+
+        Args:
+            start, end: naive local wall-clock datetimes (whole seconds are used).
+
+        Used by explain to tell whether a DST gap swallowed wall times this schedule names.
+        """
+        lo = (start.toordinal() - _EPOCH_ORD) * _DAY + start.hour * 3600 + start.minute * 60 + start.second
+        hi = (end.toordinal() - _EPOCH_ORD) * _DAY + end.hour * 3600 + end.minute * 60 + end.second
+        return hi > lo and self._wall_match_in(lo, hi - 1)
+
     def last_tick(self) -> datetime | None:
         """The last tick ever, when the schedule has a year list (quartz); else ``None``."""
         spec = self._spec
@@ -995,3 +1008,29 @@ def ensure_fires_after(schedule: CronSchedule, now: datetime) -> None:
         raise ScheduleError(
             f"the expression never fires after {now.astimezone(UTC).strftime('%Y-%m-%dT%H:%M:%SZ')}{when}"
         )
+
+
+def offset_changes(tz: str, since: datetime, until: datetime) -> list[tuple[datetime, int, int]]:
+    """The UTC-offset changes of zone ``tz`` in ``(since, until]``.
+
+    Args:
+        tz: an IANA zone name. since, until: aware instants.
+
+    Returns:
+        ``(instant in UTC, offset before, offset after)`` tuples, offsets in seconds east of UTC;
+        offset after > before is a spring-forward gap, < before a fall-back overlap.
+
+    Raises:
+        ZoneError: ``tz`` is not a usable IANA zone.
+    """
+    zone = validate_zone(tz)
+    lo, _ = _split_instant(since, "since")
+    hi, _ = _split_instant(until, "until")
+    out: list[tuple[datetime, int, int]] = []
+    first = time.gmtime(max(lo, _MIN_TS)).tm_year
+    last = time.gmtime(min(hi, _MAX_TS)).tm_year
+    for year in range(first - 1, min(last, first + 200) + 1):
+        for ts, before, after in _year_transitions(zone, year):
+            if lo < ts <= hi:
+                out.append((_as_utc(ts), before, after))
+    return out
