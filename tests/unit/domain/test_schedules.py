@@ -1,0 +1,299 @@
+"""Unit tests of the cron engine: malformed input, dialects, API contract, DST rule, bounds."""
+
+from __future__ import annotations
+
+import time
+from datetime import UTC, datetime, timedelta, timezone
+
+import pytest
+
+from monitor.domain.errors import ScheduleError, ZoneError
+from monitor.domain.schedules import Dialect, ensure_fires_after, parse_cron, validate_zone
+
+T0 = datetime(2024, 1, 1, tzinfo=UTC)
+
+# (expression, dialect, field named in the error or None for whole-expression errors, message part)
+MALFORMED: list[tuple[str, str, str | None, str]] = [
+    ("61 * * * *", "unix", "minute", "field 1 (minute): 61 is out of range 0-59"),
+    ("0 24 * * *", "unix", "hour", "field 2 (hour): 24 is out of range 0-23"),
+    ("0 0 0 * *", "unix", "day of month", "field 3 (day of month): 0 is out of range 1-31"),
+    ("0 0 32 * *", "unix", "day of month", "32 is out of range 1-31"),
+    ("0 0 * 13 *", "unix", "month", "field 4 (month): 13 is out of range 1-12"),
+    ("0 0 * 0 *", "unix", "month", "0 is out of range 1-12"),
+    ("0 0 * * 8", "unix", "day of week", "field 5 (day of week): 8 is out of range 0-7"),
+    ("x * * * *", "unix", "minute", "'x' is not a number"),
+    ("0 0 * FOO *", "unix", "month", "'FOO' is not a number or a month name"),
+    ("0 0 * * FUN", "unix", "day of week", "'FUN' is not a number or a day name"),
+    ("*/0 * * * *", "unix", "minute", "step 0 is out of range 1-60"),
+    ("*/61 * * * *", "unix", "minute", "step 61 is out of range 1-60"),
+    ("0 */x * * *", "unix", "hour", "step 'x' is not a number"),
+    ("1,,2 * * * *", "unix", "minute", "empty item"),
+    ("1- * * * *", "unix", "minute", "a number is missing"),
+    ("1-2-3 * * * *", "unix", "minute", "is not a range"),
+    ("0 0 L * L", "unix", "day of week", "'L' alone is not a day"),
+    ("0 0 * * 5#6", "unix", "day of week", "occurrence 6 is out of range 1-5"),
+    ("0 0 * * 5#0", "unix", "day of week", "occurrence 0 is out of range 1-5"),
+    ("0 0 * * 8#1", "unix", "day of week", "8 is out of range 0-7"),
+    ("0 0 * * #1", "unix", "day of week", "is not n#k"),
+    ("0 0 * * 9L", "unix", "day of week", "9 is out of range 0-7"),
+    ("0 0 32W * *", "unix", "day of month", "32 is out of range 1-31"),
+    ("0 0 W * *", "unix", "day of month", "is not L, LW, L-n or nW"),
+    ("0 0 L-31 * *", "unix", "day of month", "31 is out of range 0-30"),
+    ("0 0 XL * *", "unix", "day of month", "is not L, LW, L-n or nW"),
+    ("L * * * *", "unix", "minute", "only allowed in the day fields"),
+    ("0 5W * * *", "unix", "hour", "only allowed in the day fields"),
+    ("0 0 * 1#2 *", "unix", "month", "only allowed in the day fields"),
+    ("? * * * *", "unix", "minute", "'?' is only allowed"),
+    ("0 0 * ? *", "unix", "month", "'?' is only allowed"),
+    ("0 0 * * 1-8", "unix", "day of week", "8 is out of range 0-7"),
+    ("60 * * * * *", "seconds", "second", "field 1 (second): 60 is out of range 0-59"),
+    ("0 60 * * * *", "seconds", "minute", "field 2 (minute): 60 is out of range 0-59"),
+    ("0 0 0 * * 8", "seconds", "day of week", "field 6 (day of week): 8 is out of range 0-7"),
+    ("0 0 0 * * 0", "quartz", "day of week", "field 6 (day of week): 0 is out of range 1-7"),
+    ("0 0 0 * * 1", "quartz", "day of week", "exactly one of day of month and day of week must be '?'"),
+    ("0 0 0 ? * ?", "quartz", "day of month", "not both"),
+    ("0 0 0 1 * ? 1969", "quartz", "year", "field 7 (year): 1969 is out of range 1970-2099"),
+    ("0 0 0 1 * ? 2100", "quartz", "year", "2100 is out of range 1970-2099"),
+    ("0 0 0 32 * ?", "quartz", "day of month", "field 4 (day of month): 32 is out of range 1-31"),
+    ("0 0 25 * * ?", "quartz", "hour", "field 3 (hour): 25 is out of range 0-23"),
+    ("0 0 0 ? * 8#1", "quartz", "day of week", "8 is out of range 1-7"),
+    # whole-expression problems: no field
+    ("", "unix", None, "empty"),
+    ("   ", "unix", None, "empty"),
+    ("* * * *", "unix", None, "expects 5 fields"),
+    ("0 0 0 * * *", "unix", None, "dialect 'seconds' reads 6 fields with seconds first; dialect 'quartz'"),
+    ("0 0 0 1 * ? 2030", "unix", None, "dialect 'quartz' reads 7 fields"),
+    ("0 0 * * *", "seconds", None, "dialect 'unix' reads 5 fields"),
+    ("0 0 * * *", "quartz", None, "expects 6 or 7 fields"),
+    ("@reboot", "unix", None, "@reboot is not supported"),
+    ("@every 5m", "unix", None, "unknown macro"),
+    ("0 0 30 2 *", "unix", None, "never fires"),
+    ("0 0 31 4,6,9,11 *", "unix", None, "never fires"),
+    ("0 0 0 30 2 ?", "quartz", None, "never fires"),
+    ("0 0 * * *", "vixie", None, "unknown dialect 'vixie'"),
+]
+
+
+def test_malformed_table_is_large_enough() -> None:
+    assert len(MALFORMED) >= 40
+
+
+@pytest.mark.parametrize(
+    ("expr", "dialect", "field", "message"), MALFORMED, ids=[f"{d}:{e!r}" for e, d, *_ in MALFORMED]
+)
+def test_malformed(expr: str, dialect: str, field: str | None, message: str) -> None:
+    with pytest.raises(ScheduleError) as info:
+        parse_cron(expr, dialect)
+    error = info.value
+    assert error.field == field, error.message
+    assert message in error.message
+    assert not error.message.startswith("schedule:")
+    if field is not None:
+        assert error.position is not None
+        assert error.message.startswith(f"field {error.position} ({field}): ")
+
+
+@pytest.mark.parametrize(
+    ("tz", "part"),
+    [
+        ("Mars/Olympus", "unknown time zone 'Mars/Olympus'"),
+        ("+02:00", "fixed UTC offset"),
+        ("UTC+2", "fixed UTC offset"),
+        ("Etc/GMT-2", "fixed UTC offset"),
+        ("", "empty"),
+        ("/etc/localtime", "unknown time zone"),
+        ("../../etc/passwd", "unknown time zone"),
+    ],
+)
+def test_bad_zones(tz: str, part: str) -> None:
+    with pytest.raises(ZoneError, match=part.replace("+", r"\+")):
+        validate_zone(tz)
+    with pytest.raises(ZoneError):
+        parse_cron("* * * * *", "unix", tz)
+
+
+def test_parse_is_cached_and_dialect_enum_accepted() -> None:
+    a = parse_cron("*/5 * * * *", "unix", "Europe/Berlin")
+    assert parse_cron("*/5 * * * *", Dialect.UNIX, "Europe/Berlin") is a
+    assert a.expression == "*/5 * * * *" and a.dialect is Dialect.UNIX and a.tz == "Europe/Berlin"
+
+
+def ticks(
+    expr: str, dialect: str = "unix", tz: str = "UTC", start: datetime = T0 - timedelta(seconds=1), n: int = 4
+) -> list[str]:
+    return [t.strftime("%Y-%m-%dT%H:%M:%SZ") for t in parse_cron(expr, dialect, tz).next_ticks(start, n)]
+
+
+@pytest.mark.parametrize(
+    ("expr", "dialect", "expected"),
+    [
+        # a-a is just a (croniter reads the whole field)
+        ("0 0 * * 3-3", "unix", ["2024-01-03T00:00:00Z", "2024-01-10T00:00:00Z"]),
+        # a/s = a-max/s; DOW max 7 -> 1/2 = Mon, Wed, Fri, Sun
+        (
+            "0 0 * * 1/2",
+            "unix",
+            ["2024-01-01T00:00:00Z", "2024-01-03T00:00:00Z", "2024-01-05T00:00:00Z", "2024-01-07T00:00:00Z"],
+        ),
+        # '#' takes part in the OR rule: the 1st OR the third Friday
+        ("0 0 1 * 5#3", "unix", ["2024-01-01T00:00:00Z", "2024-01-19T00:00:00Z", "2024-02-01T00:00:00Z"]),
+        # W: nearest weekday; 'W' in the OR rule too (15W or Mondays)
+        (
+            "0 0 15W * *",
+            "unix",
+            [
+                "2024-01-15T00:00:00Z",
+                "2024-02-15T00:00:00Z",
+                "2024-03-15T00:00:00Z",
+                "2024-04-15T00:00:00Z",
+                "2024-05-15T00:00:00Z",
+                "2024-06-14T00:00:00Z",
+            ],
+        ),
+        ("0 0 31W * *", "unix", ["2024-01-31T00:00:00Z", "2024-03-29T00:00:00Z", "2024-05-31T00:00:00Z"]),
+        ("0 0 LW * *", "unix", ["2024-01-31T00:00:00Z", "2024-02-29T00:00:00Z", "2024-03-29T00:00:00Z"]),
+        ("0 0 L * *", "unix", ["2024-01-31T00:00:00Z", "2024-02-29T00:00:00Z", "2024-03-31T00:00:00Z"]),
+        ("0 0 * * 5L", "unix", ["2024-01-26T00:00:00Z", "2024-02-23T00:00:00Z"]),
+        ("0 22-2/2 * * *", "unix", ["2024-01-01T00:00:00Z", "2024-01-01T02:00:00Z", "2024-01-01T22:00:00Z"]),
+        (
+            "0 0 30-2 * *",
+            "unix",
+            [
+                "2024-01-01T00:00:00Z",
+                "2024-01-02T00:00:00Z",
+                "2024-01-30T00:00:00Z",
+                "2024-01-31T00:00:00Z",
+                "2024-02-01T00:00:00Z",
+                "2024-02-02T00:00:00Z",
+                "2024-03-01T00:00:00Z",
+            ],
+        ),
+        (
+            "0 0 0 1 NOV-FEB ?",
+            "quartz",
+            ["2024-01-01T00:00:00Z", "2024-02-01T00:00:00Z", "2024-11-01T00:00:00Z"],
+        ),
+        # quartz DOW: 2 = Monday, SUN = 1, 6-2 wraps Fri..Mon
+        ("0 0 12 ? * 2", "quartz", ["2024-01-01T12:00:00Z", "2024-01-08T12:00:00Z"]),
+        (
+            "0 0 12 ? * 6-2",
+            "quartz",
+            [
+                "2024-01-01T12:00:00Z",
+                "2024-01-05T12:00:00Z",
+                "2024-01-06T12:00:00Z",
+                "2024-01-07T12:00:00Z",
+                "2024-01-08T12:00:00Z",
+            ],
+        ),
+        ("0 0 12 ? * 6L", "quartz", ["2024-01-26T12:00:00Z"]),
+        ("0 0 12 ? * 2#1", "quartz", ["2024-01-01T12:00:00Z", "2024-02-05T12:00:00Z"]),
+        ("0 0 12 L-2 * ?", "quartz", ["2024-01-29T12:00:00Z", "2024-02-27T12:00:00Z"]),
+        ("0 0 0 1 1 ? 2030,2032", "quartz", ["2030-01-01T00:00:00Z", "2032-01-01T00:00:00Z"]),
+        (
+            "*/20 * * * * *",
+            "seconds",
+            ["2024-01-01T00:00:00Z", "2024-01-01T00:00:20Z", "2024-01-01T00:00:40Z"],
+        ),
+        ("@weekly", "quartz", ["2024-01-07T00:00:00Z"]),
+        ("@daily", "seconds", ["2024-01-01T00:00:00Z", "2024-01-02T00:00:00Z"]),
+        ("@MONTHLY", "unix", ["2024-01-01T00:00:00Z", "2024-02-01T00:00:00Z"]),
+        ("0 0 * jan-feb mon", "unix", ["2024-01-01T00:00:00Z", "2024-01-08T00:00:00Z"]),
+    ],
+)
+def test_semantics(expr: str, dialect: str, expected: list[str]) -> None:
+    assert ticks(expr, dialect, n=len(expected)) == expected
+
+
+def test_quartz_year_list_runs_out() -> None:
+    s = parse_cron("0 0 0 1 1 ? 2030", "quartz")
+    assert s.next_tick(datetime(2030, 1, 1, tzinfo=UTC)) is None
+    assert s.last_tick() == datetime(2030, 1, 1, tzinfo=UTC)
+    ensure_fires_after(s, datetime(2029, 1, 1, tzinfo=UTC))
+    with pytest.raises(ScheduleError, match="never fires after 2031-01-01T00:00:00Z"):
+        ensure_fires_after(s, datetime(2031, 1, 1, tzinfo=UTC))
+
+
+def test_is_fixed_time() -> None:
+    assert parse_cron("30 2 * * *").is_fixed_time
+    assert not parse_cron("*/30 2 * * *").is_fixed_time
+    assert not parse_cron("@hourly").is_fixed_time
+    assert parse_cron("0 30 2 * * *", "seconds").is_fixed_time
+    assert not parse_cron("*/20 30 2 * * *", "seconds").is_fixed_time
+
+
+def test_api_contract_inputs_and_outputs() -> None:
+    s = parse_cron("0 10 * * *", "unix", "Europe/Berlin")
+    plus5 = timezone(timedelta(hours=5))
+    after = datetime(2024, 6, 1, 13, 0, 0, 123456, tzinfo=plus5)  # 08:00:00.123456Z = 10:00:00.12 CEST
+    nxt = s.next_tick(after)
+    assert nxt == datetime(2024, 6, 2, 8, 0, tzinfo=UTC) and nxt.tzinfo is UTC
+    assert s.prev_tick(after) == datetime(2024, 6, 1, 8, 0, tzinfo=UTC)
+    assert s.tick_at_or_before(datetime(2024, 6, 1, 8, 0, tzinfo=UTC)) == datetime(
+        2024, 6, 1, 8, 0, tzinfo=UTC
+    )
+    assert s.prev_tick(datetime(2024, 6, 1, 8, 0, tzinfo=UTC)) == datetime(2024, 5, 31, 8, 0, tzinfo=UTC)
+    assert s.is_tick(datetime(2024, 6, 1, 10, 0, tzinfo=timezone(timedelta(hours=2))))
+    assert not s.is_tick(datetime(2024, 6, 1, 8, 0, 0, 1, tzinfo=UTC))
+    assert s.next_ticks(after, 0) == []
+    with pytest.raises(ValueError):
+        s.next_tick(datetime(2024, 1, 1))
+
+
+def test_ticks_between_is_half_open() -> None:
+    s = parse_cron("0 * * * *")
+    a, b = datetime(2024, 1, 1, 0, tzinfo=UTC), datetime(2024, 1, 1, 3, tzinfo=UTC)
+    got = list(s.ticks_between(a, b))
+    assert got == [datetime(2024, 1, 1, h, tzinfo=UTC) for h in (1, 2, 3)]
+    c = datetime(2024, 1, 1, 6, tzinfo=UTC)
+    assert list(s.ticks_between(a, b)) + list(s.ticks_between(b, c)) == list(s.ticks_between(a, c))
+    assert list(s.ticks_between(b, a)) == []
+
+
+def test_dst_fixed_time_overlap_fires_once_and_gap_catches_up() -> None:
+    s = parse_cron("30 2 * * *", "unix", "Europe/Berlin")
+    assert ticks("30 2 * * *", tz="Europe/Berlin", start=datetime(2026, 10, 24, 12, tzinfo=UTC), n=2) == [
+        "2026-10-25T00:30:00Z",
+        "2026-10-26T01:30:00Z",
+    ]
+    assert ticks("30 2 * * *", tz="Europe/Berlin", start=datetime(2026, 3, 28, 12, tzinfo=UTC), n=2) == [
+        "2026-03-29T01:00:00Z",
+        "2026-03-30T00:30:00Z",
+    ]
+    # several missing wall times in one gap are one catch-up tick
+    assert ticks(
+        "0,15,30,45 2 * * *", tz="Europe/Berlin", start=datetime(2026, 3, 28, 12, tzinfo=UTC), n=2
+    ) == [
+        "2026-03-29T01:00:00Z",
+        "2026-03-30T00:00:00Z",
+    ]
+    # a catch-up tick landing on a real tick is one tick
+    assert ticks("0 2,3 * * *", tz="Europe/Berlin", start=datetime(2026, 3, 28, 12, tzinfo=UTC), n=2) == [
+        "2026-03-29T01:00:00Z",
+        "2026-03-30T00:00:00Z",
+    ]
+    assert s.prev_tick(datetime(2026, 3, 29, 1, 0, 1, tzinfo=UTC)) == datetime(2026, 3, 29, 1, tzinfo=UTC)
+
+
+def test_dst_wildcard_gap_and_overlap() -> None:
+    # croniter fires '*/30 2 * * *' at 03:00 CEST on the spring-forward day; no tick exists there
+    assert ticks("*/30 2 * * *", tz="Europe/Berlin", start=datetime(2026, 3, 28, 12, tzinfo=UTC), n=2) == [
+        "2026-03-30T00:00:00Z",
+        "2026-03-30T00:30:00Z",
+    ]
+    assert ticks("0 * * * *", tz="Europe/Berlin", start=datetime(2026, 10, 24, 23, 30, tzinfo=UTC), n=3) == [
+        "2026-10-25T00:00:00Z",
+        "2026-10-25T01:00:00Z",
+        "2026-10-25T02:00:00Z",
+    ]
+
+
+def test_searches_are_bounded() -> None:
+    began = time.perf_counter()
+    # rare but valid: Friday 29 February (leap years where Feb 29 is a Friday), far in the future
+    s = parse_cron("0 0 29 2 *", "unix", "Europe/Berlin")
+    assert s.next_tick(datetime(2097, 1, 1, tzinfo=UTC)) == datetime(2104, 2, 28, 23, tzinfo=UTC)
+    s2 = parse_cron("0 0 * 2 5#5")
+    assert s2.next_tick(T0) is not None and s2.prev_tick(T0) is not None
+    assert parse_cron("0 0 1 1 *").next_tick(datetime(9998, 6, 1, tzinfo=UTC)) is None
+    assert time.perf_counter() - began < 2.0
