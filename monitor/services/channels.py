@@ -45,13 +45,15 @@ async def validate_channel(data: Any, *, partial: bool, allow_private: bool) -> 
         raise ValidationError("body", "must be a JSON object")
     out: dict[str, Any] = {}
     if "name" in data:
-        if not isinstance(data["name"], str) or len(data["name"]) > 100:
-            raise ValidationError("name", "must be a string of at most 100 characters")
+        if not isinstance(data["name"], str) or len(data["name"]) > 100 or "\x00" in data["name"]:
+            raise ValidationError("name", "must be a string of at most 100 characters (no NUL)")
         out["name"] = data["name"]
     if "url" in data or not partial:
         url = data.get("url")
         if not isinstance(url, str) or not url.strip():
             raise ValidationError("url", "is required: an Apprise URL such as json://host/path or mailto://…")
+        if "\x00" in url or len(url) > 2000:
+            raise ValidationError("url", "must be at most 2000 characters, without NUL")
         url = url.strip()
         apprise_notify.validate_apprise_url(url)
         await asyncio.to_thread(apprise_notify.check_private_target, url, allow_private)
@@ -88,6 +90,8 @@ async def create_channel(
 
 
 async def get_channel(conn: AsyncConnection, project_id: int, channel_id: str) -> dict[str, Any]:
+    if "\x00" in channel_id:  # PostgreSQL text cannot hold it; no channel has it
+        raise NotFound("channel not found")
     row = (
         (
             await conn.execute(

@@ -50,6 +50,8 @@ def _str(data: Mapping[str, Any], name: str, limit: int) -> str:
         raise ValidationError(name, f"must be a string, got {type(value).__name__}")
     if len(value) > limit:
         raise ValidationError(name, f"must be at most {limit} characters, got {len(value)}")
+    if "\x00" in value:  # PostgreSQL text cannot store U+0000
+        raise ValidationError(name, "must not contain NUL characters")
     return value
 
 
@@ -128,6 +130,11 @@ def parse_check_fields(data: Any) -> dict[str, Any]:
 
 def _validate_schedule(values: Mapping[str, Any]) -> None:
     if values["kind"] != "cron":
+        # A simple check keeps tz for a later switch to cron and for display: it must be valid too.
+        try:
+            schedules.validate_zone(values["tz"])
+        except ZoneError as error:
+            raise ValidationError("tz", str(error)) from None
         return
     try:
         schedules.parse_cron(values["schedule"], values["dialect"], values["tz"])

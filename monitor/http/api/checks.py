@@ -60,6 +60,8 @@ class ChecksController(Controller):
         async with services.engine.connect() as conn:
             query = select(t.checks).where(t.checks.c.project_id == key.project_id)
             if slug is not None:
+                if "\x00" in slug:
+                    raise ValidationError("slug", "must not contain NUL characters")
                 query = query.where(t.checks.c.slug == slug)
             rows = [dict(r) for r in (await conn.execute(query.order_by(t.checks.c.id))).mappings().all()]
             if tag:
