@@ -67,9 +67,17 @@ async def json_body(request: Request[Any, Any, Any]) -> Any:
     if not raw.strip():
         return {}
     try:
-        return json.loads(raw)
+        data = json.loads(raw)
     except (ValueError, UnicodeDecodeError) as error:
         raise ValidationError("body", f"invalid JSON ({error})") from None
+    except RecursionError:
+        raise ValidationError("body", "invalid JSON (nested too deeply)") from None
+    try:
+        # "\ud800" is valid JSON but no valid text: it could be neither stored nor echoed.
+        json.dumps(data, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError:
+        raise ValidationError("body", "invalid JSON (unpaired UTF-16 surrogate in a string)") from None
+    return data
 
 
 def limit_param(value: str | None) -> int:
