@@ -70,8 +70,10 @@ def bench(expr: str, tz: str) -> None:
 
 
 def main() -> None:
-    print(f"{'expression':<14} {'tz':<14} {'ours':>8} {'croniter':>9} {'reused':>8} {'cronsim':>8} "
-          f"{'ours/reused':>11} {'ours/cronsim':>12}")
+    print(
+        f"{'expression':<14} {'tz':<14} {'ours':>8} {'croniter':>9} {'reused':>8} {'cronsim':>8} "
+        f"{'ours/reused':>11} {'ours/cronsim':>12}"
+    )
     for expr, tz in CASES:
         bench(expr, tz)
 
@@ -80,8 +82,10 @@ def main() -> None:
     began = time.perf_counter()
     count = sum(1 for _ in schedule.ticks_between(since, since + timedelta(days=365)))
     took = time.perf_counter() - began
-    print(f"ticks_between a year of '*/5 * * * *' Europe/Berlin: {count} ticks in {took:.2f} s "
-          f"({took / count * 1e6:.1f} µs per tick)")
+    print(
+        f"ticks_between a year of '*/5 * * * *' Europe/Berlin: {count} ticks in {took:.2f} s "
+        f"({took / count * 1e6:.1f} µs per tick)"
+    )
 
 
 if __name__ == "__main__":

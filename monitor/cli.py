@@ -163,8 +163,6 @@ async def _bootstrap(settings: Settings) -> dict[str, object] | None:
 
 
 def _serve(args: argparse.Namespace) -> int:
-    import uvicorn
-
     settings = _settings(args, allow_private_targets=True if args.dev else None)
     created = asyncio.run(_bootstrap(settings))
     if created is not None:
@@ -179,17 +177,58 @@ def _serve(args: argparse.Namespace) -> int:
         flush=True,
     )
     _exit_zero_on_sigterm()
-    uvicorn.run(
+    run_uvicorn(
         "monitor.http.app:app_from_env",
         factory=True,
         host=args.host,
         port=args.port,
         workers=args.workers,
         log_level=os.environ.get("MONITOR_LOG_LEVEL", "info").lower(),
-        access_log=False,
-        lifespan="on",
     )
     return 0
+
+
+def run_uvicorn(app: str, *, factory: bool, host: str, port: int, workers: int, log_level: str) -> None:
+    """Serve the ASGI ``app`` (an import string) with uvicorn, on ``workers`` processes.
+
+    With one worker this is ``uvicorn.run``. With several, uvicorn binds the listening socket
+    itself as ``socket.socket(family)``, whose ``proto`` is 0; asyncio then skips
+    ``TCP_NODELAY`` on every accepted connection (it sets it only when ``proto`` is TCP), and a
+    keep-alive client waits for the 40 ms delayed ACK on every response (measured: 44 ms p50
+    and 720 requests/s for a no-op app at 32 connections instead of about 5 000). So the
+    socket is bound here, with ``IPPROTO_TCP``, and handed to uvicorn's process supervisor.
+    """
+    import inspect
+    import socket
+
+    import uvicorn
+    from uvicorn.supervisors import Multiprocess
+
+    options: dict[str, Any] = {
+        "factory": factory,
+        "host": host,
+        "port": port,
+        "workers": workers,
+        "log_level": log_level,
+        "access_log": False,
+        "lifespan": "on",
+    }
+    if workers <= 1:
+        uvicorn.run(app, **options)
+        return
+    config = uvicorn.Config(app, **options)
+    plain = config.bind_socket()
+    if plain.family in (socket.AF_INET, socket.AF_INET6) and plain.proto != socket.IPPROTO_TCP:
+        sock = socket.socket(plain.family, plain.type, socket.IPPROTO_TCP, plain.detach())
+    else:
+        sock = plain
+    supervisor_options: dict[str, Any] = {"sockets": [sock]}
+    if "target" in inspect.signature(Multiprocess).parameters:  # uvicorn < 0.36
+        supervisor_options["target"] = uvicorn.Server(config).run
+    try:
+        Multiprocess(config, **supervisor_options).run()
+    finally:
+        sock.close()
 
 
 def _exit_zero_on_sigterm() -> None:

@@ -1,0 +1,370 @@
+"""Durable ping throughput of ``monitor serve`` against a no-op Litestar endpoint (issue 2).
+
+Method (see ``benchmarks/README.md``):
+
+1. Start ``monitor serve`` exactly as shipped (no flags but ``--port``) on a fresh SQLite file
+   in a temporary directory, or on a throwaway PostgreSQL database; create 1 000 simple checks
+   through the API.
+2. Start the baseline: ``benchmarks/noop_app.py`` (one Litestar route that answers ``OK``) under
+   two uvicorn workers, started as ``monitor serve --workers 2`` starts them.
+3. ``wrk -t1 -c32 --latency`` with a Lua script POSTing a short body to random ping URLs of
+   those checks: 3 s warm-up on each, then no-op and monitor alternated three times (10 s each).
+4. Report per run and as medians: 2xx responses per second (for monitor these are *durable*
+   pings: a ping is answered only after its transaction committed), p50/p99 latency, non-2xx
+   and socket errors; the ratio monitor/no-op.
+5. Ping accounting: after every monitor run, the sum of ``n_pings`` over the 1 000 checks (read
+   through the API) must have grown by at least the number of 2xx responses wrk counted, and by
+   at most that plus the number of connections: when wrk stops, up to one request per
+   connection is in flight; the server may commit and count it although wrk never reads the
+   answer.
+
+Loopback only; every phase is bounded. Exit status 1 if a monitor run had a non-2xx answer or
+an acknowledged ping is missing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+HERE = Path(__file__).resolve().parent
+REPO_ROOT = HERE.parent
+API_KEY = "benchmark-key-0123456789abcdef"
+PG_ADMIN_URL = os.environ.get(
+    "MONITOR_TEST_POSTGRES_URL", "postgresql+asyncpg://postgres@127.0.0.1:5432/postgres"
+)
+
+LUA = """
+local paths = {%(paths)s}
+local body = "benchmark ping: job finished\\n"
+local headers = {["Content-Type"] = "text/plain"}
+local counter = 0
+
+setup = function(thread)
+  thread:set("id", counter)
+  counter = counter + 1
+end
+
+init = function(args)
+  math.randomseed(os.time() + id)
+end
+
+request = function()
+  return wrk.format("POST", paths[math.random(#paths)], headers, body)
+end
+
+done = function(summary, latency, requests)
+  local e = summary.errors
+  io.write(string.format(
+    'RESULT {"requests": %%d, "duration_us": %%d, "non2xx": %%d, "connect": %%d, "read": %%d, ' ..
+    '"write": %%d, "timeout": %%d, "p50_us": %%d, "p99_us": %%d, "max_us": %%d}\\n',
+    summary.requests, summary.duration, e.status, e.connect, e.read, e.write, e.timeout,
+    latency:percentile(50), latency:percentile(99), latency.max))
+end
+"""
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@dataclass
+class Run:
+    target: str
+    round: int
+    requests: int
+    duration_s: float
+    non2xx: int
+    socket_errors: int
+    p50_ms: float
+    p99_ms: float
+    max_ms: float
+
+    @property
+    def ok(self) -> int:
+        return self.requests - self.non2xx
+
+    @property
+    def ok_per_s(self) -> float:
+        return self.ok / self.duration_s
+
+
+class Server:
+    """A child process serving HTTP on 127.0.0.1:port; stopped with SIGTERM, killed if needed."""
+
+    def __init__(self, name: str, argv: list[str], port: int, env: dict[str, str], cwd: Path) -> None:
+        self.name = name
+        self.port = port
+        self.log = cwd / f"{name}.log"
+        with self.log.open("wb") as log:
+            self.proc = subprocess.Popen(
+                argv, env=env, cwd=cwd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+            )
+
+    @property
+    def base(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def wait_ready(self, path: str, timeout: float = 60) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise SystemExit(f"{self.name} exited ({self.proc.returncode}):\n{self.log.read_text()}")
+            try:
+                if (
+                    httpx.request("POST" if path.startswith("/ping") else "GET", self.base + path).status_code
+                    < 500
+                ):
+                    return
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.1)
+        raise SystemExit(f"{self.name} not ready after {timeout}s:\n{self.log.read_text()}")
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(15)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait(5)
+
+
+def child_env(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MONITOR_")}
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO_ROOT), env.get("PYTHONPATH", "")) if p)
+    env.update(extra)
+    return env
+
+
+async def _pg_admin(sql: str) -> None:
+    import asyncpg
+
+    conn = await asyncpg.connect(PG_ADMIN_URL.replace("postgresql+asyncpg://", "postgresql://"), timeout=10)
+    try:
+        await conn.execute(sql)
+    finally:
+        await conn.close()
+
+
+@contextmanager
+def database(backend: str, directory: Path) -> Iterator[str]:
+    if backend == "sqlite":
+        yield f"sqlite+aiosqlite:///{directory / 'monitor.db'}"
+        return
+    name = f"monitor_bench_{uuid.uuid4().hex[:10]}"
+    asyncio.run(_pg_admin(f'CREATE DATABASE "{name}"'))
+    try:
+        yield PG_ADMIN_URL.rsplit("/", 1)[0] + "/" + name
+    finally:
+        asyncio.run(_pg_admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+
+
+async def create_checks(base: str, count: int) -> list[str]:
+    """``count`` simple checks through the API (8 requests in flight); returns their uuids."""
+    headers = {"X-Api-Key": API_KEY}
+    limits = httpx.Limits(max_connections=8)
+    async with httpx.AsyncClient(base_url=base, headers=headers, limits=limits, timeout=30) as client:
+        semaphore = asyncio.Semaphore(8)
+
+        async def one(i: int) -> str:
+            async with semaphore:
+                r = await client.post("/api/v3/checks/", json={"name": f"bench-{i}", "timeout": 3600})
+                r.raise_for_status()
+                return str(r.json()["uuid"])
+
+        return list(await asyncio.gather(*(one(i) for i in range(count))))
+
+
+def total_pings(base: str, uuids: set[str]) -> int:
+    r = httpx.get(base + "/api/v3/checks/", headers={"X-Api-Key": API_KEY}, timeout=60)
+    r.raise_for_status()
+    return sum(int(c["n_pings"]) for c in r.json()["checks"] if c["uuid"] in uuids)
+
+
+def settled_pings(base: str, uuids: set[str], timeout: float = 10) -> int:
+    """``total_pings`` once it stops changing (requests wrk left in flight have finished)."""
+    deadline = time.monotonic() + timeout
+    last = total_pings(base, uuids)
+    while time.monotonic() < deadline:
+        time.sleep(0.3)
+        now = total_pings(base, uuids)
+        if now == last:
+            return now
+        last = now
+    return last
+
+
+def wrk(url: str, script: Path, seconds: int, connections: int) -> dict[str, Any]:
+    argv = ["wrk", "-t1", f"-c{connections}", f"-d{seconds}s", "--latency", "-s", str(script), url]
+    proc = subprocess.run(argv, capture_output=True, text=True, timeout=seconds + 60, check=False)
+    if proc.returncode != 0:
+        raise SystemExit(f"wrk failed ({proc.returncode}): {proc.stderr}")
+    for line in proc.stdout.splitlines():
+        if line.startswith("RESULT "):
+            return dict(json.loads(line[len("RESULT ") :]))
+    raise SystemExit(f"wrk printed no RESULT line:\n{proc.stdout}")
+
+
+def to_run(target: str, round_: int, raw: dict[str, Any]) -> Run:
+    return Run(
+        target=target,
+        round=round_,
+        requests=raw["requests"],
+        duration_s=raw["duration_us"] / 1e6,
+        non2xx=raw["non2xx"],
+        socket_errors=raw["connect"] + raw["read"] + raw["write"] + raw["timeout"],
+        p50_ms=raw["p50_us"] / 1000,
+        p99_ms=raw["p99_us"] / 1000,
+        max_ms=raw["max_us"] / 1000,
+    )
+
+
+def bench_backend(backend: str, args: argparse.Namespace, noop: Server, work: Path) -> dict[str, Any]:
+    with database(backend, work) as url:
+        port = free_port()
+        monitor = Server(
+            f"monitor-{backend}",
+            [sys.executable, "-m", "monitor", "serve", "--port", str(port)],
+            port,
+            child_env(
+                MONITOR_DATABASE_URL=url, MONITOR_API_KEY=API_KEY, MONITOR_BASE_URL=f"http://127.0.0.1:{port}"
+            ),
+            work,
+        )
+        try:
+            monitor.wait_ready("/health")
+            started = time.monotonic()
+            uuids = asyncio.run(create_checks(monitor.base, args.checks))
+            print(f"[{backend}] created {len(uuids)} checks in {time.monotonic() - started:.1f}s", flush=True)
+            script = work / f"pings-{backend}.lua"
+            script.write_text(LUA % {"paths": ", ".join(f'"/ping/{u}"' for u in uuids)})
+            wanted = set(uuids)
+
+            wrk(noop.base, script, args.warmup, args.connections)
+            wrk(monitor.base, script, args.warmup, args.connections)
+            runs: list[Run] = []
+            accounting: list[tuple[int, int]] = []
+            for round_ in range(1, args.rounds + 1):
+                runs.append(to_run("no-op", round_, wrk(noop.base, script, args.duration, args.connections)))
+                before = settled_pings(monitor.base, wanted)
+                run = to_run("monitor", round_, wrk(monitor.base, script, args.duration, args.connections))
+                runs.append(run)
+                counted = settled_pings(monitor.base, wanted) - before
+                accounting.append((run.ok, counted))
+                print(
+                    f"[{backend}] round {round_}: {runs[-2].ok_per_s:,.0f} vs {run.ok_per_s:,.0f} /s",
+                    flush=True,
+                )
+        finally:
+            monitor.stop()
+    return {"backend": backend, "runs": runs, "accounting": accounting}
+
+
+def report(results: list[dict[str, Any]], connections: int) -> bool:
+    good = True
+    header = (
+        f"{'backend':9} {'target':8} {'round':>5} {'2xx/s':>9} {'p50 ms':>8} {'p99 ms':>8} {'max ms':>8} "
+        f"{'non-2xx':>8} {'sock err':>8}"
+    )
+    print()
+    print(header)
+    print("-" * len(header))
+    for result in results:
+        for run in result["runs"]:
+            print(
+                f"{result['backend']:9} {run.target:8} {run.round:>5} {run.ok_per_s:>9,.0f} "
+                f"{run.p50_ms:>8.2f} {run.p99_ms:>8.2f} {run.max_ms:>8.1f} "
+                f"{run.non2xx:>8} {run.socket_errors:>8}"
+            )
+    print()
+    summary = (
+        f"{'backend':9} {'no-op /s':>9} {'monitor /s':>10} {'ratio':>6} {'p50 ms':>7} {'p99 ms':>7} "
+        f"{'non-2xx':>8} {'pings ok':>9}"
+    )
+    print(summary)
+    print("-" * len(summary))
+    for result in results:
+        noop = [r for r in result["runs"] if r.target == "no-op"]
+        mon = [r for r in result["runs"] if r.target == "monitor"]
+        noop_rate = statistics.median(r.ok_per_s for r in noop)
+        mon_rate = statistics.median(r.ok_per_s for r in mon)
+        non2xx = sum(r.non2xx for r in mon)
+        counted_ok = all(ok <= counted <= ok + connections for ok, counted in result["accounting"])
+        good = good and non2xx == 0 and counted_ok
+        print(
+            f"{result['backend']:9} {noop_rate:>9,.0f} {mon_rate:>10,.0f} {mon_rate / noop_rate:>6.3f} "
+            f"{statistics.median(r.p50_ms for r in mon):>7.2f} "
+            f"{statistics.median(r.p99_ms for r in mon):>7.2f} "
+            f"{non2xx:>8} {'yes' if counted_ok else 'NO':>9}"
+        )
+        for ok, counted in result["accounting"]:
+            print(
+                f"    {result['backend']}: wrk 2xx {ok:,}, n_pings grew by {counted:,} "
+                f"(in flight at the end: {counted - ok})"
+            )
+    return good
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
+    parser.add_argument("--backends", default="sqlite,postgres", help="comma-separated: sqlite, postgres")
+    parser.add_argument("--checks", type=int, default=1000)
+    parser.add_argument("--connections", type=int, default=32)
+    parser.add_argument("--duration", type=int, default=10, help="seconds per measured run")
+    parser.add_argument("--warmup", type=int, default=3, help="seconds of warm-up per target")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument(
+        "--noop-runner",
+        choices=["monitor", "uvicorn-cli"],
+        default="monitor",
+        help="start the no-op's 2 workers like 'monitor serve' does (default) or with the uvicorn CLI",
+    )
+    args = parser.parse_args()
+    if shutil.which("wrk") is None:
+        print("wrk is not installed: apt-get install -y wrk (Debian package)", file=sys.stderr)
+        return 2
+    results: list[dict[str, Any]] = []
+    with tempfile.TemporaryDirectory(prefix="monitor-bench-") as tmp:
+        work = Path(tmp)
+        port = free_port()
+        if args.noop_runner == "uvicorn-cli":
+            argv = [
+                sys.executable, "-m", "uvicorn", "noop_app:app", "--app-dir", str(HERE), "--workers", "2",
+                "--host", "127.0.0.1", "--port", str(port), "--no-access-log", "--log-level", "warning",
+            ]  # fmt: skip
+        else:
+            argv = [sys.executable, str(HERE / "noop_app.py"), str(port)]
+        noop = Server("noop", argv, port, child_env(), work)
+        try:
+            noop.wait_ready(f"/ping/{uuid.uuid4()}")
+            for backend in args.backends.split(","):
+                results.append(bench_backend(backend.strip(), args, noop, work))
+        finally:
+            noop.stop()
+    return 0 if report(results, args.connections) else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
