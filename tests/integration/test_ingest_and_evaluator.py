@@ -1,0 +1,363 @@
+"""Group-commit ingest and the due-work evaluator against real databases (DESIGN §6).
+
+No HTTP here: pings go straight into :class:`IngestWriter` as the ping endpoint hands them
+over, and the evaluator is driven with explicit instants.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid as uuid_module
+from collections.abc import AsyncIterator, Callable
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+from sqlalchemy import event, func, select, text
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from monitor.domain.checks import PingKind
+from monitor.services import checks as check_service
+from monitor.services.evaluator import evaluate_due
+from monitor.services.ingest import IngestWriter, PingRequest, new_check_values
+from monitor.services.projects import create_project
+from monitor.settings import Settings
+from monitor.storage import tables as t
+from monitor.storage.engine import make_engine
+
+T0 = datetime(2026, 7, 18, 2, 0, tzinfo=UTC)
+
+
+@pytest.fixture
+async def project_id(engine: AsyncEngine) -> int:
+    async with engine.begin() as conn:
+        project = await create_project(conn, "p", T0)
+    return int(project["id"])  # type: ignore[call-overload]
+
+
+@pytest.fixture
+async def writer(
+    engine: AsyncEngine, settings_factory: Callable[..., Settings]
+) -> AsyncIterator[IngestWriter]:
+    ingest = IngestWriter(engine, settings_factory())
+    await ingest.start()
+    yield ingest
+    await ingest.stop()
+
+
+async def make_check(engine: AsyncEngine, project_id: int, **fields: Any) -> tuple[int, str]:
+    async with engine.begin() as conn:
+        check_id, created = await check_service.create_or_upsert(conn, project_id, fields, T0)
+        uuid = (await conn.execute(select(t.checks.c.uuid).where(t.checks.c.id == check_id))).scalar_one()
+    assert created
+    return check_id, uuid
+
+
+async def attach_channels(engine: AsyncEngine, project_id: int, check_id: int, n: int) -> list[str]:
+    ids = [str(uuid_module.uuid4()) for _ in range(n)]
+    async with engine.begin() as conn:
+        await conn.execute(
+            t.channels.insert(),
+            [
+                {
+                    "id": c,
+                    "project_id": project_id,
+                    "name": f"c{i}",
+                    "url": "json://127.0.0.1:9/x",
+                    "kinds": "",
+                    "created_at": T0,
+                }
+                for i, c in enumerate(ids)
+            ],
+        )
+        await conn.execute(t.check_channels.insert(), [{"check_id": check_id, "channel_id": c} for c in ids])
+    return ids
+
+
+def ping(uuid: str, at: datetime, kind: PingKind = PingKind.SUCCESS, **kwargs: Any) -> PingRequest:
+    return PingRequest(kind=kind, received=at, uuid=uuid, **kwargs)
+
+
+async def scalar(engine: AsyncEngine, query: Any) -> Any:
+    async with engine.connect() as conn:
+        return (await conn.execute(query)).scalar_one()
+
+
+class CommitCounter:
+    """Counts committed transactions on an engine (a real event listener, not a mock)."""
+
+    def __init__(self, engine: AsyncEngine) -> None:
+        self.count = 0
+        event.listen(engine.sync_engine, "commit", self._on_commit)
+        self._engine = engine
+
+    def _on_commit(self, _conn: Any) -> None:
+        self.count += 1
+
+    def close(self) -> None:
+        event.remove(self._engine.sync_engine, "commit", self._on_commit)
+
+
+# --------------------------------------------------------------------------- ingest
+
+
+async def test_group_commit_batches_and_counts_every_ping(
+    engine: AsyncEngine, project_id: int, writer: IngestWriter
+) -> None:
+    checks = [await make_check(engine, project_id, name=f"c{i}", timeout=60) for i in range(20)]
+    counter = CommitCounter(engine)
+    try:
+        requests = [ping(checks[i % 20][1], T0 + timedelta(milliseconds=i)) for i in range(200)]
+        answers = await asyncio.gather(*(writer.submit(r) for r in requests))
+    finally:
+        counter.close()
+    assert {(a.status, a.text) for a in answers} == {(200, "OK")}
+    assert counter.count <= 20, f"{counter.count} commits for 200 pings: not batched"
+    assert await scalar(engine, select(func.sum(t.checks.c.n_pings))) == 200
+    assert await scalar(engine, select(func.count()).select_from(t.pings)) == 200
+    # Per check, n runs 1..10 with no gap or repeat.
+    async with engine.connect() as conn:
+        rows = (await conn.execute(select(t.pings.c.check_id, t.pings.c.n))).all()
+    by_check: dict[int, list[int]] = {}
+    for cid, n in rows:
+        by_check.setdefault(cid, []).append(n)
+    assert all(sorted(ns) == list(range(1, 11)) for ns in by_check.values())
+
+
+async def test_bad_pings_in_a_batch_do_not_sink_the_others(
+    engine: AsyncEngine, project_id: int, writer: IngestWriter
+) -> None:
+    _, good = await make_check(engine, project_id, name="good", timeout=60)
+    _, cron = await make_check(engine, project_id, name="cron", schedule="*/5 * * * *")
+    at = T0 + timedelta(seconds=5)
+    requests = [
+        ping(good, at),
+        ping(cron, at, scheduled=at + timedelta(hours=1)),  # 400: later than received + tolerance
+        ping(str(uuid_module.uuid4()), at),  # 404
+        ping(good, at + timedelta(milliseconds=1), PingKind.START),
+        # A poison ping: the batch's transaction fails, so the writer retries ping by ping.
+        ping(good, at.replace(tzinfo=None)),
+        ping(cron, at + timedelta(milliseconds=2)),
+    ]
+    answers = await asyncio.gather(*(writer.submit(r) for r in requests))
+    assert [a.status for a in answers] == [200, 400, 404, 200, 503, 200]
+    assert answers[1].text.startswith("scheduled: ")
+    assert answers[2].text == "not found"
+    async with engine.connect() as conn:
+        counts = dict((await conn.execute(select(t.checks.c.uuid, t.checks.c.n_pings))).tuples().all())
+    assert counts == {good: 2, cron: 1}
+    # The writer is still alive.
+    assert (await writer.submit(ping(good, at + timedelta(seconds=1)))).status == 200
+
+
+async def test_three_replicas_same_tick_raise_one_duplicate(
+    engine: AsyncEngine, project_id: int, writer: IngestWriter
+) -> None:
+    check_id, uuid = await make_check(engine, project_id, name="billing", schedule="*/5 * * * *")
+    channels = await attach_channels(engine, project_id, check_id, 2)
+    tick = T0
+    at = T0 + timedelta(seconds=1)
+    requests = [
+        ping(
+            uuid, at + timedelta(milliseconds=i), PingKind.START, scheduled=tick, rid=str(uuid_module.uuid4())
+        )
+        for i in range(3)
+    ]
+    answers = await asyncio.gather(*(writer.submit(r) for r in requests))
+    assert [a.status for a in answers] == [200, 200, 200]
+    await assert_one_duplicate(engine, check_id, tick, count=3, channels=len(channels))
+
+
+async def assert_one_duplicate(
+    engine: AsyncEngine, check_id: int, tick: datetime, *, count: int, channels: int
+) -> None:
+    async with engine.connect() as conn:
+        alerts = (
+            await conn.execute(
+                select(t.alerts.c.id, t.alerts.c.kind, t.alerts.c.count, t.alerts.c.scheduled).where(
+                    t.alerts.c.check_id == check_id
+                )
+            )
+        ).all()
+        runs = (
+            await conn.execute(select(func.count()).select_from(t.runs).where(t.runs.c.check_id == check_id))
+        ).scalar_one()
+        notifications = (
+            await conn.execute(
+                select(func.count())
+                .select_from(t.notifications)
+                .where(t.notifications.c.alert_id.in_([a[0] for a in alerts]))
+            )
+        ).scalar_one()
+    assert [(kind, n, scheduled) for _, kind, n, scheduled in alerts] == [("duplicate", count, tick)]
+    assert runs == count
+    assert notifications == channels
+
+
+async def test_two_writers_on_two_engines_serialise_per_check(
+    database_url: str, engine: AsyncEngine, project_id: int, settings_factory: Callable[..., Settings]
+) -> None:
+    """Two replicas (two engines, two writers) ingest pings for one tick at once.
+
+    PostgreSQL serialises them with the check's row lock; SQLite with its one write lock.
+    """
+    check_id, uuid = await make_check(engine, project_id, name="billing", schedule="*/5 * * * *")
+    await attach_channels(engine, project_id, check_id, 1)
+    engines = [make_engine(database_url) for _ in range(2)]
+    writers = [IngestWriter(e, settings_factory()) for e in engines]
+    for w in writers:
+        await w.start()
+    try:
+        # Hold the check's row lock so that both writers' batches queue behind it and then race.
+        async with engines[0].begin() as blocker:
+            if blocker.dialect.name == "postgresql":
+                await blocker.execute(
+                    text("SELECT id FROM checks WHERE id = :id FOR UPDATE"), {"id": check_id}
+                )
+            else:  # BEGIN IMMEDIATE already holds SQLite's write lock
+                await blocker.execute(text("SELECT 1"))
+            pending = [
+                asyncio.create_task(
+                    writers[i % 2].submit(
+                        ping(
+                            uuid,
+                            T0 + timedelta(seconds=1, milliseconds=i),
+                            PingKind.START,
+                            scheduled=T0,
+                            rid=str(uuid_module.uuid4()),
+                        )
+                    )
+                )
+                for i in range(3)
+            ]
+            await asyncio.sleep(0.3)
+            assert not any(task.done() for task in pending)
+        answers = await asyncio.gather(*pending)
+        assert [a.status for a in answers] == [200, 200, 200]
+    finally:
+        for w in writers:
+            await w.stop()
+        for e in engines:
+            await e.dispose()
+    await assert_one_duplicate(engine, check_id, T0, count=3, channels=1)
+
+
+async def test_idempotency_across_batches(engine: AsyncEngine, project_id: int, writer: IngestWriter) -> None:
+    _, uuid = await make_check(engine, project_id, name="job", timeout=60)
+    first = await writer.submit(ping(uuid, T0, idempotency_key="k"))
+    again = await asyncio.gather(
+        *(writer.submit(ping(uuid, T0 + timedelta(seconds=i), idempotency_key="k")) for i in range(5))
+    )
+    assert first.status == 200 and {a.status for a in again} == {200}
+    assert await scalar(engine, select(t.checks.c.n_pings)) == 1
+
+
+# --------------------------------------------------------------------------- evaluator
+
+
+async def test_missed_after_grace_raises_one_alert_and_one_notification_per_channel(
+    engine: AsyncEngine, project_id: int, writer: IngestWriter, settings_factory: Callable[..., Settings]
+) -> None:
+    settings = settings_factory()
+    check_id, uuid = await make_check(engine, project_id, name="hourly", schedule="0 * * * *", grace=300)
+    channels = await attach_channels(engine, project_id, check_id, 3)
+    assert (await writer.submit(ping(uuid, T0 + timedelta(seconds=5)))).status == 200
+
+    async def alerts() -> list[tuple[str, int]]:
+        async with engine.connect() as conn:
+            return [
+                tuple(r)
+                for r in (
+                    await conn.execute(
+                        select(t.alerts.c.kind, t.alerts.c.count).where(t.alerts.c.check_id == check_id)
+                    )
+                ).all()
+            ]  # type: ignore[misc]
+
+    async def notifications() -> list[str]:
+        async with engine.connect() as conn:
+            return sorted((await conn.execute(select(t.notifications.c.channel_id))).scalars().all())
+
+    next_tick = T0 + timedelta(hours=1)
+    # Not before tick + grace: not at the tick, not within grace, not at its very end.
+    for at in (next_tick, next_tick + timedelta(seconds=299), next_tick + timedelta(seconds=300)):
+        await evaluate_due(engine, at, settings=settings)
+        assert await alerts() == []
+    status = await scalar(engine, select(t.checks.c.episode_key).where(t.checks.c.id == check_id))
+    assert status is None
+    await evaluate_due(engine, next_tick + timedelta(seconds=301), settings=settings)
+    assert await alerts() == [("missed", 1)]
+    assert await notifications() == sorted(channels)
+    # Later sweeps add nothing while the episode is open; the count grows per missed tick.
+    await evaluate_due(engine, next_tick + timedelta(seconds=400), settings=settings)
+    assert await alerts() == [("missed", 1)]
+    await evaluate_due(engine, next_tick + timedelta(hours=2, seconds=301), settings=settings)
+    assert await alerts() == [("missed", 3)]
+    assert await notifications() == sorted(channels)
+    flips = await scalar(
+        engine, select(func.count()).select_from(t.flips).where(t.flips.c.reason == "missed")
+    )
+    assert flips == 1
+
+
+async def test_no_detection_before_the_first_run_ping(
+    engine: AsyncEngine, project_id: int, settings_factory: Callable[..., Settings]
+) -> None:
+    check_id, _ = await make_check(engine, project_id, name="never", schedule="* * * * *", grace=1)
+    assert await scalar(engine, select(t.checks.c.next_due).where(t.checks.c.id == check_id)) is None
+    assert await evaluate_due(engine, T0 + timedelta(days=3), settings=settings_factory()) == 0
+    assert await scalar(engine, select(func.count()).select_from(t.alerts)) == 0
+
+
+async def test_sweep_touches_only_due_checks(
+    engine: AsyncEngine, project_id: int, settings_factory: Callable[..., Settings]
+) -> None:
+    settings = settings_factory()
+    rows = []
+    for i in range(503):
+        values = new_check_values(project_id=project_id, now=T0)
+        values.update(name=f"c{i}", timeout=60 if i < 3 else 86_400, grace=60)
+        rows.append(values)
+    async with engine.begin() as conn:
+        await conn.execute(t.checks.insert(), rows)
+    uuids = [r["uuid"] for r in rows]
+    writer = IngestWriter(engine, settings.replace(ingest_batch=1000))
+    await writer.start()
+    try:
+        answers = await asyncio.gather(*(writer.submit(ping(u, T0)) for u in uuids))
+    finally:
+        await writer.stop()
+    assert {a.status for a in answers} == {200}
+    assert (
+        await scalar(
+            engine, select(func.count()).select_from(t.checks).where(t.checks.c.next_due.is_not(None))
+        )
+        == 503
+    )
+    # Due: the three 60 s checks (due + grace = T0 + 120 s). The 500 others are a day away.
+    assert await evaluate_due(engine, T0 + timedelta(seconds=100), settings=settings) == 0
+    assert await evaluate_due(engine, T0 + timedelta(seconds=121), settings=settings, batch=2) == 3
+    assert await scalar(engine, select(func.count()).select_from(t.alerts)) == 3
+    # Judged: not due again until their next period ends.
+    assert await evaluate_due(engine, T0 + timedelta(seconds=122), settings=settings) == 0
+    if engine.dialect.name == "sqlite":
+        async with engine.connect() as conn:
+            plan = " ".join(
+                str(r[-1])
+                for r in await conn.execute(
+                    text("EXPLAIN QUERY PLAN SELECT id FROM checks WHERE next_due < :now ORDER BY next_due"),
+                    {"now": T0.replace(tzinfo=None)},
+                )
+            )
+        assert "ix_checks_next_due" in plan, plan
+
+
+async def test_paused_checks_are_not_due(
+    engine: AsyncEngine, project_id: int, writer: IngestWriter, settings_factory: Callable[..., Settings]
+) -> None:
+    check_id, uuid = await make_check(engine, project_id, name="job", timeout=60, grace=1)
+    await writer.submit(ping(uuid, T0))
+    async with engine.begin() as conn:
+        await check_service.pause_check(conn, project_id, uuid, T0 + timedelta(seconds=1))
+    assert await scalar(engine, select(t.checks.c.next_due).where(t.checks.c.id == check_id)) is None
+    assert await evaluate_due(engine, T0 + timedelta(hours=1), settings=settings_factory()) == 0
