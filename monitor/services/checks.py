@@ -12,6 +12,7 @@ from datetime import datetime
 from typing import Any
 
 from sqlalchemy import delete, select, update
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from monitor.domain import detection, schedules
@@ -197,6 +198,10 @@ async def create_or_upsert(
     unique = fields.pop("unique", None)
     channels = fields.pop("channels", None)
     if unique:
+        if conn.dialect.name == "postgresql":
+            # Replicas upserting one check at once (DESIGN §8) must see each other's row: serialise
+            # upserts per project (SQLite's BEGIN IMMEDIATE already does).
+            await conn.execute(select(t.projects.c.id).where(t.projects.c.id == project_id).with_for_update())
         query = select(t.checks.c.id).where(t.checks.c.project_id == project_id)
         for name in unique:
             if name not in fields:
@@ -214,10 +219,20 @@ async def create_or_upsert(
         raise ValidationError("schedule", "is required for a cron check")
     _validate_schedule(values)
     await _check_slug_free(conn, project_id, values.get("slug"), None)
-    check_id = (await conn.execute(t.checks.insert().values(values).returning(t.checks.c.id))).scalar_one()
+    try:
+        async with conn.begin_nested():
+            check_id = (
+                await conn.execute(t.checks.insert().values(values).returning(t.checks.c.id))
+            ).scalar_one()
+    except IntegrityError:  # a concurrent transaction took the slug after our check
+        raise _slug_taken(values.get("slug")) from None
     if channels is not None:
         await _set_channels(conn, check_id, await _resolve_channels(conn, project_id, channels))
     return int(check_id), True
+
+
+def _slug_taken(slug: str | None) -> Conflict:
+    return Conflict(f"slug: {slug!r} is already used by another check in this project")
 
 
 async def _check_slug_free(
@@ -229,7 +244,7 @@ async def _check_slug_free(
     if check_id is not None:
         query = query.where(t.checks.c.id != check_id)
     if (await conn.execute(query)).first() is not None:
-        raise Conflict(f"slug: {slug!r} is already used by another check in this project")
+        raise _slug_taken(slug)
 
 
 async def get_check_row(
@@ -270,7 +285,11 @@ async def update_check(
     detection.refresh(spec, state, books[check_id], now)
     changes = {k: v for k, v in values.items() if k in fields or k == "kind"}
     changes.update(repositories.state_values(state))
-    await conn.execute(update(t.checks).where(t.checks.c.id == check_id).values(changes))
+    try:
+        async with conn.begin_nested():
+            await conn.execute(update(t.checks).where(t.checks.c.id == check_id).values(changes))
+    except IntegrityError:  # a concurrent transaction took the slug after our check
+        raise _slug_taken(values.get("slug")) from None
     if channels is not None:
         await _set_channels(conn, check_id, await _resolve_channels(conn, project_id, channels))
 

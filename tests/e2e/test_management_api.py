@@ -7,15 +7,19 @@ channels (with real deliveries to a loopback receiver), the error contract
 
 from __future__ import annotations
 
+import asyncio
 import json
 from typing import Any
 
 import pytest
 
+from monitor.domain.errors import Conflict
+from monitor.services import checks as check_service
 from monitor.services.evaluator import evaluate_due
 from monitor.services.projects import create_project
+from monitor.storage.engine import make_engine
 from tests.conftest import Api
-from tests.support.app import create_check, get_check, list_of
+from tests.support.app import create_check, get_check, list_of, open_api
 from tests.support.fixtures import http_receiver
 from tests.support.receivers import HttpReceiver, free_port
 
@@ -597,7 +601,6 @@ async def test_slug_conflict_is_409(api: Api) -> None:
 
 
 async def test_private_targets_refused_without_dev(api: Api) -> None:
-    from tests.support.app import open_api
 
     settings = api.settings.replace(allow_private_targets=False)
     async with api.engine.begin() as conn:
@@ -672,3 +675,86 @@ async def test_nul_characters_are_400_not_500(api: Api) -> None:
         f"/ping/{check['uuid']}", headers={"Idempotency-Key": "é\u00ff".encode("latin-1")}
     )
     assert r.status_code == 200, r.text
+
+
+async def test_concurrent_upserts_make_one_check(api: Api) -> None:
+    """Scheduler replicas starting together upsert the same slug at once (DESIGN §8)."""
+    body = {"name": "race", "slug": "race", "timeout": 60, "unique": ["slug"]}
+    answers = await asyncio.gather(
+        *(api.client.post("/api/v3/checks/", json=body, headers=api.headers) for _ in range(6))
+    )
+    assert sorted(r.status_code for r in answers) == [200] * 5 + [201], [r.text for r in answers]
+    assert len({r.json()["uuid"] for r in answers}) == 1
+    answers = await asyncio.gather(
+        *(api.client.post("/api/v3/checks/", json={"slug": "plain"}, headers=api.headers) for _ in range(4))
+    )
+    assert sorted(r.status_code for r in answers) == [201, 409, 409, 409], [r.text for r in answers]
+    for r in answers:
+        if r.status_code == 409:
+            assert_error(r, 409, "slug")
+    listed = (await api.client.get("/api/v3/checks/", headers=api.headers)).json()["checks"]
+    assert sorted(c["slug"] for c in listed) == ["plain", "race"]
+
+
+async def test_interleaved_upserts_on_two_connections(api: Api, database_url: str) -> None:
+    """Two replicas' transactions upsert one slug; the second must update, not fail."""
+    project_id = int(api.project["id"])
+    other = make_engine(database_url)
+    try:
+        async with api.engine.connect() as first, other.connect() as second:
+            await first.begin()
+            await second.begin() if api.engine.dialect.name == "postgresql" else None
+            body = {"name": "race", "slug": "race", "timeout": 60, "unique": ["slug"]}
+            one, created_one = await check_service.create_or_upsert(first, project_id, body, api.clock.now())
+            if api.engine.dialect.name == "postgresql":
+                racing = asyncio.create_task(
+                    check_service.create_or_upsert(
+                        second, project_id, {**body, "timeout": 120}, api.clock.now()
+                    )
+                )
+                await asyncio.sleep(0.3)
+                assert not racing.done()  # waits on the unique index
+                await first.commit()
+                two, created_two = await racing
+                await second.commit()
+            else:
+                await first.commit()
+                await second.begin()
+                two, created_two = await check_service.create_or_upsert(
+                    second, project_id, {**body, "timeout": 120}, api.clock.now()
+                )
+                await second.commit()
+    finally:
+        await other.dispose()
+    assert (created_one, created_two) == (True, False)
+    assert one == two
+    [check] = (await api.client.get("/api/v3/checks/", headers=api.headers)).json()["checks"]
+    assert check["timeout"] == 120
+
+
+async def test_interleaved_creates_of_one_slug_conflict(api: Api, database_url: str) -> None:
+    """Without ``unique`` the second of two racing creates is a 409 (Conflict), never a 500."""
+
+    if api.engine.dialect.name != "postgresql":
+        pytest.skip("SQLite transactions take the write lock at BEGIN: creates cannot interleave")
+    project_id = int(api.project["id"])
+    other = make_engine(database_url)
+    try:
+        async with api.engine.connect() as first, other.connect() as second:
+            await first.begin()
+            await second.begin()
+            await check_service.create_or_upsert(first, project_id, {"slug": "one"}, api.clock.now())
+            racing = asyncio.create_task(
+                check_service.create_or_upsert(second, project_id, {"slug": "one"}, api.clock.now())
+            )
+            await asyncio.sleep(0.3)
+            await first.commit()
+            with pytest.raises(Conflict, match=r"^slug: "):
+                await racing
+            # The savepoint kept the second transaction usable.
+            await check_service.create_or_upsert(second, project_id, {"slug": "two"}, api.clock.now())
+            await second.commit()
+    finally:
+        await other.dispose()
+    listed = (await api.client.get("/api/v3/checks/", headers=api.headers)).json()["checks"]
+    assert sorted(c["slug"] for c in listed) == ["one", "two"]
