@@ -470,7 +470,9 @@ def test_engine_agrees_with_cronsim(data: st.DataObject, tz: str) -> None:
             theirs.append(next(it).astimezone(UTC))
     except StopIteration:  # cronsim gives up after 50 years
         pass
-    theirs = sorted(set(theirs))
+    # cronsim can answer a tick that is not after the start when the start lies in the second
+    # pass of an overlap ('1 2 * * *' Berlin from 2000-10-29T01:00Z gives 00:01Z): drop those.
+    theirs = sorted({t for t in theirs if t > start})
     if ours[: len(theirs)] == theirs[: len(ours)]:
         return
     # cronsim walks wildcard schedules with aware wall-clock arithmetic, which goes wrong next
