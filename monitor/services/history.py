@@ -14,6 +14,7 @@ from monitor.storage import tables as t
 
 DEFAULT_LIMIT = 100
 MAX_LIMIT = 1000
+MAX_PING_NUMBER = 2**31 - 1
 
 
 def _iso(value: datetime | None) -> str | None:
@@ -55,6 +56,8 @@ async def list_pings(
 
 
 async def ping_body(conn: AsyncConnection, check_id: int, n: int) -> bytes:
+    if not 1 <= n <= MAX_PING_NUMBER:  # beyond the column's range: no such ping (and no DB error)
+        raise NotFound("ping body not found")
     body = (
         await conn.execute(
             select(t.pings.c.body).where(t.pings.c.check_id == check_id).where(t.pings.c.n == n)

@@ -402,8 +402,9 @@ async def test_body_is_stored_raw(api: Api) -> None:
     assert (await list_of(api, uuid, "pings"))[0]["body_url"] is None
     missing = await api.client.get(f"/api/v3/checks/{uuid}/pings/2/body", headers=api.headers)
     assert missing.status_code == 404 and "error" in missing.json()
-    missing = await api.client.get(f"/api/v3/checks/{uuid}/pings/99/body", headers=api.headers)
-    assert missing.status_code == 404 and "error" in missing.json()
+    for n in ("99", "0", "-1", "2147483648", "99999999999999999999"):  # beyond the column: no 500
+        missing = await api.client.get(f"/api/v3/checks/{uuid}/pings/{n}/body", headers=api.headers)
+        assert missing.status_code == 404 and "error" in missing.json(), n
 
 
 async def test_oversized_body_is_truncated_to_first_bytes(
