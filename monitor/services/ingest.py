@@ -382,11 +382,14 @@ async def _load_books(
         # The domain judges ticks after its cursor, max(watch_from, judged_until) (as the
         # evaluator loads them); binding may also look at the previous tick. Taking the *min*
         # with watch_from (which never moves) loaded every run since the first ping, on every
-        # ping: O(history) per ping. A simple check's ticks are counted from its last run ping,
-        # so nothing before that ping is needed either (open runs and rids load regardless).
+        # ping: O(history) per ping. A simple check's ticks are counted from its last run ping
+        # (its judged_until does not move while it is healthy): every tick a ping can bind to
+        # or judge is at or after the due instant, last run ping + timeout, so earlier runs are
+        # not needed either (open runs and runs named by a rid are loaded regardless).
         marks = [x for x in (ctx.state.judged_until, ctx.state.watch_from) if x is not None]
-        if isinstance(ctx.spec.schedule, SimpleSchedule) and ctx.state.last_run_ping_at is not None:
-            marks.append(ctx.state.last_run_ping_at)
+        schedule = ctx.spec.schedule
+        if isinstance(schedule, SimpleSchedule) and ctx.state.last_run_ping_at is not None:
+            marks.append(ctx.state.last_run_ping_at + schedule.period)
         candidates = [max(marks)] if marks else []
         previous = tick_at_or_before(ctx.spec, ctx.state, earliest[cid])
         if previous is not None:
