@@ -205,6 +205,8 @@ def bind(
             schedule's first tick, or not matching the tick of the run that ``rid`` names.
     """
     named = book.by_rid(rid) if rid else None
+    if scheduled is not None and scheduled > received + spec.early_tolerance:
+        raise ValidationError("scheduled", "is later than the ping's arrival plus the early tolerance")
     if isinstance(spec.schedule, SimpleSchedule):
         # simple checks: the due instant current at the run's first ping (DESIGN §5).
         if named is not None:
@@ -218,8 +220,6 @@ def bind(
 
     # Rule 1: an explicit logical run time.
     if scheduled is not None:
-        if scheduled > received + spec.early_tolerance:
-            raise ValidationError("scheduled", "is later than the ping's arrival plus the early tolerance")
         tick = tick_at_or_before(spec, state, scheduled)
         if tick is None:
             raise ValidationError("scheduled", "is before the schedule's first tick")

@@ -129,7 +129,7 @@ def parse_check_fields(data: Any) -> dict[str, Any]:
     return out
 
 
-def _validate_schedule(values: Mapping[str, Any]) -> None:
+def _validate_schedule(values: Mapping[str, Any], now: datetime) -> None:
     if values["kind"] != "cron":
         # A simple check keeps tz for a later switch to cron and for display: it must be valid too.
         try:
@@ -138,7 +138,8 @@ def _validate_schedule(values: Mapping[str, Any]) -> None:
             raise ValidationError("tz", str(error)) from None
         return
     try:
-        schedules.parse_cron(values["schedule"], values["dialect"], values["tz"])
+        schedule = schedules.parse_cron(values["schedule"], values["dialect"], values["tz"])
+        schedules.ensure_fires_after(schedule, now)  # e.g. a quartz year list in the past
     except ZoneError as error:
         raise ValidationError("tz", str(error)) from None
     except ScheduleError as error:
@@ -217,7 +218,7 @@ async def create_or_upsert(
     _apply_kind(values, fields)
     if values["kind"] == "cron" and not values.get("schedule"):
         raise ValidationError("schedule", "is required for a cron check")
-    _validate_schedule(values)
+    _validate_schedule(values, now)
     await _check_slug_free(conn, project_id, values.get("slug"), None)
     try:
         async with conn.begin_nested():
@@ -273,7 +274,7 @@ async def update_check(
     _apply_kind(values, fields)
     if values["kind"] == "cron" and not values.get("schedule"):
         raise ValidationError("schedule", "is required for a cron check")
-    _validate_schedule(values)
+    _validate_schedule(values, now)
     if "slug" in fields:
         await _check_slug_free(conn, project_id, values.get("slug"), check_id)
     spec = repositories.spec_of(values)

@@ -732,11 +732,10 @@ async def test_interleaved_upserts_on_two_connections(api: Api, database_url: st
     assert check["timeout"] == 120
 
 
+# PostgreSQL only: SQLite transactions take the write lock at BEGIN, so creates cannot interleave.
+@pytest.mark.parametrize("database_url", ["postgres"], indirect=True)
 async def test_interleaved_creates_of_one_slug_conflict(api: Api, database_url: str) -> None:
     """Without ``unique`` the second of two racing creates is a 409 (Conflict), never a 500."""
-
-    if api.engine.dialect.name != "postgresql":
-        pytest.skip("SQLite transactions take the write lock at BEGIN: creates cannot interleave")
     project_id = int(api.project["id"])
     other = make_engine(database_url)
     try:
