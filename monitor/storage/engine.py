@@ -10,7 +10,6 @@ from typing import Any
 from sqlalchemy import event, text
 from sqlalchemy.engine import Connection
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
-from sqlalchemy.pool import NullPool
 
 logger = logging.getLogger(__name__)
 
@@ -32,7 +31,9 @@ def make_engine(url: str, *, pool_size: int = 10) -> AsyncEngine:
         sqlalchemy.exc.ArgumentError: the URL is not a usable SQLAlchemy async URL.
     """
     if is_sqlite(url):
-        engine = create_async_engine(url, poolclass=NullPool if ":memory:" not in url else None)
+        # A pool keeps connections (and aiosqlite's thread per connection) across transactions:
+        # opening one per group-commit batch cost more than the batch's fsync.
+        engine = create_async_engine(url, pool_size=5, max_overflow=10)
 
         @event.listens_for(engine.sync_engine, "connect")
         def _pragmas(dbapi_connection: Any, _record: Any) -> None:

@@ -12,7 +12,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import ColumnElement, Table, and_, bindparam, or_, select, update
+from sqlalchemy import Table, bindparam, select, union, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncConnection
 
@@ -127,43 +127,72 @@ async def load_books(
 ) -> dict[int, RunBook]:
     """Load, per check id, the runs and marks a decision needs (see :class:`RunBook`).
 
-    For each check: every open run; every run and mark bound to a tick ``>= cutoff`` (all of
-    them when the cutoff is ``None``… only for checks without any cursor, which have few);
-    runs carrying one of ``rids``; runs and marks on one of ``ticks``.
+    For each check: every open run; every run and mark bound to a tick ``>= cutoff`` (with a
+    ``None`` cutoff only open runs and the named ones); runs carrying one of ``rids``; runs and
+    marks on one of ``ticks``.
+
+    One query per table for the whole batch (``check_id IN …`` with the loosest cutoff), then
+    each check's own rule is applied here: building a per-check SQL expression for hundreds of
+    checks cost more than the rows it saved.
     """
     books: dict[int, RunBook] = {cid: RunBook() for cid in cutoffs}
     if not cutoffs:
         return books
-    rids = rids or {}
-    ticks = ticks or {}
-    run_terms = []
-    mark_terms = []
-    for cid, cutoff in cutoffs.items():
-        per_check: list[ColumnElement[bool]] = [t.runs.c.outcome.is_(None)]
-        marks_per_check: list[ColumnElement[bool]] = []
-        if cutoff is not None:
-            per_check.append(t.runs.c.scheduled >= cutoff)
-            marks_per_check.append(t.tick_marks.c.scheduled >= cutoff)
-        check_rids = list(rids.get(cid, ()))
-        if check_rids:
-            per_check.append(t.runs.c.rid.in_(check_rids))
-        check_ticks = list(ticks.get(cid, ()))
-        if check_ticks:
-            per_check.append(t.runs.c.scheduled.in_(check_ticks))
-            marks_per_check.append(t.tick_marks.c.scheduled.in_(check_ticks))
-        run_terms.append(and_(t.runs.c.check_id == cid, or_(*per_check)))
-        if marks_per_check:
-            mark_terms.append(and_(t.tick_marks.c.check_id == cid, or_(*marks_per_check)))
-    for chunk in _chunks(run_terms, 200):
-        rows = (await conn.execute(select(t.runs).where(or_(*chunk)))).mappings().all()
-        for row in rows:
-            books[row["check_id"]].add(run_of(row))
-    for chunk in _chunks(mark_terms, 200):
-        rows = (await conn.execute(select(t.tick_marks).where(or_(*chunk)))).mappings().all()
-        for row in rows:
-            books[row["check_id"]].marks[row["scheduled"]] = TickMark(
-                scheduled=row["scheduled"], outcome=Outcome(row["outcome"])
+    rid_sets = {cid: set(values) for cid, values in (rids or {}).items()}
+    tick_sets = {cid: set(values) for cid, values in (ticks or {}).items()}
+    known = [c for c in cutoffs.values() if c is not None]
+    floor = min(known) if known else None
+    all_rids = set().union(*rid_sets.values()) if rid_sets else set()
+    all_ticks = set().union(*tick_sets.values()) if tick_sets else set()
+
+    def wanted(cid: int, scheduled: datetime, rid: str | None = None, open_run: bool = False) -> bool:
+        cutoff = cutoffs[cid]
+        return (
+            open_run
+            or (cutoff is not None and scheduled >= cutoff)
+            or (rid is not None and rid in rid_sets.get(cid, ()))
+            or scheduled in tick_sets.get(cid, ())
+        )
+
+    for chunk in _chunks(list(cutoffs), 500):
+        # One SELECT per condition, UNIONed: each arm uses its own index (the open-runs partial
+        # index, or a range on (check_id, scheduled)); an OR of them would scan every run of
+        # the checks, which grows with their history.
+        in_chunk = t.runs.c.check_id.in_(chunk)
+        arms = [select(t.runs).where(in_chunk).where(t.runs.c.outcome.is_(None))]
+        mark_arms = []
+        if floor is not None:
+            arms.append(select(t.runs).where(in_chunk).where(t.runs.c.scheduled >= floor))
+            mark_arms.append(
+                select(t.tick_marks)
+                .where(t.tick_marks.c.check_id.in_(chunk))
+                .where(t.tick_marks.c.scheduled >= floor)
             )
+        if all_rids:
+            arms.append(select(t.runs).where(in_chunk).where(t.runs.c.rid.in_(all_rids)))
+        if all_ticks:
+            arms.append(select(t.runs).where(in_chunk).where(t.runs.c.scheduled.in_(all_ticks)))
+            mark_arms.append(
+                select(t.tick_marks)
+                .where(t.tick_marks.c.check_id.in_(chunk))
+                .where(t.tick_marks.c.scheduled.in_(all_ticks))
+            )
+        rows = (await conn.execute(union(*arms) if len(arms) > 1 else arms[0])).mappings().all()
+        for row in rows:
+            cid = row["check_id"]
+            scheduled = row["scheduled"]
+            if wanted(cid, scheduled, row["rid"], row["outcome"] is None):
+                books[cid].add(run_of(row))
+        if not mark_arms:
+            continue
+        marks = (
+            (await conn.execute(union(*mark_arms) if len(mark_arms) > 1 else mark_arms[0])).mappings().all()
+        )
+        for row in marks:
+            cid = row["check_id"]
+            scheduled = row["scheduled"]
+            if wanted(cid, scheduled):
+                books[cid].marks[scheduled] = TickMark(scheduled=scheduled, outcome=Outcome(row["outcome"]))
     return books
 
 
