@@ -130,6 +130,22 @@ class RunBook:
         return sorted((r for r in self.runs.values() if r.is_open), key=lambda r: r.first_ping_at)
 
 
+def needed_since(spec: CheckSpec, state: CheckState) -> datetime | None:
+    """The earliest tick whose runs and marks a decision about this check may look at.
+
+    Detection judges ticks after its cursor ``max(watch_from, judged_until)``; a ``simple``
+    check's ticks start at its due instant (last run ping + period), and its ``judged_until``
+    does not move while it is healthy. Loading from here (plus every open run and the runs a
+    ping names) keeps per-ping and per-sweep work independent of the check's history.
+    ``None``: no cursor yet (a new check): only open and named runs are needed.
+    """
+    marks = [x for x in (state.judged_until, state.watch_from) if x is not None]
+    schedule = spec.schedule
+    if isinstance(schedule, SimpleSchedule) and state.last_run_ping_at is not None:
+        marks.append(state.last_run_ping_at + schedule.period)
+    return max(marks) if marks else None
+
+
 # -- ticks of a check ------------------------------------------------------------------------
 
 

@@ -14,6 +14,7 @@ from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from monitor.domain import detection
+from monitor.domain.runs import needed_since
 from monitor.services.effects import CheckIdentity, PendingWrites, record_alerts
 from monitor.services.ingest import lock_checks
 from monitor.settings import Settings
@@ -64,10 +65,7 @@ async def evaluate_due(
             rows = {cid: row for cid, row in rows.items() if row["next_due"] < now}
             specs = {cid: repositories.spec_of(row) for cid, row in rows.items()}
             states = {cid: repositories.state_of(row) for cid, row in rows.items()}
-            cutoffs = {
-                cid: max((x for x in (s.judged_until, s.watch_from) if x is not None), default=None)
-                for cid, s in states.items()
-            }
+            cutoffs = {cid: needed_since(specs[cid], s) for cid, s in states.items()}
             books = await repositories.load_books(conn, cutoffs)
             pending = PendingWrites.empty()
             updates = []

@@ -25,7 +25,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from monitor.domain import detection
 from monitor.domain.checks import CheckSpec, CheckState, PingKind, SimpleSchedule
 from monitor.domain.errors import ValidationError
-from monitor.domain.runs import RunBook, tick_at_or_before
+from monitor.domain.runs import RunBook, needed_since, tick_at_or_before
 from monitor.services.effects import CheckIdentity, PendingWrites, record_alerts
 from monitor.settings import Settings
 from monitor.storage import repositories
@@ -379,18 +379,8 @@ async def _load_books(
                 ticks[cid].add(tick)
     cutoffs: dict[int, datetime | None] = {}
     for cid, ctx in contexts.items():
-        # The domain judges ticks after its cursor, max(watch_from, judged_until) (as the
-        # evaluator loads them); binding may also look at the previous tick. Taking the *min*
-        # with watch_from (which never moves) loaded every run since the first ping, on every
-        # ping: O(history) per ping. A simple check's ticks are counted from its last run ping
-        # (its judged_until does not move while it is healthy): every tick a ping can bind to
-        # or judge is at or after the due instant, last run ping + timeout, so earlier runs are
-        # not needed either (open runs and runs named by a rid are loaded regardless).
-        marks = [x for x in (ctx.state.judged_until, ctx.state.watch_from) if x is not None]
-        schedule = ctx.spec.schedule
-        if isinstance(schedule, SimpleSchedule) and ctx.state.last_run_ping_at is not None:
-            marks.append(ctx.state.last_run_ping_at + schedule.period)
-        candidates = [max(marks)] if marks else []
+        since = needed_since(ctx.spec, ctx.state)
+        candidates = [since] if since is not None else []
         previous = tick_at_or_before(ctx.spec, ctx.state, earliest[cid])
         if previous is not None:
             candidates.append(previous)
