@@ -28,6 +28,7 @@ from monitor.domain.clock import Clock, SystemClock
 from monitor.http.api.channels import ChannelsController
 from monitor.http.api.checks import ChecksController
 from monitor.http.api.common import Services, services_of
+from monitor.http.cron import CronController
 from monitor.http.errors import EXCEPTION_HANDLERS
 from monitor.http.ping import PingApp
 from monitor.notify.apprise import AppriseNotifier
@@ -154,8 +155,7 @@ def create_app(
                 await own_notifier.aclose()
             await engine.dispose()
 
-    handlers: list[Any] = [ping, health, ready, ChecksController, ChannelsController]
-    handlers.extend(_optional_handlers())
+    handlers: list[Any] = [ping, health, ready, ChecksController, ChannelsController, CronController]
     return Litestar(
         route_handlers=handlers,
         lifespan=[lifespan],
@@ -169,16 +169,6 @@ def create_app(
         ),
         debug=False,
     )
-
-
-def _optional_handlers() -> list[Any]:
-    found: list[Any] = []
-    try:
-        from monitor.http.cron import CronController
-    except ImportError:  # pragma: no cover - the cron explain module ships with the package
-        return found
-    found.append(CronController)
-    return found
 
 
 def app_from_env() -> Litestar:
