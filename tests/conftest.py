@@ -1,8 +1,8 @@
 """Shared fixtures: real databases (SQLite file and PostgreSQL), an injected clock, the app.
 
 PostgreSQL is required (DESIGN §11): an unreachable server fails the suite, it never skips.
-Each test that asks for ``database_url`` runs once per backend; PostgreSQL tests get a fresh
-database cloned from a migrated template.
+Each test that asks for ``database_url`` runs once per backend; PostgreSQL tests share one
+migrated database, emptied before each test.
 """
 
 from __future__ import annotations
@@ -50,9 +50,9 @@ async def _admin(sql: str) -> None:
 
 
 @pytest.fixture(scope="session")
-def pg_template() -> Iterator[str]:
-    """A migrated template database for this test session; dropped at the end."""
-    name = f"monitor_tmpl_{RUN_ID}"
+def pg_shared() -> Iterator[str]:
+    """One migrated PostgreSQL database for this test session; dropped at the end."""
+    name = f"monitor_test_{RUN_ID}"
 
     async def setup() -> None:
         try:
@@ -66,19 +66,44 @@ def pg_template() -> Iterator[str]:
             await engine.dispose()
 
     asyncio.run(setup())
-    yield name
+    yield _with_database(PG_ADMIN_URL, name)
     asyncio.run(_admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+
+
+async def _truncate(url: str) -> None:
+    conn = await asyncpg.connect(_dsn(url), timeout=10)
+    try:
+        tables = [
+            row["tablename"]
+            for row in await conn.fetch("SELECT tablename FROM pg_tables WHERE schemaname = 'public'")
+            if row["tablename"] != "alembic_version"
+        ]
+        if tables:
+            await conn.execute(f"TRUNCATE {', '.join(tables)} RESTART IDENTITY CASCADE")
+    finally:
+        await conn.close()
 
 
 @pytest.fixture(params=["sqlite", "postgres"])
 def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    """A fresh, migrated database: a SQLite file, or a PostgreSQL database cloned from the template."""
+    """A migrated database with no rows: a fresh SQLite file, or the session's PostgreSQL
+    database emptied (TRUNCATE) before the test — much cheaper than a database per test."""
     if request.param == "sqlite":
         yield f"sqlite+aiosqlite:///{tmp_path / 'monitor.db'}"
         return
-    template = request.getfixturevalue("pg_template")
-    name = f"monitor_t_{RUN_ID}_{uuid.uuid4().hex[:10]}"
-    asyncio.run(_admin(f'CREATE DATABASE "{name}" TEMPLATE "{template}"'))
+    url = request.getfixturevalue("pg_shared")
+    asyncio.run(_truncate(url))
+    yield url
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def empty_database_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """A database with no schema at all (migration tests): a new SQLite file or PostgreSQL database."""
+    if request.param == "sqlite":
+        yield f"sqlite+aiosqlite:///{tmp_path / 'empty.db'}"
+        return
+    name = f"monitor_empty_{RUN_ID}_{uuid.uuid4().hex[:10]}"
+    asyncio.run(_admin(f'CREATE DATABASE "{name}"'))
     yield _with_database(PG_ADMIN_URL, name)
     asyncio.run(_admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
 

@@ -55,8 +55,8 @@ async def _version(engine: AsyncEngine) -> str | None:
         return (await conn.execute(text("SELECT version_num FROM alembic_version"))).scalar_one_or_none()
 
 
-async def test_head_matches_metadata_and_round_trips(database_url: str) -> None:
-    engine = make_engine(database_url)
+async def test_head_matches_metadata_and_round_trips(empty_database_url: str) -> None:
+    engine = make_engine(empty_database_url)
     try:
         await migrate(engine)
         async with engine.connect() as conn:
@@ -90,9 +90,9 @@ async def test_head_matches_metadata_and_round_trips(database_url: str) -> None:
         await engine.dispose()
 
 
-async def test_concurrent_migrations_apply_once(database_url: str) -> None:
+async def test_concurrent_migrations_apply_once(empty_database_url: str) -> None:
     """Replicas starting together migrate once (PostgreSQL: advisory lock; SQLite: one writer)."""
-    engines = [make_engine(database_url) for _ in range(3)]
+    engines = [make_engine(empty_database_url) for _ in range(3)]
     try:
         await asyncio.gather(*(migrate(e) for e in engines))
         async with engines[0].connect() as conn:
