@@ -1,60 +1,91 @@
 """Cron schedules: parsing, validation, dialects and tick arithmetic with the DST rule.
 
-This module is the schedule engine of DESIGN §4 (issue #3). It owns the whole pipeline:
+This module is the schedule engine of DESIGN §4 (issue #3). **croniter iterates**; this wrapper
+owns parsing, validation, dialect translation and the DST rule, and corrects croniter 7.0.0
+wherever its answer departs from the contract (the list below).
 
-* **Parsing and validation** of three dialects: ``unix`` (5 fields), ``seconds`` (6 fields,
-  seconds first) and ``quartz`` (6 or 7 fields, seconds first, optional year, DOW 1-7 with
-  SUN=1, exactly one of DOM/DOW ``?``). Every error is a :class:`ScheduleError` that names the
-  field and its 1-based position (``field 5 (day of week): 8 is out of range 0-7``).
-* **Day matching**: each expression is compiled into sorted second/minute/hour tuples, a month
-  set, an optional year set, and a table of matching days keyed by *month shape* (length of the
-  month, weekday of its 1st): only 28 shapes exist, so the table is complete, tiny, and computed
-  once at parse time. The same table proves at parse time that an expression can fire at all
-  ("never fires" otherwise), which is what bounds every search.
-* **Iteration** is a bounded day-first search over local wall-clock seconds (integers), and the
-  **DST rule** of DESIGN §4 is applied per UTC-offset segment of the zone (between two offset
-  changes the wall clock is a monotonic image of the UTC line).
+How a tick is computed
+----------------------
+* **Parsing and validation** (ours) of three dialects: ``unix`` (5 fields), ``seconds`` (6
+  fields, seconds first) and ``quartz`` (6 or 7 fields, seconds first, optional year, DOW 1-7
+  with SUN=1, exactly one of DOM/DOW ``?``). Every error is a :class:`ScheduleError` that names
+  the field and its 1-based position (``field 5 (day of week): 8 is out of range 0-7``). Names,
+  ``a-a``, wrap-around ranges, steps and quartz numbering are all resolved here into explicit
+  value sets.
+* **Day table** (ours): the matching days of each *month shape* (length of the month, weekday of
+  its 1st; only 28 shapes exist), computed once at parse time. It proves that an expression
+  fires at all ("never fires" otherwise, which bounds every search) and it is the exact day
+  predicate that filters croniter's candidates where croniter is handed a superset.
+* **Wall-clock candidates** (croniter): the value sets are translated into one or two croniter
+  expressions with explicit comma lists: 6 fields read seconds first
+  (``second_at_beginning=True``) plus croniter's year field when quartz lists years, or
+  croniter's plain 5-field form when the seconds are just ``0`` and no year is listed; always
+  ``day_or=False`` (AND). croniter runs over *wall seconds*: local wall-clock time written as
+  if it were UTC, so no zone and no DST ever reaches croniter. When both day fields are
+  restricted (the DOM/DOW OR rule), two expressions are iterated — DOM-only (DOW ``*``) and
+  DOW-only (DOM ``*``) — and merged (union, an instant once); a side that can never match is
+  dropped at parse time. Tokens croniter lacks or gets wrong are handed over as a superset and
+  filtered by the day table; a rejected candidate re-seeds croniter at the end of its day, so a
+  filter step rejects at most one candidate per day of the superset.
+* **Iterator reuse**: each schedule (cached per expression, dialect and zone by
+  :func:`parse_cron`) keeps croniter iterators per direction, with the query each answered and
+  its answer; a query inside that span is answered without croniter, a query just past it
+  continues the iterator (one ``get_next``), and any other query re-seeds it
+  (``set_current``). Iterators are checked out of a small pool, so concurrent threads never
+  share one.
+* **DST rule** (ours), applied per UTC-offset segment of the zone (between two offset changes
+  the wall clock is a monotonic image of the UTC line): fixed-time vs wildcard, gap and overlap
+  exactly as DESIGN §4.
 
-Why the iteration is our own and not croniter's
------------------------------------------------
-Issue #3 planned croniter 7 as the iterator with our corrections around it. Every correction
-below turned out to need our own day matcher anyway (croniter cannot express the OR of a ``#``
-token with a DOM, ``5L``, ``a-a``, quartz DOW numbers, or the DST rule), and a wrapper that
-post-filters croniter's candidates was both slower and harder to prove bounded than the
-compiled matcher. So croniter is not called at run time; it remains the documented baseline of
-the benchmark (``benchmarks/schedules.py``) and of the differential tests. Each place where
-croniter 7.0.0's answer differs from the contract, and what this module answers instead:
+Where croniter 7.0.0's answer is corrected
+------------------------------------------
+Each kind is corrected as a whole, by translation or by the wrapper, not case by case:
 
 1. **DOM/DOW rule for ``*``-prefixed steps.** ``0 0 */2 * 3`` from 2024-09-01: croniter
    (default ``day_or=True``) ORs, giving 09-03, 09-04, 09-05, 09-07; Vixie/ISC (``DOM_STAR``)
-   ANDs because the DOM text starts with ``*``: we give 09-11, 09-25, 10-09, 10-23.
+   ANDs because the DOM text starts with ``*``: we give 09-11, 09-25, 10-09, 10-23. (The
+   wrapper decides AND vs OR itself; croniter only ever ANDs.)
 2. **``#`` and ``W`` tokens in the OR rule.** ``0 0 1 * 5#3`` (both fields restricted): croniter
    ANDs the ``#`` token with the DOM (fires only when the 1st is the third Friday, i.e. never);
-   we OR them: the 1st of every month and every third Friday. Likewise ``0 0 15W * MON``.
+   we OR them by merging a DOM-only and a DOW-only iterator: the 1st of every month and every
+   third Friday. Likewise ``0 0 15W * MON``.
 3. **``a-a`` read as the whole field.** ``0 0 * * 3-3``: croniter 7 treats it like ``*``
-   (every day); we read just ``3`` (Wednesdays).
+   (every day); we read just ``3`` (Wednesdays) and hand croniter the list ``3``. Wrap-around
+   ranges (``FRI-MON``, ``22-2/2``) and steps are expanded the same way.
 4. **``5L`` and ``LW`` rejected.** ``0 0 * * 5L`` raises ``CroniterNotAlphaError`` in croniter
-   (which only knows the prefix spelling ``L5``); we give the last Friday of each month
-   (2024-01-26, 2024-02-23, 2024-03-29). ``0 0 LW * *`` (last weekday of the month) likewise.
-5. **Seconds position.** 6-field ``0 15 */1 * * *`` is read seconds-*last* by croniter unless
+   (which only knows the prefix spelling ``L5``); we translate it to ``L5``: the last Friday of
+   each month (2024-01-26, 2024-02-23, 2024-03-29). ``0 0 LW * *`` (last weekday of the month)
+   and ``L-n`` are rejected too; croniter gets the superset days 26-31 (``28-n``-``31-n``) and
+   the day table keeps 2024-01-31, 2024-02-29, 2024-03-29.
+5. **``nW`` for a day the month lacks, and ``W``/``#`` in lists.** ``0 0 31W * *``: croniter
+   clamps 31 to the month's last day and fires 2024-04-30; DESIGN §4 says no run that month,
+   so the day table rejects it (2024-03-29, then 2024-05-31). croniter refuses ``1,15W``
+   (``W`` in a list) and ``1,5#3`` (literals mixed with ``#``): it gets the superset (days
+   13-17; Mondays and Fridays) and the day table filters. croniter also reads a 31-item day
+   list that counts ``L`` as ``*``: ``0 0 1-29,31,L * *`` would fire on 2024-01-30; we hand it
+   ``*``, filtered (2024-01-29, 2024-01-31, and 2024-04-30 through ``L``).
+6. **Seconds position.** 6-field ``0 15 */1 * * *`` is read seconds-*last* by croniter unless
    ``second_at_beginning=True`` (15:00:00, 15:00:01, ...); the ``seconds`` and ``quartz``
-   dialects read seconds first: 15:15:00, 16:15:00, 17:15:00.
-6. **Quartz DOW numbering.** ``0 0 12 ? * 2`` is Monday in Quartz (SUN=1); croniter reads ``2``
-   as Tuesday. We translate quartz DOW 1-7 to SUN-SAT, names included.
-7. **DST fall-back double fire (fixed-time).** ``30 2 * * *`` Europe/Berlin on 2026-10-25:
+   dialects read seconds first: 15:15:00, 16:15:00, 17:15:00. Whenever seconds matter we pass
+   6 fields (7 with a year), seconds first, with that flag.
+7. **Quartz DOW numbering.** ``0 0 12 ? * 2`` is Monday in Quartz (SUN=1); croniter reads ``2``
+   as Tuesday. We translate quartz DOW 1-7 to SUN-SAT, names and ``#``/``L`` included.
+8. **DST fall-back double fire (fixed-time).** ``30 2 * * *`` Europe/Berlin on 2026-10-25:
    croniter fires at 02:30 CEST *and* 02:30 CET; we fire once, at the first occurrence
    (00:30Z). Same for ``45 1 * * *`` on Lord Howe's 30-minute fall-back.
-8. **DST gap (wildcard).** ``*/30 2 * * *`` Europe/Berlin on 2026-03-29: croniter fires at
+9. **DST gap (wildcard).** ``*/30 2 * * *`` Europe/Berlin on 2026-03-29: croniter fires at
    03:00 CEST, a time the schedule never names; wildcard ticks inside a gap do not exist, so we
    give no tick that day. (Fixed-time ticks in a gap fire once at the first instant after the
    gap, which croniter also does for 5-field expressions; we do it for every dialect:
    ``0 30 2 * * *`` seconds-first → 2026-03-29T01:00:00Z.)
-9. **Fixed UTC offsets.** croniter happily iterates in ``+02:00``, which is an hour off after
-   the next change; :func:`validate_zone` accepts IANA names only.
-10. **Never-firing expressions.** ``0 0 30 2 *``: croniter searches and raises
-    ``CroniterBadDateError`` at iteration time; we reject it at parse time ("never fires") and
-    every search is bounded by construction.
-11. **``is_valid(..., strict=True)``** rejects ``48 14 31 jun sun``, which fires every Sunday of
+10. **Fixed UTC offsets.** croniter happily iterates in ``+02:00``, which is an hour off after
+    the next change; :func:`validate_zone` accepts IANA names only.
+11. **Never-firing expressions and long gaps.** ``0 0 30 2 *``: croniter searches and raises
+    ``CroniterBadDateError`` at iteration time; we reject it at parse time ("never fires").
+    croniter also gives up after 50 years by default; the wrapper allows 401 (the Gregorian
+    cycle), clamps queries to a quartz year list, and maps croniter running off the calendar
+    (year 10000 or 0) to "no tick".
+12. **``is_valid(..., strict=True)``** rejects ``48 14 31 jun sun``, which fires every Sunday of
     June under the OR rule; we accept it.
 
 Conventions: every datetime in and out is aware; outputs are UTC (``datetime.UTC``) with whole
@@ -68,12 +99,14 @@ from __future__ import annotations
 import functools
 import re
 import time
-from bisect import bisect_left, bisect_right
-from collections.abc import Iterator
+from bisect import bisect_right
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
 from enum import StrEnum
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from croniter import CroniterBadDateError, croniter
 
 from monitor.domain.errors import ScheduleError, ZoneError
 
@@ -103,12 +136,19 @@ _DAY = 86400
 # Supported instants: years 2..9997 (room for offsets and month arithmetic at both ends).
 _MIN_TS = int((datetime(2, 1, 1, tzinfo=UTC) - _EPOCH).total_seconds())
 _MAX_TS = int((datetime(9997, 12, 31, tzinfo=UTC) - _EPOCH).total_seconds())
-_MAX_YEAR = 9998
-# A day pattern recurs within the 400-year Gregorian cycle; any matching month shape occurs
-# within far fewer years, so 401 years of months bound every day search.
-_MAX_MONTHS = 12 * 401
+# The day pattern of an expression without a year list recurs every 400 years (the Gregorian
+# cycle), so a live expression matches within any 401 years: croniter's search limit.
+_CRON_YEARS = 401
+# A filter step rejects one candidate per day at most, and a live expression matches within
+# 401 years: a hard bound on rejections per query, never reached by a correct run.
+_MAX_REJECTS = 366 * _CRON_YEARS
+# croniter running off the calendar (year 10000 / 0) or past a year list: no candidate.
+_CRON_ENDS = (CroniterBadDateError, OverflowError, ValueError, OSError)
+# Idle croniter cursors kept per schedule and direction (one per concurrent caller).
+_POOL = 4
 # Offset segments crossed by one search (two offset changes a year at most, in practice).
 _MAX_SEGMENTS = 4 * 401
+
 
 _MONTH_NAMES = {
     name: i + 1
@@ -192,20 +232,29 @@ class ParsedField:
         )
 
 
+
+
+@dataclass(frozen=True, slots=True)
+class _Sub:
+    """One croniter expression over wall seconds: 5 fields, or 6-7 (seconds first, optional year)."""
+
+    text: str
+    exact: bool  # every candidate is a tick; otherwise croniter gets a superset, filtered
+
+
 @dataclass(frozen=True, slots=True)
 class _Spec:
     fields: tuple[ParsedField, ...]
-    seconds: tuple[int, ...]
-    minutes: tuple[int, ...]
-    hours: tuple[int, ...]
-    months: frozenset[int]
-    years: frozenset[int] | None
-    day_or: bool
-    # matching days per month shape: index (length - 28) * 7 + weekday of the 1st (0=Sunday)
-    shapes: tuple[tuple[int, ...], ...]
+    years: tuple[int, int] | None  # first and last listed year (quartz), None: any year
+    # matching days per month shape, a bit mask (bit d: day d matches), at index
+    # (length - 28) * 7 + weekday of the 1st (0=Sunday)
+    shapes: tuple[int, ...]
+    subs: tuple[_Sub, ...]  # merged (union) when the DOM/DOW OR rule applies
     fixed: bool
     zone: ZoneInfo
-
+    # idle croniter cursors, forward and backward (see _Cursor)
+    ahead: list[_Cursor] = field(default_factory=list, compare=False)
+    behind: list[_Cursor] = field(default_factory=list, compare=False)
 
 def _err(kind: _FieldKind, position: int, problem: str) -> ScheduleError:
     return ScheduleError(f"field {position} ({kind.name}): {problem}", field=kind.name, position=position)
@@ -364,38 +413,42 @@ def _parse_field(text: str, kind: _FieldKind, position: int, dialect: Dialect) -
     )
 
 
-def _shape_days(dom: ParsedField, dow: ParsedField, day_or: bool, length: int, wd1: int) -> tuple[int, ...]:
-    """Matching days of a month with ``length`` days whose 1st is weekday ``wd1`` (0=Sunday)."""
-    dom_days = {d for d in dom.values if d <= length}
+
+def _dom_days(dom: ParsedField, length: int, wd1: int) -> set[int]:
+    """Days matched by the day-of-month field in a month of ``length`` days whose 1st is ``wd1``."""
+    days = {d for d in dom.values if d <= length}
     if dom.last:
-        dom_days.add(length)
+        days.add(length)
     for n in dom.last_offsets:
         if length - n >= 1:
-            dom_days.add(length - n)
+            days.add(length - n)
     if dom.last_weekday:
         wd = (wd1 + length - 1) % 7
-        dom_days.add(length - 1 if wd == 6 else length - 2 if wd == 0 else length)
+        days.add(length - 1 if wd == 6 else length - 2 if wd == 0 else length)
     for d in dom.nearest:
         if d > length:
             continue  # a day the month lacks: no run that month (DESIGN §4)
         wd = (wd1 + d - 1) % 7
         if wd == 6:  # Saturday -> Friday, or Monday when the 1st is a Saturday
-            dom_days.add(d - 1 if d > 1 else d + 2)
+            days.add(d - 1 if d > 1 else d + 2)
         elif wd == 0:  # Sunday -> Monday, or Friday when it is the last day
-            dom_days.add(d + 1 if d < length else d - 2)
+            days.add(d + 1 if d < length else d - 2)
         else:
-            dom_days.add(d)
-    dow_days = set()
+            days.add(d)
+    return days
+
+
+def _dow_days(dow: ParsedField, length: int, wd1: int) -> set[int]:
+    """Days matched by the day-of-week field in a month of ``length`` days whose 1st is ``wd1``."""
+    days = set()
     for d in range(1, length + 1):
         wd = (wd1 + d - 1) % 7
-        if (
-            wd in dow.values
-            or (wd, (d - 1) // 7 + 1) in dow.nth
-            or (wd in dow.last_dow and d + 7 > length)
-        ):
-            dow_days.add(d)
-    days = dom_days | dow_days if day_or else dom_days & dow_days
-    return tuple(sorted(days))
+        if wd in dow.values or (wd, (d - 1) // 7 + 1) in dow.nth or (wd in dow.last_dow and d + 7 > length):
+            days.add(d)
+    return days
+
+
+_SHAPES = tuple((length, wd1) for length in range(28, 32) for wd1 in range(7))
 
 
 def _month_length(year: int, month: int) -> int:
@@ -449,6 +502,7 @@ def _split_fields(expression: str, dialect: Dialect) -> list[str]:
     return parts
 
 
+
 def _compile(expression: str, dialect: Dialect, zone: ZoneInfo) -> _Spec:
     parts = _split_fields(expression, dialect)
     layout = _LAYOUTS[dialect]
@@ -470,43 +524,175 @@ def _compile(expression: str, dialect: Dialect, zone: ZoneInfo) -> _Spec:
             f"field {which.position} ({which.kind}): {problem}", field=which.kind, position=which.position
         )
     day_or = not dom.star and not dow.star
-    shapes = tuple(
-        _shape_days(dom, dow, day_or, length, wd1) for length in range(28, 32) for wd1 in range(7)
-    )
-    seconds = tuple(sorted(by["second"].values)) if "second" in by else (0,)
+    dom_table = tuple(_mask(_dom_days(dom, n, wd1)) for n, wd1 in _SHAPES)
+    dow_table = tuple(_mask(_dow_days(dow, n, wd1)) for n, wd1 in _SHAPES)
+    shapes = tuple((a | b) if day_or else (a & b) for a, b in zip(dom_table, dow_table, strict=True))
     years = by["year"].values if "year" in by and not by["year"].star else None
     months = by["month"].values
-    fixed = all(not by[k].star for k in ("second", "minute", "hour") if k in by)
-    spec = _Spec(
+    if not _fires(shapes, months, years):
+        raise ScheduleError(
+            "the expression never fires: "
+            + ("no listed year has a matching day" if years else "no month it names has a matching day")
+        )
+    # croniter's expressions: explicit lists, seconds first, year last when listed; croniter's
+    # own 5-field form (seconds 0) when neither is needed, which spares it a field
+    second = _values_text(by["second"].values, 0, 59) if "second" in by else "0"
+    head = f"{_values_text(by['minute'].values, 0, 59)} {_values_text(by['hour'].values, 0, 23)}"
+    if second != "0" or years:
+        head = f"{second} {head}"
+    month = _values_text(months, 1, 12)
+    tail = f" {_values_text(years, 1970, 2099)}" if years else ""
+    dom_text, dom_exact = _dom_cron(dom)
+    dow_text, dow_exact = _dow_cron(dow)
+    if day_or:
+        # the OR rule: union of a DOM-only and a DOW-only iterator; a side that never fires is dropped
+        sides = ((dom_text, "*", dom_exact, dom_table), ("*", dow_text, dow_exact, dow_table))
+        subs = tuple(
+            _Sub(f"{head} {d} {month} {w}{tail}", exact)
+            for d, w, exact, table in sides
+            if _fires(table, months, years)
+        )
+    else:
+        subs = (_Sub(f"{head} {dom_text} {month} {dow_text}{tail}", dom_exact and dow_exact),)
+    return _Spec(
         fields=fields,
-        seconds=seconds,
-        minutes=tuple(sorted(by["minute"].values)),
-        hours=tuple(sorted(by["hour"].values)),
-        months=months,
-        years=years,
-        day_or=day_or,
+        years=(min(years), max(years)) if years else None,
         shapes=shapes,
-        fixed=fixed,
+        subs=subs,
+        fixed=all(not by[k].star for k in ("second", "minute", "hour") if k in by),
         zone=zone,
+        ahead=[_Cursor(subs)],  # croniter parses its expressions now, not at the first tick
     )
-    _check_fires(spec)
-    return spec
 
 
-def _check_fires(spec: _Spec) -> None:
-    """Raise "never fires" unless some month shape of some allowed month has a matching day."""
-    if spec.years is not None:
-        for year in sorted(spec.years):
-            for month in spec.months:
-                if spec.shapes[(_month_length(year, month) - 28) * 7 + _first_weekday(year, month)]:
-                    return
-        raise ScheduleError("the expression never fires: no listed year has a matching day")
-    for month in spec.months:
-        lengths = (28, 29) if month == 2 else (_month_length(2001, month),)
-        # every month starts on every weekday within the 400-year cycle, leap Februaries too
-        if any(spec.shapes[(n - 28) * 7 + wd] for n in lengths for wd in range(7)):
-            return
-    raise ScheduleError("the expression never fires: no month it names has a matching day")
+def _mask(days: set[int]) -> int:
+    return sum(1 << d for d in days)
+
+
+def _fires(table: tuple[int, ...], months: frozenset[int], years: frozenset[int] | None) -> bool:
+    """Whether some allowed month (of some listed year) has a matching day in ``table``."""
+    if years is not None:
+        return any(
+            table[(_month_length(year, month) - 28) * 7 + _first_weekday(year, month)]
+            for year in years
+            for month in months
+        )
+    # every month starts on every weekday within the 400-year cycle, leap Februaries too
+    return any(
+        table[(n - 28) * 7 + wd]
+        for month in months
+        for n in ((28, 29) if month == 2 else (_month_length(2001, month),))
+        for wd in range(7)
+    )
+
+
+def _values_text(values: Iterable[int], lo: int, hi: int) -> str:
+    """croniter's text for a value set: ``*`` when it is the whole range, else an explicit list."""
+    vals = sorted(set(values))
+    return "*" if vals == list(range(lo, hi + 1)) else ",".join(map(str, vals))
+
+
+def _dom_cron(dom: ParsedField) -> tuple[str, bool]:
+    """croniter's day-of-month text for ``dom``, and whether its days are exact (else a superset)."""
+    if not (dom.last_weekday or dom.last_offsets or dom.nearest):
+        last = dom.last and not {28, 29, 30, 31} <= dom.values  # else L adds no day
+        if len(dom.values) == 31:
+            return "*", True
+        if last and len(dom.values) == 30:
+            # croniter reads a 31-item list as '*' (it counts L as an item): every day, filtered
+            return "*", False
+        return ",".join([str(v) for v in sorted(dom.values)] + (["L"] if last else [])), True
+    if len(dom.nearest) == 1 and not (dom.values or dom.last or dom.last_weekday or dom.last_offsets):
+        # croniter clamps nW to the month's last day when the month lacks n: the day table rejects it
+        return f"{min(dom.nearest)}W", False
+    # LW, L-n, W in a list: croniter refuses them; hand it the days they can land on
+    days = set(dom.values)
+    if dom.last:
+        days.update(range(28, 32))
+    if dom.last_weekday:
+        days.update(range(26, 32))
+    for n in dom.last_offsets:
+        days.update(range(max(1, 28 - n), 32 - n))
+    for n in dom.nearest:
+        days.update(range(max(1, n - 2), min(31, n + 2) + 1))
+    return _values_text(days, 1, 31), False
+
+
+def _dow_cron(dow: ParsedField) -> tuple[str, bool]:
+    """croniter's day-of-week text for ``dow`` (0=Sunday), and whether its days are exact."""
+    if not (dow.nth or dow.last_dow):
+        return _values_text(dow.values, 0, 6), True
+    if not dow.values:
+        # n#k as is; nL in croniter's prefix spelling Ln
+        items = [f"{wd}#{k}" for wd, k in sorted(dow.nth)] + [f"L{wd}" for wd in sorted(dow.last_dow)]
+        return ",".join(items), True
+    # croniter refuses literals mixed with '#': every day of the weekdays named, filtered
+    return _values_text(dow.values | {wd for wd, _ in dow.nth} | dow.last_dow, 0, 6), False
+
+
+# --------------------------------------------------------------------------- croniter cursors
+
+
+class _Cursor:
+    """croniter iterators of one schedule in one direction, one per sub-expression.
+
+    For each sub-expression ``bases[i]`` is the last query and ``heads[i]`` its answer: the
+    first accepted candidate at or after the query (forward) or at or before it (backward), or
+    ``None`` when there is none. croniter's current position is ``heads[i]``.
+    """
+
+    __slots__ = ("bases", "heads", "iters")
+
+    def __init__(self, subs: tuple[_Sub, ...]) -> None:
+        self.iters = [
+            croniter(
+                sub.text,
+                0.0,
+                ret_type=float,
+                day_or=False,
+                max_years_between_matches=_CRON_YEARS,
+                second_at_beginning=True,
+            )
+            for sub in subs
+        ]
+        self.bases: list[int | None] = [None] * len(subs)
+        self.heads: list[int | None] = [None] * len(subs)
+
+
+def _day_ok(spec: _Spec, wall: int) -> bool:
+    d = date.fromordinal(wall // _DAY + _EPOCH_ORD)
+    shape = spec.shapes[(_month_length(d.year, d.month) - 28) * 7 + _first_weekday(d.year, d.month)]
+    return bool(shape >> d.day & 1)
+
+
+def _cron_next(spec: _Spec, sub: _Sub, it: croniter, wall: int, resume: bool) -> int | None:
+    """The first accepted candidate >= ``wall`` (``resume``: croniter already stands at wall - 1)."""
+    try:
+        w = int(it.get_next() if resume else it.get_next(start_time=float(wall - 1)))
+        if sub.exact:
+            return w
+        for _ in range(_MAX_REJECTS):
+            if _day_ok(spec, w):
+                return w
+            w = int(it.get_next(start_time=float(w - w % _DAY + _DAY - 1)))  # from the next day
+    except _CRON_ENDS:
+        return None
+    return None  # pragma: no cover - bounded by _MAX_REJECTS; a live expression matches sooner
+
+
+def _cron_prev(spec: _Spec, sub: _Sub, it: croniter, wall: int, resume: bool) -> int | None:
+    """The last accepted candidate <= ``wall`` (``resume``: croniter already stands at wall + 1)."""
+    try:
+        w = int(it.get_prev() if resume else it.get_prev(start_time=float(wall + 1)))
+        if sub.exact:
+            return w
+        for _ in range(_MAX_REJECTS):
+            if _day_ok(spec, w):
+                return w
+            w = int(it.get_prev(start_time=float(w - w % _DAY)))  # from the day before
+    except _CRON_ENDS:
+        return None
+    return None  # pragma: no cover
 
 
 # --------------------------------------------------------------------------- zones
@@ -774,134 +960,60 @@ class CronSchedule:
         spec = self._spec
         if spec.years is None:
             return None
-        ts = self._prev_ts(_year_start(max(spec.years) + 1) + 2 * _DAY)
+        ts = self._prev_ts(_year_start(spec.years[1] + 1) + 2 * _DAY)
         return None if ts is None else _as_utc(ts)
 
-    # ------------------------------------------------------------------ wall-clock search
-
-    def _day_list(self, year: int, month: int) -> tuple[int, ...]:
-        spec = self._spec
-        if month not in spec.months or (spec.years is not None and year not in spec.years):
-            return ()
-        return spec.shapes[(_month_length(year, month) - 28) * 7 + _first_weekday(year, month)]
-
-    def _next_day(self, year: int, month: int, day: int) -> int | None:
-        """Ordinal of the first matching day on or after (year, month, day); day may exceed the month."""
-        spec = self._spec
-        last_year = _MAX_YEAR if spec.years is None else max(spec.years)
-        for _ in range(_MAX_MONTHS):
-            if year > last_year:
-                return None
-            days = self._day_list(year, month)
-            if days:
-                i = bisect_left(days, day)
-                if i < len(days):
-                    return date(year, month, days[i]).toordinal()
-            month += 1
-            day = 1
-            if month > 12:
-                month, year = 1, year + 1
-        return None
-
-    def _prev_day(self, year: int, month: int, day: int) -> int | None:
-        """Ordinal of the last matching day on or before (year, month, day); day may be 0."""
-        spec = self._spec
-        first_year = 1 if spec.years is None else min(spec.years)
-        for _ in range(_MAX_MONTHS):
-            if year < first_year:
-                return None
-            days = self._day_list(year, month)
-            if days:
-                i = bisect_right(days, day)
-                if i:
-                    return date(year, month, days[i - 1]).toordinal()
-            month -= 1
-            day = 31
-            if month < 1:
-                month, year = 12, year - 1
-        return None
-
-    def _time_at_or_after(self, sod: int) -> int | None:
-        spec = self._spec
-        h, rem = divmod(sod, 3600)
-        m, s = divmod(rem, 60)
-        hours, minutes, seconds = spec.hours, spec.minutes, spec.seconds
-        i = bisect_left(hours, h)
-        if i == len(hours):
-            return None
-        if hours[i] == h:
-            j = bisect_left(minutes, m)
-            if j < len(minutes):
-                if minutes[j] == m:
-                    k = bisect_left(seconds, s)
-                    if k < len(seconds):
-                        return h * 3600 + m * 60 + seconds[k]
-                    j += 1
-                if j < len(minutes):
-                    return h * 3600 + minutes[j] * 60 + seconds[0]
-            i += 1
-            if i == len(hours):
-                return None
-        return hours[i] * 3600 + minutes[0] * 60 + seconds[0]
-
-    def _time_at_or_before(self, sod: int) -> int | None:
-        spec = self._spec
-        h, rem = divmod(sod, 3600)
-        m, s = divmod(rem, 60)
-        hours, minutes, seconds = spec.hours, spec.minutes, spec.seconds
-        i = bisect_right(hours, h) - 1
-        if i < 0:
-            return None
-        if hours[i] == h:
-            j = bisect_right(minutes, m) - 1
-            if j >= 0:
-                if minutes[j] == m:
-                    k = bisect_right(seconds, s) - 1
-                    if k >= 0:
-                        return h * 3600 + m * 60 + seconds[k]
-                    j -= 1
-                if j >= 0:
-                    return h * 3600 + minutes[j] * 60 + seconds[-1]
-            i -= 1
-            if i < 0:
-                return None
-        return hours[i] * 3600 + minutes[-1] * 60 + seconds[-1]
+    # ------------------------------------------------------------------ wall-clock candidates (croniter)
 
     def _next_wall(self, wall: int) -> int | None:
         """The first matching wall-clock second >= ``wall`` (wall seconds = local time as if UTC)."""
-        days, sod = divmod(wall, _DAY)
-        d = date.fromordinal(days + _EPOCH_ORD)
-        found = self._next_day(d.year, d.month, d.day)
-        if found is None:
-            return None
-        if found == d.toordinal():
-            t = self._time_at_or_after(sod)
-            if t is not None:
-                return days * _DAY + t
-            found = self._next_day(d.year, d.month, d.day + 1)
-            if found is None:
-                return None
         spec = self._spec
-        first = spec.hours[0] * 3600 + spec.minutes[0] * 60 + spec.seconds[0]
-        return (found - _EPOCH_ORD) * _DAY + first
+        if spec.years is not None:  # croniter searches 401 years at most: start inside the list
+            if wall >= _year_start(spec.years[1] + 1):
+                return None
+            wall = max(wall, _year_start(spec.years[0]))
+        pool = spec.ahead
+        try:
+            cursor = pool.pop()
+        except IndexError:
+            cursor = _Cursor(spec.subs)
+        best: int | None = None
+        for i, sub in enumerate(spec.subs):
+            base, head = cursor.bases[i], cursor.heads[i]
+            if base is None or wall < base or (head is not None and wall > head):
+                resume = head is not None and wall == head + 1
+                head = _cron_next(spec, sub, cursor.iters[i], wall, resume)
+                cursor.bases[i], cursor.heads[i] = wall, head
+            if head is not None and (best is None or head < best):
+                best = head  # the union of the OR's two iterators: the earlier, an instant once
+        if len(pool) < _POOL:
+            pool.append(cursor)
+        return best
 
     def _prev_wall(self, wall: int) -> int | None:
         """The last matching wall-clock second <= ``wall``."""
-        days, sod = divmod(wall, _DAY)
-        d = date.fromordinal(days + _EPOCH_ORD)
-        found = self._prev_day(d.year, d.month, d.day)
-        if found is None:
-            return None
-        if found == d.toordinal():
-            t = self._time_at_or_before(sod)
-            if t is not None:
-                return days * _DAY + t
-            found = self._prev_day(d.year, d.month, d.day - 1)
-            if found is None:
-                return None
         spec = self._spec
-        last = spec.hours[-1] * 3600 + spec.minutes[-1] * 60 + spec.seconds[-1]
-        return (found - _EPOCH_ORD) * _DAY + last
+        if spec.years is not None:
+            if wall < _year_start(spec.years[0]):
+                return None
+            wall = min(wall, _year_start(spec.years[1] + 1) - 1)
+        pool = spec.behind
+        try:
+            cursor = pool.pop()
+        except IndexError:
+            cursor = _Cursor(spec.subs)
+        best: int | None = None
+        for i, sub in enumerate(spec.subs):
+            base, head = cursor.bases[i], cursor.heads[i]
+            if base is None or wall > base or (head is not None and wall < head):
+                resume = head is not None and wall == head - 1
+                head = _cron_prev(spec, sub, cursor.iters[i], wall, resume)
+                cursor.bases[i], cursor.heads[i] = wall, head
+            if head is not None and (best is None or head > best):
+                best = head
+        if len(pool) < _POOL:
+            pool.append(cursor)
+        return best
 
     def _wall_match_in(self, lo: int, hi: int) -> bool:
         w = self._next_wall(lo)

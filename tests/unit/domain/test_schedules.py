@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import random
 import time
+from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
@@ -297,3 +299,80 @@ def test_searches_are_bounded() -> None:
     assert s2.next_tick(T0) is not None and s2.prev_tick(T0) is not None
     assert parse_cron("0 0 1 1 *").next_tick(datetime(9998, 6, 1, tzinfo=UTC)) is None
     assert time.perf_counter() - began < 2.0
+
+
+# croniter iterates (monitor.domain.schedules docstring): each kind of input it refuses or
+# answers wrongly, corrected by the wrapper
+@pytest.mark.parametrize(
+    ("expr", "start", "expected"),
+    [
+        # a 31-item DOM list counting L is read by croniter as '*' (every day): 30 is not a tick in
+        # January, while L is the 30th in April
+        ("0 0 1-29,31,L * *", datetime(2024, 1, 28, tzinfo=UTC), ["2024-01-29", "2024-01-31", "2024-02-01"]),
+        ("0 0 1-29,31,L * *", datetime(2024, 4, 28, tzinfo=UTC), ["2024-04-29", "2024-04-30", "2024-05-01"]),
+        # W in a list (croniter refuses it): 2024-06-15 is a Saturday -> Friday 14th
+        ("0 0 1,15W * *", datetime(2024, 5, 31, tzinfo=UTC), ["2024-06-01", "2024-06-14", "2024-07-01"]),
+        ("0 0 2W,15W * *", datetime(2024, 2, 20, tzinfo=UTC), ["2024-03-01", "2024-03-15", "2024-04-02"]),
+        # literals mixed with '#' (croniter refuses it): Mondays and the third Friday
+        ("0 0 * * 1,5#3", datetime(2024, 1, 14, tzinfo=UTC), ["2024-01-15", "2024-01-19", "2024-01-22"]),
+        # L-n (croniter refuses it), leap February included
+        ("0 0 L-3 * *", datetime(2024, 1, 1, tzinfo=UTC), ["2024-01-28", "2024-02-26", "2024-03-28"]),
+        # '#' and nL together, ORed with a DOM
+        ("0 0 1 * 5#3,5L", datetime(2024, 1, 1, tzinfo=UTC), ["2024-01-19", "2024-01-26", "2024-02-01"]),
+        # 31W in a month without a 31st: no run (croniter clamps to the 30th)
+        ("0 0 31W * *", datetime(2024, 4, 1, tzinfo=UTC), ["2024-05-31", "2024-07-31"]),
+    ],
+)
+def test_croniter_corrections(expr: str, start: datetime, expected: list[str]) -> None:
+    s = parse_cron(expr)
+    got = s.next_ticks(start, len(expected))
+    assert [t.strftime("%Y-%m-%d") for t in got] == expected
+    # the same ticks backwards
+    assert [s.prev_tick(t) for t in got[1:]] == got[:-1]
+
+
+def test_never_fires_through_a_filtered_token() -> None:
+    # LW is always Monday-Friday; '*/7' in DOW is Sunday only, ANDed (text starts with '*')
+    with pytest.raises(ScheduleError, match="never fires"):
+        parse_cron("0 0 LW * */7")
+
+
+@pytest.mark.parametrize(
+    ("expr", "dialect", "tz"),
+    [
+        ("*/5 * * * *", "unix", "Europe/Berlin"),
+        ("0 0 13 * 5", "unix", "UTC"),
+        ("30 2 * * *", "unix", "Europe/Berlin"),
+        ("0 0 * * 1,5#3", "unix", "America/New_York"),
+        ("*/20 */7 1,2 * * *", "seconds", "Australia/Lord_Howe"),
+        ("0 30 1 LW * ? 2025-2035", "quartz", "Europe/Berlin"),
+    ],
+)
+def test_reused_iterators_answer_any_query_order(expr: str, dialect: str, tz: str) -> None:
+    """The cached croniter cursors (resumed, re-seeded or answered from cache) agree with a plain walk."""
+    s = parse_cron(expr, dialect, tz)
+    start = datetime(2026, 3, 20, tzinfo=UTC)
+    walk = s.next_ticks(start, 60)
+    assert len(walk) == 60
+    rng = random.Random(7)
+    span = (walk[-1] - walk[0]).total_seconds()
+    for _ in range(200):
+        at = walk[0] + timedelta(seconds=rng.uniform(0, span))
+        if rng.random() < 0.3:
+            at = rng.choice(walk[1:-1])
+        nxt = next(t for t in walk if t > at)
+        prv = [t for t in walk if t < at][-1]
+        assert s.next_tick(at) == nxt
+        assert s.prev_tick(at) == prv
+        assert s.is_tick(at) == (at in walk)
+
+
+def test_concurrent_callers_do_not_share_an_iterator() -> None:
+    s = parse_cron("*/7 * * * *", "unix", "Europe/Berlin")
+    expected = s.next_ticks(datetime(2026, 10, 24, tzinfo=UTC), 400)
+
+    def walk(_: int) -> list[datetime]:
+        return list(s.ticks_between(datetime(2026, 10, 24, tzinfo=UTC), expected[-1]))
+
+    with ThreadPoolExecutor(4) as pool:
+        assert all(got == expected for got in pool.map(walk, range(8)))
