@@ -276,7 +276,14 @@ def _replay(path: Path) -> int:
     except (OSError, ValueError) as error:
         print(f"monitor replay: cannot read {path}: {error}", file=sys.stderr)
         return 2
-    result = asyncio.run(replay(scenario))
+    from monitor.domain.errors import MonitorError
+
+    try:
+        result = asyncio.run(replay(scenario))
+    except (KeyError, TypeError, ValueError, AttributeError, MonitorError) as error:
+        detail = f"missing field {error}" if isinstance(error, KeyError) else str(error)
+        print(f"monitor replay: {path} is not a valid scenario: {detail}", file=sys.stderr)
+        return 2
     print(json.dumps(result))
     return 0
 
