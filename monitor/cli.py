@@ -293,7 +293,10 @@ def _cron_explain(args: argparse.Namespace) -> int:
     from monitor.domain.explain import explain
 
     try:
-        after = datetime.fromisoformat(args.after.replace("Z", "+00:00")) if args.after else datetime.now(UTC)
+        try:
+            after = datetime.fromisoformat(args.after.replace("Z", "+00:00")) if args.after else datetime.now(UTC)
+        except ValueError:
+            raise ValidationError("after", f"{args.after!r} is not an ISO 8601 instant") from None
         if after.tzinfo is None:
             raise ValidationError("after", "needs a UTC offset or Z")
         result = explain(args.expression, dialect=args.dialect, tz=args.tz, count=args.count, after=after)
