@@ -294,7 +294,9 @@ def _cron_explain(args: argparse.Namespace) -> int:
 
     try:
         try:
-            after = datetime.fromisoformat(args.after.replace("Z", "+00:00")) if args.after else datetime.now(UTC)
+            after = (
+                datetime.fromisoformat(args.after.replace("Z", "+00:00")) if args.after else datetime.now(UTC)
+            )
         except ValueError:
             raise ValidationError("after", f"{args.after!r} is not an ISO 8601 instant") from None
         if after.tzinfo is None:

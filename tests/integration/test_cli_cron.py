@@ -24,7 +24,13 @@ def test_explain_prints_fields_description_warnings_and_next_ticks() -> None:
     assert proc.returncode == 0, proc.stderr.decode()
     document = json.loads(proc.stdout)
     assert set(document) == {"schedule", "tz", "dialect", "fields", "description", "warnings", "next"}
-    assert [f["name"] for f in document["fields"]] == ["minute", "hour", "day of month", "month", "day of week"]
+    assert [f["name"] for f in document["fields"]] == [
+        "minute",
+        "hour",
+        "day of month",
+        "month",
+        "day of week",
+    ]
     # the spring-forward gap: 02:30 does not exist on 2026-03-29, the tick is 03:00 CEST (DESIGN §4)
     assert document["next"] == [
         {"utc": "2026-03-28T01:30:00Z", "local": "2026-03-28T02:30:00+01:00"},
