@@ -28,6 +28,10 @@ UUID_RE = re.compile(r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]
 SLUG_RE = re.compile(r"^[a-z0-9_-]{1,100}$")
 ACTIONS = {"start": PingKind.START, "fail": PingKind.FAIL, "log": PingKind.LOG, "skip": PingKind.SKIP}
 MILLISECONDS_FROM = 10**11
+EARLIEST_SCHEDULED = datetime(2000, 1, 1, tzinfo=UTC)
+LATEST_SCHEDULED = datetime(9000, 1, 1, tzinfo=UTC)
+"""Logical run times outside this window are refused: no job of ours ran before 2000, and the
+calendar arithmetic of schedules near year 1 or 9999 has no room left."""
 PLUS_AS_SPACE_RE = re.compile(r"^(\d{4}-\d\d-\d\dT[\d:.,]+) (\d\d(?::?\d\d)?)$")
 
 
@@ -54,16 +58,23 @@ def parse_scheduled(text: str) -> datetime:
         if number >= MILLISECONDS_FROM:
             number /= 1000
         try:
-            return datetime.fromtimestamp(number, UTC)
+            instant = datetime.fromtimestamp(number, UTC)
         except (OverflowError, ValueError, OSError):
             raise BadPing("scheduled: out of range") from None
-    try:
-        parsed = datetime.fromisoformat(value.replace("Z", "+00:00").replace("z", "+00:00"))
-    except ValueError:
-        raise BadPing("scheduled: not ISO 8601, unix seconds or unix milliseconds") from None
-    if parsed.tzinfo is None:
-        raise BadPing("scheduled: needs a UTC offset or Z (e.g. 2026-07-19T03:00:00Z)")
-    return parsed.astimezone(UTC)
+    else:
+        try:
+            parsed = datetime.fromisoformat(value.replace("Z", "+00:00").replace("z", "+00:00"))
+        except ValueError:
+            raise BadPing("scheduled: not ISO 8601, unix seconds or unix milliseconds") from None
+        if parsed.tzinfo is None:
+            raise BadPing("scheduled: needs a UTC offset or Z (e.g. 2026-07-19T03:00:00Z)")
+        try:
+            instant = parsed.astimezone(UTC)
+        except OverflowError:
+            raise BadPing("scheduled: out of range") from None
+    if not EARLIEST_SCHEDULED <= instant <= LATEST_SCHEDULED:
+        raise BadPing("scheduled: out of range (2000-01-01 to 9000-01-01)")
+    return instant
 
 
 def parse_action(action: str) -> tuple[PingKind, int | None]:

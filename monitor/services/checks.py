@@ -105,7 +105,7 @@ def parse_check_fields(data: Any) -> dict[str, Any]:
     if "tz" in data:
         out["tz"] = _str(data, "tz", 64)
     if "dialect" in data:
-        dialect = _str(data, "dialect", 10)
+        dialect = _str(data, "dialect", 10).strip().lower()
         if dialect not in {d.value for d in schedules.Dialect}:
             raise ValidationError("dialect", f"must be one of unix, seconds, quartz, got {dialect!r}")
         out["dialect"] = dialect
@@ -185,9 +185,11 @@ async def _set_channels(conn: AsyncConnection, check_id: int, channel_ids: Seque
 
 
 async def create_or_upsert(
-    conn: AsyncConnection, project_id: int, data: Any, now: datetime
+    conn: AsyncConnection, project_id: int, data: Any, now: datetime, *, shards: int
 ) -> tuple[int, bool]:
     """Create a check, or with ``unique`` update the first match.
+
+    ``shards`` is ``MONITOR_SHARDS``: a new check stores its evaluator shard (DESIGN §6).
 
     Returns:
         ``(check id, created)``.
@@ -213,7 +215,7 @@ async def create_or_upsert(
             if existing is not None:
                 await update_check(conn, project_id, existing, {**data, **{"unique": []}}, now)
                 return existing, False
-    values = new_check_values(project_id=project_id, now=now)
+    values = new_check_values(project_id=project_id, now=now, shards=shards)
     values.update(fields)
     _apply_kind(values, fields)
     if values["kind"] == "cron" and not values.get("schedule"):

@@ -337,7 +337,7 @@ async def test_auth(api: Api) -> None:
 
 async def test_another_projects_check_is_404(api: Api) -> None:
     async with api.engine.begin() as conn:
-        other = await create_project(conn, "other", api.clock.now())
+        other = await create_project(conn, "other", api.clock.now(), shards=16)
     other_headers = {"X-Api-Key": str(other["api_key"])}
     r = await api.client.post("/api/v3/checks/", json={"name": "theirs"}, headers=other_headers)
     assert r.status_code == 201
@@ -705,11 +705,13 @@ async def test_interleaved_upserts_on_two_connections(api: Api, database_url: st
             await first.begin()
             await second.begin() if api.engine.dialect.name == "postgresql" else None
             body = {"name": "race", "slug": "race", "timeout": 60, "unique": ["slug"]}
-            one, created_one = await check_service.create_or_upsert(first, project_id, body, api.clock.now())
+            one, created_one = await check_service.create_or_upsert(
+                first, project_id, body, api.clock.now(), shards=16
+            )
             if api.engine.dialect.name == "postgresql":
                 racing = asyncio.create_task(
                     check_service.create_or_upsert(
-                        second, project_id, {**body, "timeout": 120}, api.clock.now()
+                        second, project_id, {**body, "timeout": 120}, api.clock.now(), shards=16
                     )
                 )
                 await asyncio.sleep(0.3)
@@ -721,7 +723,7 @@ async def test_interleaved_upserts_on_two_connections(api: Api, database_url: st
                 await first.commit()
                 await second.begin()
                 two, created_two = await check_service.create_or_upsert(
-                    second, project_id, {**body, "timeout": 120}, api.clock.now()
+                    second, project_id, {**body, "timeout": 120}, api.clock.now(), shards=16
                 )
                 await second.commit()
     finally:
@@ -742,18 +744,33 @@ async def test_interleaved_creates_of_one_slug_conflict(api: Api, database_url: 
         async with api.engine.connect() as first, other.connect() as second:
             await first.begin()
             await second.begin()
-            await check_service.create_or_upsert(first, project_id, {"slug": "one"}, api.clock.now())
+            await check_service.create_or_upsert(
+                first, project_id, {"slug": "one"}, api.clock.now(), shards=16
+            )
             racing = asyncio.create_task(
-                check_service.create_or_upsert(second, project_id, {"slug": "one"}, api.clock.now())
+                check_service.create_or_upsert(
+                    second, project_id, {"slug": "one"}, api.clock.now(), shards=16
+                )
             )
             await asyncio.sleep(0.3)
             await first.commit()
             with pytest.raises(Conflict, match=r"^slug: "):
                 await racing
             # The savepoint kept the second transaction usable.
-            await check_service.create_or_upsert(second, project_id, {"slug": "two"}, api.clock.now())
+            await check_service.create_or_upsert(
+                second, project_id, {"slug": "two"}, api.clock.now(), shards=16
+            )
             await second.commit()
     finally:
         await other.dispose()
     listed = (await api.client.get("/api/v3/checks/", headers=api.headers)).json()["checks"]
     assert sorted(c["slug"] for c in listed) == ["one", "two"]
+
+
+async def test_dialect_is_case_insensitive(api: Api) -> None:
+    """Explain accepts ``dialect=QUARTZ``; so does the check API (QA finding)."""
+    r = await api.client.post(
+        "/api/v3/checks/", json={"schedule": "*/10 * * * * *", "dialect": "Seconds"}, headers=api.headers
+    )
+    assert r.status_code == 201, r.text
+    assert r.json()["dialect"] == "seconds"
