@@ -172,6 +172,10 @@ def _serve(args: argparse.Namespace) -> int:
     os.environ["MONITOR_DATABASE_URL"] = settings.database_url
     os.environ["MONITOR_ALLOW_PRIVATE_TARGETS"] = "1" if settings.allow_private_targets else "0"
     os.environ["MONITOR_ROLES"] = ",".join(roles)
+    if not os.environ.get("MONITOR_BASE_URL"):
+        # ping_url and links follow the address actually served unless told otherwise
+        shown = "127.0.0.1" if args.host in ("0.0.0.0", "::", "") else args.host
+        os.environ["MONITOR_BASE_URL"] = f"http://{shown}:{args.port}"
     print(
         f"monitor {__version__} listening on http://{args.host}:{args.port} ({settings.database_url})",
         flush=True,
