@@ -90,10 +90,11 @@ class FlipReason(StrEnum):
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class SimpleSchedule:
-    """A ``simple`` check's ticks: ``anchor + k × period`` for k ≥ 1.
+    """A ``simple`` check's schedule: due ``period`` after the last run ping.
 
-    The anchor is the last run ping's arrival (DESIGN §2: "a period measured from the last
-    run ping"); the tick of a run is the due instant current at its first ping.
+    DESIGN §2/§5: "a period measured from the last run ping"; the tick of a run is the due
+    instant current at its first ping; ``missed`` when ``now > due + grace`` with no run ping
+    since (one due instant at a time, so a silent simple check has one missed tick).
     """
 
     period: timedelta

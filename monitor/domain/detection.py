@@ -28,7 +28,7 @@ from monitor.domain.checks import (
     Status,
 )
 from monitor.domain.errors import ValidationError
-from monitor.domain.runs import Run, RunBook, TickMark, bind, new_run_id, tick_after
+from monitor.domain.runs import Run, RunBook, TickMark, bind, is_watched, new_run_id, tick_after
 
 MAX_TICKS_PER_EVALUATION = 1000
 """Ticks judged per :func:`evaluate` call; the rest wait for the next sweep (``next_due`` stays past)."""
@@ -145,12 +145,11 @@ def apply_ping(spec: CheckSpec, state: CheckState, book: RunBook, ping: PingIn) 
     if kind is PingKind.IGN:
         return fx
     if kind is PingKind.LOG:
-        try:
-            fx.tick = bind(
-                spec, state, book, kind=kind, received=now, scheduled=ping.scheduled, rid=ping.rid
-            ).tick
-        except Exception:  # a log line is stored whatever its scheduled says
-            fx.tick = None
+        # stored with the tick it would bind to, for display only; a bad scheduled is a 400
+        # like on any other ping (DESIGN §5)
+        fx.tick = bind(
+            spec, state, book, kind=kind, received=now, scheduled=ping.scheduled, rid=ping.rid
+        ).tick
         return fx
 
     try:
@@ -206,7 +205,7 @@ def apply_ping(spec: CheckSpec, state: CheckState, book: RunBook, ping: PingIn) 
 def _resume(state: CheckState, fx: Effects, now: datetime) -> None:
     state.paused = False
     reset_to_new(state)
-    fx.flips.append(FlipDraft(at=now, up=None, reason=FlipReason.RESUMED))
+    fx.flips.append(FlipDraft(at=now, up=False, reason=FlipReason.RESUMED))
 
 
 def reset_to_new(state: CheckState) -> None:
@@ -230,7 +229,7 @@ def pause(state: CheckState, now: datetime) -> Effects:
         return fx
     reset_to_new(state)
     state.paused = True
-    fx.flips.append(FlipDraft(at=now, up=None, reason=FlipReason.PAUSED))
+    fx.flips.append(FlipDraft(at=now, up=False, reason=FlipReason.PAUSED))
     return fx
 
 
@@ -290,8 +289,9 @@ def _new_run(
                 run_ids=tuple(r.rid or r.id for r in (*lapped, run)),
             )
         )
-    # late: the tick's first run ping arrives after tick + grace; never for the first run.
-    if not earlier and not first_run and now > tick + spec.grace:
+    # late: the tick's first run ping arrives after tick + grace; never for the first run,
+    # and only for watched ticks (a retry of a tick before the first run is no news).
+    if not earlier and not first_run and is_watched(state, tick) and now > tick + spec.grace:
         run.late = True
         if not (state.is_down and state.late_in_episode):
             fx.alerts.append(

@@ -152,15 +152,13 @@ def needed_since(spec: CheckSpec, state: CheckState) -> datetime | None:
 def tick_at_or_before(spec: CheckSpec, state: CheckState, instant: datetime) -> datetime | None:
     """The latest tick ``<= instant`` of the check's schedule, or ``None``.
 
-    ``simple`` checks tick at ``anchor + k × period`` (k ≥ 1) after the last run ping.
+    A ``simple`` check has one tick at a time: its due instant, last run ping + period
+    (DESIGN §5: "a run's tick is the due instant current at its first ping").
     """
     schedule = spec.schedule
     if isinstance(schedule, SimpleSchedule):
-        anchor = state.last_run_ping_at
-        if anchor is None or instant < anchor + schedule.period:
-            return None
-        k = (instant - anchor) // schedule.period
-        return anchor + k * schedule.period
+        due = simple_due(spec, state)
+        return due if due is not None and due <= instant else None
     return schedule.tick_at_or_before(instant)
 
 
@@ -168,14 +166,17 @@ def tick_after(spec: CheckSpec, state: CheckState, instant: datetime) -> datetim
     """The first tick strictly after ``instant``, or ``None`` (never fires again / no anchor)."""
     schedule = spec.schedule
     if isinstance(schedule, SimpleSchedule):
-        anchor = state.last_run_ping_at
-        if anchor is None:
-            return None
-        if instant < anchor:
-            return anchor + schedule.period
-        k = (instant - anchor) // schedule.period + 1
-        return anchor + k * schedule.period
+        due = simple_due(spec, state)
+        return due if due is not None and due > instant else None
     return schedule.next_tick(instant)
+
+
+def simple_due(spec: CheckSpec, state: CheckState) -> datetime | None:
+    """A ``simple`` check's due instant: last run ping + period (``None`` before the first)."""
+    schedule = spec.schedule
+    if not isinstance(schedule, SimpleSchedule) or state.last_run_ping_at is None:
+        return None
+    return state.last_run_ping_at + schedule.period
 
 
 # -- binding ------------------------------------------------------------------------------
@@ -231,7 +232,7 @@ def bind(
             oldest = _oldest_open_without_rid(spec, book, received)
             if oldest is not None:
                 return Binding(tick=oldest.scheduled, run=oldest)
-        due = tick_at_or_before(spec, state, received) or tick_after(spec, state, received)
+        due = simple_due(spec, state)
         return Binding(tick=due if due is not None else received)
 
     # Rule 1: an explicit logical run time.

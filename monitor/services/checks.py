@@ -18,7 +18,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from monitor.domain import detection, schedules
 from monitor.domain.checks import CheckKind
 from monitor.domain.errors import Conflict, NotFound, ScheduleError, ValidationError, ZoneError
-from monitor.domain.runs import tick_after
+from monitor.domain.runs import simple_due, tick_after
 from monitor.services.effects import PendingWrites
 from monitor.services.ingest import lock_checks, new_check_values
 from monitor.settings import Settings
@@ -378,7 +378,10 @@ def check_to_dict(
     status = detection.status(state, now)
     next_ping: datetime | None = None
     if not state.paused and not state.is_new:
-        next_ping = tick_after(spec, state, now)
+        # cron: the next tick after now; simple: last run ping + timeout (DESIGN §9)
+        next_ping = (
+            simple_due(spec, state) if row["kind"] == CheckKind.SIMPLE else tick_after(spec, state, now)
+        )
     base = settings.base_url
     uuid = row["uuid"]
     out: dict[str, Any] = {

@@ -52,12 +52,16 @@ class TestSimpleChecks:
         fx = detection.evaluate(spec, state, book, T0 + s(91))
         assert new_alerts(fx) == [AlertKind.MISSED]
         assert detection.status(state, T0 + s(91)) is Status.DOWN
-        # the next period passes too: no new alert, the episode count grows
+        # one due instant at a time: nothing more is judged until the job pings again
         fx = detection.evaluate(spec, state, book, T0 + s(151))
-        assert new_alerts(fx) == [] and state.episode_count == 2
+        assert new_alerts(fx) == [] and state.next_due is None
         fx = detection.apply_ping(spec, state, book, ping("success", T0 + s(155)))
-        assert new_alerts(fx) == [AlertKind.LATE]  # the late notice is the recovery notice
+        # DESIGN §5: late when the first run ping after due arrives after due + grace; the
+        # run belongs to the due instant, and the late notice is the recovery notice
+        assert new_alerts(fx) == [AlertKind.LATE]
+        assert fx.tick == T0 + s(60)
         assert detection.status(state, T0 + s(155)) is Status.UP
+        assert state.next_due == T0 + s(155 + 60 + 30)
 
     def test_ping_within_period_is_on_time_and_moves_the_anchor(self) -> None:
         spec, state, book = simple_spec(), CheckState(), RunBook()
@@ -208,3 +212,25 @@ def test_a_rejected_ping_leaves_a_paused_check_paused() -> None:
     with pytest.raises(ValidationError):
         detection.apply_ping(spec, state, book, ping("success", T0, scheduled=T0 + s(7200)))
     assert state.paused and detection.status(state, T0) is Status.PAUSED
+
+
+def test_a_late_retry_of_a_tick_before_the_first_run_raises_nothing() -> None:
+    """QA finding: scheduled= a tick before the check's first run raised late every time."""
+    spec = cron_spec("0 * * * *", grace=300)
+    state, book = CheckState(), RunBook()
+    detection.apply_ping(spec, state, book, ping("success", T0 + s(10)))
+    fx = detection.apply_ping(spec, state, book, ping("success", T0 + s(20), scheduled=T0 - s(7200)))
+    assert new_alerts(fx) == []
+
+
+def test_a_log_ping_with_a_bad_scheduled_is_refused() -> None:
+    spec = cron_spec("0 * * * *")
+    with pytest.raises(ValidationError):
+        detection.apply_ping(spec, CheckState(), RunBook(), ping("log", T0, scheduled=T0 + s(7200)))
+
+
+def test_pause_and_resume_flips_are_down_flips() -> None:
+    """Healthchecks' flips carry up 0/1: paused and resumed (status new) are not up."""
+    state = CheckState()
+    assert [f.up for f in detection.pause(state, T0).flips] == [False]
+    assert [f.up for f in detection.resume(state, T0).flips] == [False]
