@@ -117,16 +117,6 @@ async def record_alerts(
     """
     inserted: list[int] = []
     for draft in drafts:
-        if not draft.new:
-            await conn.execute(
-                update(t.alerts)
-                .where(t.alerts.c.project_id == check.project_id)
-                .where(t.alerts.c.check_id == check.id)
-                .where(t.alerts.c.key == draft.key)
-                .where(t.alerts.c.count < draft.count)
-                .values(count=draft.count)
-            )
-            continue
         facts = messages.AlertFacts(
             kind=draft.kind.value,
             check_name=check.name,
@@ -142,8 +132,24 @@ async def record_alerts(
             run_ids=draft.run_ids,
             other_scheduled=draft.other_scheduled,
             log_tail=log_tail,
-            check_url=f"{base_url}/checks/{check.uuid}",
+            check_url=f"{base_url}/api/v3/checks/{check.uuid}",
         )
+        if not draft.new:
+            values: dict[str, object] = {"count": draft.count}
+            if draft.scheduled is not None:
+                # a bump that carries the whole story (a third run of a duplicated tick): the
+                # message says "ran 3 times", not what it said when the alert was raised
+                message = messages.render(facts)
+                values.update(title=message.title[:300], message=message.body)
+            await conn.execute(
+                update(t.alerts)
+                .where(t.alerts.c.project_id == check.project_id)
+                .where(t.alerts.c.check_id == check.id)
+                .where(t.alerts.c.key == draft.key)
+                .where(t.alerts.c.count < draft.count)
+                .values(values)
+            )
+            continue
         message = messages.render(facts)
         stmt = (
             repositories.insert_ignoring_conflicts(conn, t.alerts)

@@ -24,6 +24,7 @@ from monitor.services.projects import create_project
 from monitor.settings import Settings
 from monitor.storage import tables as t
 from monitor.storage.engine import make_engine
+from tests.conftest import Api
 
 T0 = datetime(2026, 7, 18, 2, 0, tzinfo=UTC)
 
@@ -47,7 +48,7 @@ async def writer(
 
 async def make_check(engine: AsyncEngine, project_id: int, **fields: Any) -> tuple[int, str]:
     async with engine.begin() as conn:
-        check_id, created = await check_service.create_or_upsert(conn, project_id, fields, T0)
+        check_id, created = await check_service.create_or_upsert(conn, project_id, fields, T0, shards=16)
         uuid = (await conn.execute(select(t.checks.c.uuid).where(t.checks.c.id == check_id))).scalar_one()
     assert created
     return check_id, uuid
@@ -315,7 +316,7 @@ async def test_sweep_touches_only_due_checks(
     settings = settings_factory()
     rows = []
     for i in range(503):
-        values = new_check_values(project_id=project_id, now=T0)
+        values = new_check_values(project_id=project_id, now=T0, shards=16)
         values.update(name=f"c{i}", timeout=60 if i < 3 else 86_400, grace=60)
         rows.append(values)
     async with engine.begin() as conn:
@@ -361,3 +362,21 @@ async def test_paused_checks_are_not_due(
         await check_service.pause_check(conn, project_id, uuid, T0 + timedelta(seconds=1))
     assert await scalar(engine, select(t.checks.c.next_due).where(t.checks.c.id == check_id)) is None
     assert await evaluate_due(engine, T0 + timedelta(hours=1), settings=settings_factory()) == 0
+
+
+async def test_a_duplicate_alert_names_every_run_of_the_tick(api: Api) -> None:
+    """QA: the alert said "ran twice" when three runs had reported the tick."""
+    r = await api.client.post(
+        "/api/v3/checks/", json={"name": "billing", "schedule": "0 3 * * *"}, headers=api.headers
+    )
+    uuid = r.json()["uuid"]
+    api.clock.set(datetime(2026, 7, 19, 3, 0, 5, tzinfo=UTC))
+    for _ in range(3):
+        assert (
+            await api.client.get(f"/ping/{uuid}", params={"scheduled": "2026-07-19T03:00:00Z"})
+        ).status_code == 200
+    alerts = (await api.client.get(f"/api/v3/checks/{uuid}/alerts/", headers=api.headers)).json()["alerts"]
+    [duplicate] = [a for a in alerts if a["kind"] == "duplicate"]
+    assert duplicate["count"] == 3
+    assert "3 times" in duplicate["title"] + duplicate["message"]
+    assert "twice" not in duplicate["title"]
