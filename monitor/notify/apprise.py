@@ -298,7 +298,7 @@ class AppriseNotifier:
     target is abandoned, not waited for.
     """
 
-    def __init__(self, *, allow_private_targets: bool = False, max_workers: int = 8) -> None:
+    def __init__(self, *, allow_private_targets: bool = False, max_workers: int = 32) -> None:
         self.allow_private_targets = allow_private_targets
         self._executor = ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="apprise-send")
 
@@ -354,9 +354,9 @@ class AppriseNotifier:
             return DeliveryResult.failed(f"url: Apprise cannot parse this {scheme}:// URL", permanent=True)
 
         remaining = max(0.05, deadline - time.monotonic())
-        # Bound the plugin's own sockets too, so the worker thread ends soon after the
-        # deadline instead of lingering on a hung target (Apprise defaults: 4 s / 15 s SMTP).
-        # A little past the deadline: Apprise's call timeout should answer first.
+        # The plugin's own socket timeouts bound the send (Apprise's notify(timeout=...) runs
+        # plugins on its small process-wide pool, which a few hung targets fill, blocking every
+        # other channel's delivery); the event loop side is bounded by wait_for in send().
         socket_limit = remaining + _SOCKET_SLACK_S
         for attribute in ("socket_connect_timeout", "socket_read_timeout"):
             if hasattr(plugin, attribute):
@@ -374,7 +374,6 @@ class AppriseNotifier:
                 notify_type=_NOTIFY_TYPES.get(
                     message.json_fields.get("kind", ""), apprise.NotifyType.FAILURE
                 ),
-                timeout=remaining,
             )
         if result:
             return DeliveryResult.delivered()

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -41,16 +42,18 @@ def backoff(attempts: int, base: float, rng: random.Random | None = None) -> tim
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
-class _Job:
+class Job:
+    """A claimed notification: where to send what."""
+
     notification_id: int
     attempts: int
     url: str
     message: Message
 
 
-async def _claim(engine: AsyncEngine, now: datetime, settings: Settings, limit: int) -> list[_Job]:
+async def _claim(engine: AsyncEngine, now: datetime, settings: Settings, limit: int) -> list[Job]:
     lease = timedelta(seconds=settings.notify_timeout * 2 + 5)
-    claimed: list[_Job] = []
+    claimed: list[Job] = []
     async with engine.begin() as conn:
         rows = (
             (
@@ -95,7 +98,7 @@ async def _claim(engine: AsyncEngine, now: datetime, settings: Settings, limit: 
             if result.rowcount != 1:
                 continue  # another notifier claimed it
             claimed.append(
-                _Job(
+                Job(
                     notification_id=row["id"],
                     attempts=row["attempts"],
                     url=row["url"],
@@ -144,45 +147,71 @@ async def deliver_due(
     Returns:
         How many deliveries were attempted.
     """
-    jobs = await _claim(engine, now, settings, limit)
-    if not jobs:
-        return 0
-    results = await asyncio.gather(
-        *(notifier.send(job.url, job.message, timeout=settings.notify_timeout) for job in jobs),
-        return_exceptions=True,
+    jobs = await claim_due(engine, now, settings=settings, limit=limit)
+    await asyncio.gather(
+        *(deliver(engine, notifier, job, lambda: now, settings=settings, rng=rng) for job in jobs)
     )
-    async with engine.begin() as conn:
-        for job, result in zip(jobs, results, strict=True):
-            if isinstance(result, BaseException):
-                result = DeliveryResult(ok=False, error=f"{type(result).__name__}: {result}")
-            attempts = job.attempts + 1
-            await conn.execute(
-                t.notification_attempts.insert().values(
-                    notification_id=job.notification_id, at=now, ok=result.ok, error=result.error
-                )
-            )
-            values: dict[str, Any] = {"attempts": attempts, "claimed_until": None}
-            if result.ok:
-                values.update(status="sent", sent_at=now, last_error=None)
-            else:
-                values["last_error"] = result.error
-                if result.permanent or attempts >= settings.notify_max_attempts:
-                    values["status"] = "failed"
-                else:
-                    values["next_attempt_at"] = now + backoff(attempts, settings.notify_backoff, rng)
-            await conn.execute(
-                update(t.notifications).where(t.notifications.c.id == job.notification_id).values(values)
-            )
-            logger.info(
-                "notification attempt",
-                extra={
-                    "action": "notification_attempt",
-                    "notification_id": job.notification_id,
-                    "ok": result.ok,
-                    "attempt": attempts,
-                },
-            )
     return len(jobs)
+
+
+async def claim_due(engine: AsyncEngine, now: datetime, *, settings: Settings, limit: int) -> list[Job]:
+    """Claim up to ``limit`` due notifications for this process (conditional update per row)."""
+    if limit <= 0:
+        return []
+    return await _claim(engine, now, settings, limit)
+
+
+async def deliver(
+    engine: AsyncEngine,
+    notifier: Notifier,
+    job: Job,
+    clock: Callable[[], datetime],
+    *,
+    settings: Settings,
+    rng: random.Random | None = None,
+) -> DeliveryResult:
+    """Send one claimed notification and record the attempt (its own transaction).
+
+    ``clock()`` is read once the send has ended: the attempt's time and the retry's backoff
+    start there, not before a send that may have taken the whole timeout.
+
+    Each delivery records itself, so one hanging target holds up only its own row, never the
+    others (QA: a target that never answered delayed alerts to healthy channels by its timeout).
+    """
+    try:
+        result = await notifier.send(job.url, job.message, timeout=settings.notify_timeout)
+    except Exception as error:  # an adapter bug must not lose the row: record it as a failure
+        result = DeliveryResult(ok=False, error=f"{type(error).__name__}: {error}")
+    now = clock()
+    attempts = job.attempts + 1
+    values: dict[str, Any] = {"attempts": attempts, "claimed_until": None}
+    if result.ok:
+        values.update(status="sent", sent_at=now, last_error=None)
+    else:
+        values["last_error"] = result.error
+        if result.permanent or attempts >= settings.notify_max_attempts:
+            values["status"] = "failed"
+        else:
+            values["next_attempt_at"] = now + backoff(attempts, settings.notify_backoff, rng)
+    async with engine.begin() as conn:
+        await conn.execute(
+            t.notification_attempts.insert().values(
+                notification_id=job.notification_id, at=now, ok=result.ok, error=result.error
+            )
+        )
+        await conn.execute(
+            update(t.notifications).where(t.notifications.c.id == job.notification_id).values(values)
+        )
+    logger.info(
+        "notification attempt",
+        extra={
+            "action": "notification_attempt",
+            "notification_id": job.notification_id,
+            "ok": result.ok,
+            "attempt": attempts,
+        },
+    )
+    return result
 
 
 async def next_delivery_at(engine: AsyncEngine) -> datetime | None:

@@ -3,20 +3,23 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from monitor.domain.clock import Clock
 from monitor.notify.base import Notifier
-from monitor.services.dispatch import deliver_due, next_delivery_at
+from monitor.services.dispatch import Job, claim_due, deliver, next_delivery_at
 from monitor.settings import Settings
 
 logger = logging.getLogger(__name__)
 
 IDLE_POLL = 1.0
 """Seconds between outbox polls when nothing woke the loop (other processes may add rows)."""
+
+
+IN_FLIGHT = 16
+"""Deliveries one notifier process keeps going at once; a hanging target occupies one slot."""
 
 
 async def run_notifier(
@@ -27,21 +30,56 @@ async def run_notifier(
     *,
     wake: asyncio.Event | None = None,
 ) -> None:
-    """Loop forever: deliver what is due, then sleep until woken or the next poll."""
+    """Loop forever: keep up to :data:`IN_FLIGHT` deliveries going; sleep until woken, a
+    delivery ends, or the next poll."""
     wake = wake or asyncio.Event()
-    while True:
-        try:
-            sent = await deliver_due(engine, notifier, clock.now(), settings=settings)
-        except asyncio.CancelledError:
-            raise
-        except Exception:
-            logger.exception("notifier round failed", extra={"action": "notifier_failed"})
-            sent = 0
-        if sent:
-            continue
-        wake.clear()
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(wake.wait(), await _idle_for(engine, clock))
+    in_flight: set[asyncio.Task[object]] = set()
+    try:
+        while True:
+            claimed = 0
+            try:
+                jobs = await claim_due(
+                    engine, clock.now(), settings=settings, limit=IN_FLIGHT - len(in_flight)
+                )
+                claimed = len(jobs)
+                for job in jobs:
+                    task = asyncio.create_task(_deliver(engine, notifier, job, clock, settings))
+                    in_flight.add(task)
+                    task.add_done_callback(in_flight.discard)
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                logger.exception("notifier round failed", extra={"action": "notifier_failed"})
+            if claimed and len(in_flight) < IN_FLIGHT:
+                continue
+            wake.clear()
+            waiter = asyncio.create_task(wake.wait())
+            try:
+                await asyncio.wait(
+                    {waiter, *in_flight},
+                    timeout=await _idle_for(engine, clock),
+                    return_when=asyncio.FIRST_COMPLETED,
+                )
+            finally:
+                waiter.cancel()
+    finally:
+        for task in in_flight:
+            task.cancel()
+        if in_flight:
+            await asyncio.gather(*in_flight, return_exceptions=True)
+
+
+async def _deliver(
+    engine: AsyncEngine, notifier: Notifier, job: Job, clock: Clock, settings: Settings
+) -> object:
+    try:
+        return await deliver(engine, notifier, job, clock.now, settings=settings)
+    except asyncio.CancelledError:
+        raise
+    except Exception:
+        # the claim expires and another round retries the row
+        logger.exception("delivery failed to record", extra={"action": "delivery_record_failed"})
+        return None
 
 
 async def _idle_for(engine: AsyncEngine, clock: Clock) -> float:
