@@ -47,3 +47,22 @@ class NotFound(MonitorError):
 
 class Conflict(MonitorError):
     """The request conflicts with the object's state (e.g. resuming a check that is not paused)."""
+
+
+class StaleLease(MonitorError):
+    """A write under a lease whose fencing token is no longer the writer's (DESIGN §6).
+
+    Raised inside the writer's transaction, before anything is written, so the transaction
+    rolls back. The writer must step down from the lease.
+
+    Attributes:
+        lease: the lease's name (``"shard-3"``).
+        token: the fencing token the writer held.
+        current: the token in the lease row now (``None`` if the row is missing).
+    """
+
+    def __init__(self, lease: str, token: int, current: int | None, reason: str) -> None:
+        self.lease = lease
+        self.token = token
+        self.current = current
+        super().__init__(f"lease {lease}: token {token} is stale ({reason})")

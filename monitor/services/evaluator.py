@@ -1,20 +1,25 @@
 """Due work: judge what time has decided for checks whose ``next_due`` has passed (DESIGN §6).
 
-A sweep costs O(due checks): it selects ``next_due < now`` through ``ix_checks_next_due`` in
-batches, locks those rows (PostgreSQL ``FOR UPDATE``, in id order, like the ingest), runs the
-pure :func:`monitor.domain.detection.evaluate` and writes the effects in the same transaction.
+A sweep costs O(due checks): it selects ``next_due < now`` through ``ix_checks_next_due`` (or
+``ix_checks_shard_next_due`` for one shard) in batches, locks those rows (PostgreSQL
+``FOR UPDATE``, in id order, like the ingest), runs the pure
+:func:`monitor.domain.detection.evaluate` and writes the effects in the same transaction.
+Under a lease, every transaction first runs the caller's fence (the lease's fencing check), so
+a writer whose lease was taken over writes nothing.
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Awaitable, Callable
 from datetime import datetime
 
-from sqlalchemy import select
-from sqlalchemy.ext.asyncio import AsyncEngine
+from sqlalchemy import bindparam, select, update
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from monitor.domain import detection
 from monitor.domain.runs import needed_since
+from monitor.domain.shards import shard_of
 from monitor.services.effects import CheckIdentity, PendingWrites, record_alerts
 from monitor.services.ingest import lock_checks
 from monitor.settings import Settings
@@ -35,6 +40,7 @@ async def evaluate_due(
     batch: int = 200,
     token: int | None = None,
     shard: tuple[int, int] | None = None,
+    fence: Callable[[AsyncConnection], Awaitable[None]] | None = None,
 ) -> int:
     """Evaluate every check with ``next_due < now``.
 
@@ -44,18 +50,26 @@ async def evaluate_due(
         settings: for ``base_url`` in alert messages.
         batch: checks per transaction.
         token: fencing token recorded on the flips and alerts written.
-        shard: ``(index, count)``: only checks with ``check id % count == index`` (reserved
-            for sharded evaluation).
+        shard: ``(index, count)``: only checks of shard ``index`` (stored ``checks.shard``,
+            ``uuid.int % count``, DESIGN §6).
+        fence: awaited first in every transaction (even one that finds nothing due); raises
+            to abort it, e.g. :func:`monitor.storage.leases.check_fence` raising
+            :class:`~monitor.domain.errors.StaleLease`.
 
     Returns:
         How many checks were evaluated.
+
+    Raises:
+        StaleLease: from ``fence``; the transaction in progress was rolled back.
     """
     total = 0
     for _ in range(MAX_ROUNDS):
         async with engine.begin() as conn:
+            if fence is not None:
+                await fence(conn)
             query = select(t.checks.c.id).where(t.checks.c.next_due < now)
             if shard is not None:
-                query = query.where(t.checks.c.id % shard[1] == shard[0])
+                query = query.where(t.checks.c.shard == shard[0])
             ids = (await conn.execute(query.order_by(t.checks.c.next_due).limit(batch))).scalars().all()
             if not ids:
                 return total
@@ -92,3 +106,42 @@ async def evaluate_due(
         if len(ids) < batch:
             return total
     return total
+
+
+async def reshard(engine: AsyncEngine, count: int, *, batch: int = 5000) -> int:
+    """Make every ``checks.shard`` equal ``uuid.int % count`` (after ``MONITOR_SHARDS`` changed).
+
+    Reads ``(id, uuid, shard)`` in id order, ``batch`` rows per transaction, and rewrites only
+    rows whose stored shard differs. Idempotent, so evaluators starting together may all run it.
+
+    Returns:
+        How many rows were changed.
+    """
+    changed = 0
+    last = 0
+    while True:
+        async with engine.begin() as conn:
+            rows = (
+                await conn.execute(
+                    select(t.checks.c.id, t.checks.c.uuid, t.checks.c.shard)
+                    .where(t.checks.c.id > last)
+                    .order_by(t.checks.c.id)
+                    .limit(batch)
+                )
+            ).all()
+            if not rows:
+                return changed
+            wrong = [
+                {"b_id": cid, "b_shard": shard_of(uuid, count)}
+                for cid, uuid, stored in rows
+                if stored != shard_of(uuid, count)
+            ]
+            if wrong:
+                await conn.execute(
+                    update(t.checks)
+                    .where(t.checks.c.id == bindparam("b_id"))
+                    .values(shard=bindparam("b_shard")),
+                    wrong,
+                )
+            changed += len(wrong)
+            last = rows[-1][0]

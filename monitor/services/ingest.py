@@ -26,6 +26,7 @@ from monitor.domain import detection
 from monitor.domain.checks import CheckSpec, CheckState, PingKind, SimpleSchedule
 from monitor.domain.errors import ValidationError
 from monitor.domain.runs import RunBook, needed_since, tick_at_or_before
+from monitor.domain.shards import shard_of
 from monitor.services.effects import CheckIdentity, PendingWrites, record_alerts
 from monitor.settings import Settings
 from monitor.storage import repositories
@@ -128,7 +129,7 @@ async def ingest_pings(
 
 
 async def _resolve(
-    conn: AsyncConnection, requests: Sequence[PingRequest], now: datetime
+    conn: AsyncConnection, requests: Sequence[PingRequest], now: datetime, *, shards: int
 ) -> tuple[dict[str, int], dict[tuple[str, str], int], set[int]]:
     """Map uuids and (ping_key, slug) to check ids, creating slug checks with ``create``."""
     by_uuid: dict[str, int] = {}
@@ -156,18 +157,21 @@ async def _resolve(
                 ).scalar_one_or_none()
                 if project_id is None:
                     continue
-                check_id = await create_slug_check(conn, project_id, request.slug, now)
+                check_id = await create_slug_check(conn, project_id, request.slug, now, shards=shards)
                 by_slug[key] = check_id
                 created.add(check_id)
     return by_uuid, by_slug, created
 
 
-async def create_slug_check(conn: AsyncConnection, project_id: int, slug: str, now: datetime) -> int:
+async def create_slug_check(
+    conn: AsyncConnection, project_id: int, slug: str, now: datetime, *, shards: int
+) -> int:
     """Auto-provision a simple check named ``slug`` with every project channel.
 
     Healthchecks' ``create=1``: period 1 day, grace 1 hour, all of the project's channels.
+    ``shards`` is ``MONITOR_SHARDS`` (the check's evaluator shard is stored with it).
     """
-    values = new_check_values(project_id=project_id, now=now)
+    values = new_check_values(project_id=project_id, now=now, shards=shards)
     values.update(name=slug, slug=slug)
     check_id = (await conn.execute(t.checks.insert().values(values).returning(t.checks.c.id))).scalar_one()
     channel_ids = (
@@ -182,10 +186,18 @@ async def create_slug_check(conn: AsyncConnection, project_id: int, slug: str, n
     return int(check_id)
 
 
-def new_check_values(*, project_id: int, now: datetime) -> dict[str, Any]:
-    """Column values of a fresh check with DESIGN §9's defaults (simple, 1 day, 1 h grace)."""
+def new_check_values(*, project_id: int, now: datetime, shards: int) -> dict[str, Any]:
+    """Column values of a fresh check with DESIGN §9's defaults (simple, 1 day, 1 h grace).
+
+    Args:
+        project_id: the owning project.
+        now: creation instant (aware UTC).
+        shards: ``MONITOR_SHARDS``; the check's shard is ``uuid.int % shards`` (DESIGN §6).
+    """
+    check_uuid = str(uuid_module.uuid4())
     return {
-        "uuid": str(uuid_module.uuid4()),
+        "uuid": check_uuid,
+        "shard": shard_of(check_uuid, shards),
         "badge_uuid": str(uuid_module.uuid4()),
         "project_id": project_id,
         "name": "",
@@ -233,7 +245,7 @@ async def _ingest(
     limiter: RateLimiter | None,
 ) -> list[PingAnswer]:
     now = max(r.received for r in requests)
-    by_uuid, by_slug, created = await _resolve(conn, requests, now)
+    by_uuid, by_slug, created = await _resolve(conn, requests, now, shards=settings.shards)
     targets: list[int | None] = [
         by_uuid.get(r.uuid) if r.uuid else by_slug.get((r.ping_key or "", r.slug or "")) for r in requests
     ]

@@ -83,7 +83,9 @@ async def _replay(engine: Any, scenario: dict[str, Any]) -> dict[str, Any]:
     async with engine.begin() as conn:
         project = await projects.create_project(conn, "replay", created)
         project_id = int(project["id"])  # type: ignore[call-overload]
-        check_id, _ = await check_service.create_or_upsert(conn, project_id, fields, created)
+        check_id, _ = await check_service.create_or_upsert(
+            conn, project_id, fields, created, shards=settings.shards
+        )
         uuid = (await conn.execute(select(t.checks.c.uuid).where(t.checks.c.id == check_id))).scalar_one()
 
     async def evaluate_until(limit: datetime) -> None:

@@ -21,11 +21,21 @@ def is_sqlite(url: str) -> bool:
     return url.startswith("sqlite")
 
 
-def make_engine(url: str, *, pool_size: int = 10) -> AsyncEngine:
+def make_engine(
+    url: str, *, pool_size: int = 10, idle_in_transaction_timeout: float | None = None
+) -> AsyncEngine:
     """An async engine for ``url``.
 
     SQLite: WAL journal, ``synchronous=FULL`` (an acknowledged ping survives a power cut),
     a 30 s busy timeout and foreign keys on. PostgreSQL: an asyncpg pool.
+
+    Args:
+        url: SQLAlchemy async URL.
+        pool_size: PostgreSQL pool size (and as many overflow connections).
+        idle_in_transaction_timeout: PostgreSQL only: the pool's sessions'
+            ``idle_in_transaction_session_timeout``, seconds. The evaluator sets it to the
+            lease TTL, so the server ends a stalled holder's open (fenced) transaction and a new
+            holder is never kept waiting longer (DESIGN §6).
 
     Raises:
         sqlalchemy.exc.ArgumentError: the URL is not a usable SQLAlchemy async URL.
@@ -59,7 +69,14 @@ def make_engine(url: str, *, pool_size: int = 10) -> AsyncEngine:
             dbapi_connection.isolation_level = None
 
         return engine
-    return create_async_engine(url, pool_size=pool_size, max_overflow=pool_size, pool_pre_ping=True)
+    connect_args: dict[str, Any] = {}
+    if idle_in_transaction_timeout is not None:
+        connect_args["server_settings"] = {
+            "idle_in_transaction_session_timeout": str(max(1, round(idle_in_transaction_timeout * 1000)))
+        }
+    return create_async_engine(
+        url, pool_size=pool_size, max_overflow=pool_size, pool_pre_ping=True, connect_args=connect_args
+    )
 
 
 def migrations_dir() -> Path:

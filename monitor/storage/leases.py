@@ -1,41 +1,320 @@
-"""Leases with fencing tokens, by conditional update (works on SQLite and PostgreSQL).
+"""Leases with fencing tokens: one interface, a PostgreSQL and a SQLite implementation (DESIGN §6).
 
-A lease row names a piece of exclusive work; taking it over from another holder (or an
-expired one) increments ``token``, so the token only ever grows and a stale holder's writes
-can be refused. (Issue 5 adds PostgreSQL advisory locks and shards on top of this.)
+A lease is a named, exclusive hold on work (an evaluator shard ``shard-<n>``, a scheduler job
+``job-<name>``). Its row in ``leases`` keeps ``holder`` (``<host>:<pid>``), ``expires_at``
+(for ``/ready``) and ``token``, the fencing token, which grows by one on every acquisition and
+never decreases. A writer working under a lease calls :func:`check_fence` first in each of its
+transactions; a token that is no longer its own raises :class:`StaleLease` and nothing is
+written.
+
+* :class:`PostgresLeases`: one dedicated session connection per process (raw asyncpg, outside
+  every pool) holds all the process's ``pg_try_advisory_lock`` locks. Its
+  ``idle_session_timeout`` and ``idle_in_transaction_session_timeout`` are the TTL and it is
+  renewed every TTL/3, so the server ends a stalled (SIGSTOPped) holder's session — freeing
+  its locks — within one TTL; a SIGKILLed holder's locks go when its socket closes. Taking
+  the row's token runs with a short ``lock_timeout``, so a contender never blocks. A dropped
+  session loses every lease at once.
+* :class:`SqliteLeases`: the row itself is the lock, taken by a conditional ``UPDATE`` (under
+  ``BEGIN IMMEDIATE``, which is how this codebase begins every SQLite transaction) when it is
+  free, expired or already ours; renewal extends ``expires_at`` only while holder, token and
+  expiry still match.
 """
 
 from __future__ import annotations
 
+import abc
+import asyncio
+import contextlib
+import hashlib
+import logging
+from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
+from typing import Any
 
+import asyncpg  # type: ignore[import-untyped]
 from sqlalchemy import or_, select, update
-from sqlalchemy.ext.asyncio import AsyncEngine
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
+from monitor.domain.errors import StaleLease
 from monitor.storage import repositories
 from monitor.storage import tables as t
 
+logger = logging.getLogger(__name__)
 
-async def acquire(engine: AsyncEngine, name: str, holder: str, ttl: timedelta, now: datetime) -> int | None:
-    """Take or renew lease ``name`` for ``holder`` until ``now + ttl``.
+LOCK_KEY_NAMESPACE = b"monitor.lease:"
+"""Prefix hashed with a lease name into its advisory lock key (keeps clear of other apps' keys)."""
 
-    Returns:
-        The fencing token while ``holder`` holds the lease, else ``None``.
+
+def lock_key(name: str) -> int:
+    """A stable signed 64-bit advisory lock key for lease ``name`` (BLAKE2b, never ``hash()``)."""
+    digest = hashlib.blake2b(LOCK_KEY_NAMESPACE + name.encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "big", signed=True)
+
+
+def _naive(instant: datetime) -> datetime:
+    """Aware UTC → naive UTC, as the ``leases`` columns store instants (raw asyncpg has no
+    :class:`~monitor.storage.tables.UTCDateTime` to do it)."""
+    offset = instant.utcoffset()
+    return (instant - offset if offset else instant).replace(tzinfo=None)
+
+
+class Leases(abc.ABC):
+    """One process's leases on one database.
+
+    Implementations keep a local view (:attr:`held`: name → fencing token) that may be stale
+    after a stall; the database is the authority, consulted by :func:`check_fence`.
+
+    Args:
+        holder: this process's name, ``<host>:<pid>``.
+        ttl: lease time to live: a holder that stops renewing loses its leases within it.
     """
-    async with engine.begin() as conn:
-        await conn.execute(
-            repositories.insert_ignoring_conflicts(conn, t.leases).values(
-                name=name, holder=None, token=0, expires_at=None
+
+    def __init__(self, holder: str, ttl: timedelta) -> None:
+        self.holder = holder
+        self.ttl = ttl
+        self._held: dict[str, int] = {}
+
+    @property
+    def held(self) -> Mapping[str, int]:
+        """Leases this process believes it holds: name → fencing token (a copy)."""
+        return dict(self._held)
+
+    @abc.abstractmethod
+    async def acquire(self, name: str, now: datetime) -> int | None:
+        """Take lease ``name`` if it is free; never waits for another holder.
+
+        Args:
+            name: the lease.
+            now: the current instant (aware UTC); the row's ``expires_at`` becomes ``now + ttl``.
+
+        Returns:
+            The fencing token (greater than every earlier token of ``name``) if this process
+            holds the lease now, else ``None``.
+        """
+
+    @abc.abstractmethod
+    async def renew(self, now: datetime) -> list[str]:
+        """Keep every held lease alive (call every TTL/3).
+
+        Returns:
+            Names of the leases found lost (they are no longer in :attr:`held`).
+        """
+
+    @abc.abstractmethod
+    async def release(self, name: str) -> None:
+        """Give lease ``name`` up so another process can take it at once."""
+
+    @abc.abstractmethod
+    async def step_down(self, name: str) -> None:
+        """Forget lease ``name`` after a fencing check found its token stale."""
+
+    async def free(self, names: Sequence[str], now: datetime) -> list[str]:
+        """Which of ``names`` might be free to :meth:`acquire` (a cheap pre-filter)."""
+        return [n for n in names if n not in self._held]
+
+    async def close(self) -> None:
+        """Release every held lease (clean shutdown) and close what was opened."""
+        for name in list(self._held):
+            try:
+                await self.release(name)
+            except Exception:
+                logger.warning(
+                    "could not release lease", extra={"action": "lease_release_failed", "lease": name}
+                )
+
+
+class PostgresLeases(Leases):
+    """Advisory locks on one dedicated session connection; tokens in the ``leases`` rows.
+
+    Args:
+        url: the SQLAlchemy URL of the database (``postgresql+asyncpg://…``).
+        holder: ``<host>:<pid>``.
+        ttl: lease TTL; also the session's ``idle_session_timeout`` and
+            ``idle_in_transaction_session_timeout``.
+    """
+
+    def __init__(self, url: str, holder: str, ttl: timedelta) -> None:
+        super().__init__(holder, ttl)
+        self._dsn = url.replace("postgresql+asyncpg://", "postgresql://", 1)
+        self._conn: asyncpg.Connection | None = None
+        self._lock = asyncio.Lock()
+        ttl_s = ttl.total_seconds()
+        self._statement_timeout_s = max(ttl_s / 3, 0.05)
+        self._settings = {
+            "idle_session_timeout": str(max(1, round(ttl_s * 1000))),
+            "idle_in_transaction_session_timeout": str(max(1, round(ttl_s * 1000))),
+            # contenders never block on a row another transaction holds (DESIGN §6)
+            "lock_timeout": str(max(1, round(min(ttl_s / 10, 1.0) * 1000))),
+            "application_name": f"monitor leases {holder}"[:63],
+        }
+
+    async def _session(self) -> asyncpg.Connection:
+        if self._conn is not None and self._conn.is_closed():
+            self._lose("session closed")
+        if self._conn is None:
+            self._conn = await asyncpg.connect(
+                self._dsn, timeout=max(self.ttl.total_seconds(), 1.0), server_settings=self._settings
             )
-        )
-        renewed = await conn.execute(
-            update(t.leases)
-            .where(t.leases.c.name == name)
-            .where(t.leases.c.holder == holder)
-            .where(t.leases.c.expires_at >= now)
-            .values(expires_at=now + ttl)
-        )
-        if renewed.rowcount != 1:
+        return self._conn
+
+    def _lose(self, reason: str) -> list[str]:
+        """The session is gone or unusable: every lease is lost at once (step down)."""
+        lost = sorted(self._held)
+        if lost:
+            logger.warning(
+                "lease_lost %s: %s",
+                ",".join(lost),
+                reason,
+                extra={"action": "lease_lost", "leases": lost, "holder": self.holder},
+            )
+        self._held.clear()
+        if self._conn is not None:
+            self._conn.terminate()  # the server drops the locks with the socket
+            self._conn = None
+        return lost
+
+    async def acquire(self, name: str, now: datetime) -> int | None:
+        async with self._lock:
+            if name in self._held:
+                return self._held[name]
+            try:
+                conn = await self._session()
+                key = lock_key(name)
+                timeout = self._statement_timeout_s
+                if not await conn.fetchval("SELECT pg_try_advisory_lock($1)", key, timeout=timeout):
+                    return None
+                try:
+                    async with conn.transaction():
+                        await conn.execute(
+                            "INSERT INTO leases (name, holder, token, expires_at) VALUES ($1, NULL, 0, NULL)"
+                            " ON CONFLICT (name) DO NOTHING",
+                            name,
+                            timeout=timeout,
+                        )
+                        token = await conn.fetchval(
+                            "UPDATE leases SET token = token + 1, holder = $2, expires_at = $3"
+                            " WHERE name = $1 RETURNING token",
+                            name,
+                            self.holder,
+                            _naive(now + self.ttl),
+                            timeout=timeout,
+                        )
+                except (asyncpg.LockNotAvailableError, TimeoutError):
+                    # A fenced transaction of the previous holder still reads the row: try later.
+                    await conn.execute("SELECT pg_advisory_unlock($1)", key, timeout=timeout)
+                    return None
+            except (OSError, TimeoutError, asyncpg.PostgresError, asyncpg.InterfaceError) as error:
+                self._lose(f"acquire failed: {type(error).__name__}: {error}")
+                return None
+            self._held[name] = int(token)
+            return int(token)
+
+    async def renew(self, now: datetime) -> list[str]:
+        async with self._lock:
+            lost = self._lose("session closed") if self._conn is not None and self._conn.is_closed() else []
+            try:
+                conn = await self._session()
+                if self._held:
+                    # SKIP LOCKED: a row our own evaluator reads FOR SHARE is renewed next time.
+                    await conn.execute(
+                        "UPDATE leases SET expires_at = $1 WHERE name IN ("
+                        " SELECT name FROM leases WHERE name = ANY($2::text[]) AND holder = $3"
+                        " FOR NO KEY UPDATE SKIP LOCKED)",
+                        _naive(now + self.ttl),
+                        list(self._held),
+                        self.holder,
+                        timeout=self._statement_timeout_s,
+                    )
+                else:
+                    await conn.execute("SELECT 1", timeout=self._statement_timeout_s)
+            except (OSError, TimeoutError, asyncpg.PostgresError, asyncpg.InterfaceError) as error:
+                return lost + self._lose(f"renewal failed: {type(error).__name__}: {error}")
+            return lost
+
+    async def release(self, name: str) -> None:
+        async with self._lock:
+            token = self._held.pop(name, None)
+            if token is None or self._conn is None or self._conn.is_closed():
+                return
+            conn = self._conn
+            try:
+                # on a lock timeout the next holder overwrites holder and expiry anyway
+                with contextlib.suppress(asyncpg.LockNotAvailableError, TimeoutError):
+                    await conn.execute(
+                        "UPDATE leases SET holder = NULL, expires_at = NULL"
+                        " WHERE name = $1 AND holder = $2 AND token = $3",
+                        name,
+                        self.holder,
+                        token,
+                        timeout=self._statement_timeout_s,
+                    )
+                await conn.execute(
+                    "SELECT pg_advisory_unlock($1)", lock_key(name), timeout=self._statement_timeout_s
+                )
+            except (OSError, TimeoutError, asyncpg.PostgresError, asyncpg.InterfaceError) as error:
+                self._lose(f"release failed: {type(error).__name__}: {error}")
+
+    async def step_down(self, name: str) -> None:
+        async with self._lock:
+            if self._held.pop(name, None) is None:
+                return
+            if self._conn is not None and not self._conn.is_closed():
+                try:
+                    await self._conn.execute(
+                        "SELECT pg_advisory_unlock($1)", lock_key(name), timeout=self._statement_timeout_s
+                    )
+                except (OSError, TimeoutError, asyncpg.PostgresError, asyncpg.InterfaceError) as error:
+                    self._lose(f"step down failed: {type(error).__name__}: {error}")
+
+    async def close(self) -> None:
+        await super().close()
+        async with self._lock:
+            if self._conn is not None:
+                try:
+                    await asyncio.wait_for(self._conn.close(), timeout=self._statement_timeout_s)
+                except (OSError, TimeoutError, asyncpg.PostgresError, asyncpg.InterfaceError):
+                    self._conn.terminate()
+                self._conn = None
+
+
+class SqliteLeases(Leases):
+    """The lease row is the lock: a conditional ``UPDATE`` with expiry (SQLite, one writer).
+
+    Args:
+        engine: the database (its transactions begin with ``BEGIN IMMEDIATE``).
+        holder: ``<host>:<pid>``.
+        ttl: lease TTL: a holder that stops renewing is taken over after it.
+    """
+
+    def __init__(self, engine: AsyncEngine, holder: str, ttl: timedelta) -> None:
+        super().__init__(holder, ttl)
+        self._engine = engine
+
+    async def free(self, names: Sequence[str], now: datetime) -> list[str]:
+        async with self._engine.connect() as conn:
+            rows = (
+                await conn.execute(
+                    select(t.leases.c.name, t.leases.c.holder, t.leases.c.expires_at).where(
+                        t.leases.c.name.in_(list(names))
+                    )
+                )
+            ).all()
+        taken = {
+            name
+            for name, holder, expires_at in rows
+            if holder is not None and holder != self.holder and expires_at is not None and expires_at >= now
+        }
+        return [n for n in names if n not in self._held and n not in taken]
+
+    async def acquire(self, name: str, now: datetime) -> int | None:
+        if name in self._held:
+            return self._held[name]
+        async with self._engine.begin() as conn:
+            await conn.execute(
+                repositories.insert_ignoring_conflicts(conn, t.leases).values(
+                    name=name, holder=None, token=0, expires_at=None
+                )
+            )
             taken = await conn.execute(
                 update(t.leases)
                 .where(t.leases.c.name == name)
@@ -44,28 +323,117 @@ async def acquire(engine: AsyncEngine, name: str, holder: str, ttl: timedelta, n
                         t.leases.c.holder.is_(None),
                         t.leases.c.expires_at.is_(None),
                         t.leases.c.expires_at < now,
+                        # a restarted process with our name: a new holding, a new token
+                        t.leases.c.holder == self.holder,
                     )
                 )
-                .values(holder=holder, token=t.leases.c.token + 1, expires_at=now + ttl)
+                .values(holder=self.holder, token=t.leases.c.token + 1, expires_at=now + self.ttl)
             )
             if taken.rowcount != 1:
                 return None
-        token = (await conn.execute(select(t.leases.c.token).where(t.leases.c.name == name))).scalar_one()
-        return int(token)
+            token = int(
+                (await conn.execute(select(t.leases.c.token).where(t.leases.c.name == name))).scalar_one()
+            )
+        self._held[name] = token
+        return token
+
+    async def renew(self, now: datetime) -> list[str]:
+        if not self._held:
+            return []
+        lost: list[str] = []
+        try:
+            async with self._engine.begin() as conn:
+                for name, token in sorted(self._held.items()):
+                    renewed = await conn.execute(
+                        update(t.leases)
+                        .where(t.leases.c.name == name)
+                        .where(t.leases.c.holder == self.holder)
+                        .where(t.leases.c.token == token)
+                        .where(t.leases.c.expires_at >= now)
+                        .values(expires_at=now + self.ttl)
+                    )
+                    if renewed.rowcount != 1:
+                        lost.append(name)
+        except Exception as error:
+            # Not renewed is not lost: the fencing check still refuses an expired holder.
+            logger.warning(
+                "lease renewal failed: %s",
+                error,
+                extra={"action": "lease_renewal_failed", "holder": self.holder},
+            )
+            return []
+        for name in lost:
+            self._held.pop(name, None)
+        if lost:
+            logger.warning(
+                "lease_lost %s: expired or taken over",
+                ",".join(lost),
+                extra={"action": "lease_lost", "leases": lost, "holder": self.holder},
+            )
+        return lost
+
+    async def release(self, name: str) -> None:
+        token = self._held.pop(name, None)
+        if token is None:
+            return
+        async with self._engine.begin() as conn:
+            await conn.execute(
+                update(t.leases)
+                .where(t.leases.c.name == name)
+                .where(t.leases.c.holder == self.holder)
+                .where(t.leases.c.token == token)
+                .values(expires_at=None, holder=None)
+            )
+
+    async def step_down(self, name: str) -> None:
+        self._held.pop(name, None)
 
 
-async def release(engine: AsyncEngine, name: str, holder: str) -> None:
-    """Give the lease up at once (clean shutdown), if ``holder`` still holds it."""
-    async with engine.begin() as conn:
-        await conn.execute(
-            update(t.leases)
-            .where(t.leases.c.name == name)
-            .where(t.leases.c.holder == holder)
-            .values(expires_at=None, holder=None)
-        )
+def open_leases(engine: AsyncEngine, holder: str, ttl: timedelta) -> Leases:
+    """The lease implementation for ``engine``'s database (PostgreSQL or SQLite)."""
+    if engine.dialect.name == "postgresql":
+        return PostgresLeases(engine.url.render_as_string(hide_password=False), holder, ttl)
+    return SqliteLeases(engine, holder, ttl)
 
 
-async def list_leases(engine: AsyncEngine) -> list[dict[str, object]]:
+async def check_fence(conn: AsyncConnection, name: str, token: int, holder: str, now: datetime) -> None:
+    """Refuse to write under lease ``name`` unless ``token`` is still its token (DESIGN §6).
+
+    Call first in the writer's transaction. PostgreSQL reads the row ``FOR SHARE``, so no
+    new holder can raise the token until this transaction ends (a stalled one is ended by
+    the server's ``idle_in_transaction_session_timeout``). SQLite also checks holder and
+    expiry: the row is the lock there, and ``BEGIN IMMEDIATE`` keeps other writers out until
+    commit.
+
+    Args:
+        conn: the writer's open transaction.
+        name: the lease (``shard-3``).
+        token: the fencing token the writer holds.
+        holder: the writer's ``<host>:<pid>``.
+        now: the current instant (aware UTC).
+
+    Raises:
+        StaleLease: the lease's token (or, on SQLite, holder or expiry) says another
+            process holds it now, or the row is gone.
+    """
+    query = select(t.leases.c.token, t.leases.c.holder, t.leases.c.expires_at).where(t.leases.c.name == name)
+    if conn.dialect.name == "postgresql":
+        query = query.with_for_update(read=True)
+    row = (await conn.execute(query)).first()
+    if row is None:
+        raise StaleLease(name, token, None, "no lease row")
+    current, current_holder, expires_at = int(row[0]), row[1], row[2]
+    if current != token:
+        raise StaleLease(name, token, current, f"the lease's token is {current}")
+    if conn.dialect.name != "postgresql":
+        if current_holder != holder:
+            raise StaleLease(name, token, current, f"held by {current_holder}")
+        if expires_at is None or expires_at < now:
+            raise StaleLease(name, token, current, "expired")
+
+
+async def list_leases(engine: AsyncEngine) -> list[dict[str, Any]]:
+    """Every row of the lease table, by name: ``{"name", "holder", "token", "expires_at"}``."""
     async with engine.connect() as conn:
         rows = (await conn.execute(select(t.leases).order_by(t.leases.c.name))).mappings().all()
     return [

@@ -122,7 +122,10 @@ checks = Table(
     Column("next_due", UTCDateTime(), nullable=True),
     Column("last_ping_at", UTCDateTime(), nullable=True),
     Column("n_pings", Integer(), nullable=False, default=0),
+    # evaluator shard: uuid.int % MONITOR_SHARDS (monitor.domain.shards), set at creation
+    Column("shard", Integer(), nullable=False),
     Index("ix_checks_next_due", "next_due"),
+    Index("ix_checks_shard_next_due", "shard", "next_due"),
     Index(
         "uq_checks_project_slug",
         "project_id",
@@ -287,3 +290,12 @@ liveness = Table(
     Column("roles", String(100), nullable=False, default=""),
     Column("renewed_at", UTCDateTime(), nullable=False),
 )
+
+replicas = Table(
+    "replicas",
+    metadata,
+    Column("name", String(200), primary_key=True),
+    Column("role", String(20), nullable=False),
+    Column("renewed_at", UTCDateTime(), nullable=False),
+)
+"""Worker replicas announcing themselves (heartbeats), so each takes a fair share of shards."""

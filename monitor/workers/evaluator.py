@@ -1,56 +1,253 @@
-"""The evaluator loop: every ``MONITOR_EVALUATE_INTERVAL`` s, under the ``evaluator`` lease,
-judge due checks."""
+"""The evaluator loop: sharded, leased, fenced (DESIGN §6).
+
+Each round, every ``MONITOR_EVALUATE_INTERVAL`` s:
+
+1. **Rebalance.** Announce this replica (``replicas`` heartbeat), compute the fair share
+   ``ceil(MONITOR_SHARDS / live evaluators)``, release the extra shard leases when others have
+   joined, and try free ones up to the share (a dead replica's shards are free once its
+   session ends — at once after SIGKILL, within one TTL after a stall — and its share is
+   redistributed once its heartbeat is one TTL old).
+2. **Plan** the next sweep: the shard leases held now, with their fencing tokens.
+3. **Sleep**, then **sweep** the plan: one :func:`evaluate_due` per shard, each transaction
+   fenced by :func:`monitor.storage.leases.check_fence`. The plan is not re-checked against the
+   local view after the sleep: a process that was stalled (GC pause, SIGSTOP) wakes up with
+   exactly the stale belief the fence exists for, and the database refuses it
+   (``fenced_write_rejected``), after which it steps down from that lease.
+
+A separate task renews the leases every TTL/3 (PostgreSQL: a statement on the lease session,
+which keeps ``idle_session_timeout`` from ending it).
+"""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
+import math
 import os
 import socket
-from datetime import timedelta
+import zlib
+from collections.abc import Awaitable, Callable, Mapping
+from datetime import datetime, timedelta
 
-from sqlalchemy.ext.asyncio import AsyncEngine
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from monitor.domain.clock import Clock
-from monitor.services.evaluator import evaluate_due
+from monitor.domain.errors import StaleLease
+from monitor.domain.shards import LEASE_PREFIX, lease_names
+from monitor.services.evaluator import evaluate_due, reshard
 from monitor.settings import Settings
-from monitor.storage import leases
+from monitor.storage import leases as lease_store
+from monitor.storage import replicas
+from monitor.storage.engine import make_engine
 
 logger = logging.getLogger(__name__)
 
-LEASE_NAME = "evaluator"
+ROLE = "evaluator"
 
 
 def holder_name() -> str:
-    """``<host>:<pid>``, how leases name their holder."""
+    """``<host>:<pid>``, how leases and replicas name this process."""
     return f"{socket.gethostname()}:{os.getpid()}"
+
+
+def fair_share(shards: int, live: int) -> int:
+    """Most shards one replica takes: ``ceil(shards / live)`` (``live`` counts this one)."""
+    return math.ceil(shards / max(1, live))
+
+
+class ShardedEvaluator:
+    """One process's evaluator: its shard leases, its plan and its sweeps.
+
+    Args:
+        engine: the database (heartbeats, resharding; SQLite sweeps).
+        settings: ``shards``, ``lease_ttl``, ``evaluate_interval``, ``base_url``.
+        clock: the clock (every instant written comes from it).
+        sweep_engine: where sweeps run; on PostgreSQL a pool whose sessions end a transaction
+            idle for one TTL (default ``engine``).
+        holder: ``<host>:<pid>`` (default this process's).
+    """
+
+    def __init__(
+        self,
+        engine: AsyncEngine,
+        settings: Settings,
+        clock: Clock,
+        *,
+        sweep_engine: AsyncEngine | None = None,
+        holder: str | None = None,
+    ) -> None:
+        self.engine = engine
+        self.sweep_engine = sweep_engine or engine
+        self.settings = settings
+        self.clock = clock
+        self.holder = holder or holder_name()
+        self.ttl = timedelta(seconds=settings.lease_ttl)
+        self.names = lease_names(settings.shards)
+        self.leases = lease_store.open_leases(engine, self.holder, self.ttl)
+        start = zlib.crc32(self.holder.encode()) % settings.shards
+        self._order = self.names[start:] + self.names[:start]  # replicas start at different shards
+
+    async def rebalance(self) -> None:
+        """Heartbeat, then release extras or take free shards up to the fair share."""
+        now = self.clock.now()
+        live = await replicas.announce(self.engine, self.holder, ROLE, now, self.ttl)
+        share = fair_share(self.settings.shards, live)
+        held = self.leases.held
+        for name in held:
+            if name not in self.names:  # MONITOR_SHARDS changed under us
+                await self.leases.release(name)
+        held = self.leases.held
+        if len(held) > share:
+            extras = sorted(held, key=lambda n: int(n.removeprefix(LEASE_PREFIX)), reverse=True)
+            for name in extras[: len(held) - share]:
+                await self.leases.release(name)
+                logger.info(
+                    "lease_released %s (fair share %d of %d live)",
+                    name,
+                    share,
+                    live,
+                    extra={"action": "lease_released", "lease": name, "token": held[name]},
+                )
+            return
+        if len(held) == share:
+            return
+        for name in await self.leases.free(self._order, now):
+            if len(self.leases.held) >= share:
+                break
+            token = await self.leases.acquire(name, self.clock.now())
+            if token is not None:
+                logger.info(
+                    "lease_acquired %s (token %d)",
+                    name,
+                    token,
+                    extra={"action": "lease_acquired", "lease": name, "token": token},
+                )
+
+    async def sweep(self, plan: Mapping[str, int]) -> int:
+        """Evaluate each planned shard under its fencing token; returns checks evaluated."""
+        total = 0
+        for name, token in sorted(plan.items()):
+            index = int(name.removeprefix(LEASE_PREFIX))
+            now = self.clock.now()
+            try:
+                count = await evaluate_due(
+                    self.sweep_engine,
+                    now,
+                    settings=self.settings,
+                    token=token,
+                    shard=(index, self.settings.shards),
+                    fence=self._fence(name, token, now),
+                )
+            except StaleLease as stale:
+                logger.warning(
+                    "fenced_write_rejected lease=%s token=%d current=%s: %s",
+                    name,
+                    token,
+                    stale.current,
+                    stale,
+                    extra={
+                        "action": "fenced_write_rejected",
+                        "lease": name,
+                        "token": token,
+                        "current": stale.current,
+                    },
+                )
+                await self.leases.step_down(name)
+                continue
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                # e.g. the server ended a stalled transaction; the other shards still run
+                logger.exception(
+                    "sweep of %s failed",
+                    name,
+                    extra={"action": "evaluator_failed", "lease": name, "token": token},
+                )
+                continue
+            if count:
+                logger.info(
+                    "evaluated %d checks of %s",
+                    count,
+                    name,
+                    extra={"action": "evaluated", "checks": count, "lease": name, "token": token},
+                )
+            total += count
+        return total
+
+    def _fence(self, name: str, token: int, now: datetime) -> Callable[[AsyncConnection], Awaitable[None]]:
+        async def fence(conn: AsyncConnection) -> None:
+            await lease_store.check_fence(conn, name, token, self.holder, now)
+
+        return fence
+
+    async def renew_forever(self) -> None:
+        """Renew the leases every TTL/3 (losses are logged by the lease implementation)."""
+        period = self.ttl.total_seconds() / 3
+        while True:
+            await asyncio.sleep(period)
+            try:
+                await self.leases.renew(self.clock.now())
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                logger.exception("lease renewal failed", extra={"action": "lease_renewal_failed"})
+
+    async def close(self) -> None:
+        """Release every lease and retire the replica row (clean shutdown)."""
+        await self.leases.close()
+        with contextlib.suppress(Exception):
+            await replicas.retire(self.engine, self.holder)
 
 
 async def run_evaluator(
     engine: AsyncEngine, settings: Settings, clock: Clock, *, wake: asyncio.Event | None = None
 ) -> None:
-    """Loop forever: renew the lease, then evaluate due checks with its fencing token."""
-    holder = holder_name()
-    ttl = timedelta(seconds=settings.lease_ttl)
+    """Loop forever: rebalance the shard leases, plan, sleep, sweep the plan (fenced)."""
+    sweep_engine = engine
+    own_engine: AsyncEngine | None = None
+    if engine.dialect.name == "postgresql":
+        own_engine = make_engine(
+            engine.url.render_as_string(hide_password=False),
+            pool_size=2,
+            idle_in_transaction_timeout=settings.lease_ttl,
+        )
+        sweep_engine = own_engine
+    evaluator = ShardedEvaluator(engine, settings, clock, sweep_engine=sweep_engine)
+    renewer: asyncio.Task[None] | None = None
     try:
+        try:
+            changed = await reshard(engine, settings.shards)
+            if changed:
+                logger.info("re-sharded %d checks", changed, extra={"action": "resharded", "checks": changed})
+        except Exception:
+            logger.exception("re-sharding failed", extra={"action": "reshard_failed"})
+        renewer = asyncio.create_task(evaluator.renew_forever(), name="lease-renewal")
+        plan: dict[str, int] = {}
         while True:
             try:
-                token = await leases.acquire(engine, LEASE_NAME, holder, ttl, clock.now())
-                if token is not None:
-                    count = await evaluate_due(engine, clock.now(), settings=settings, token=token)
-                    if count:
-                        logger.info(
-                            "evaluated", extra={"action": "evaluated", "checks": count, "token": token}
-                        )
-                        if wake is not None:
-                            wake.set()
+                await evaluator.rebalance()
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                logger.exception("shard rebalance failed", extra={"action": "rebalance_failed"})
+            plan = dict(evaluator.leases.held)
+            await asyncio.sleep(settings.evaluate_interval)
+            try:
+                if await evaluator.sweep(plan) and wake is not None:
+                    wake.set()
             except asyncio.CancelledError:
                 raise
             except Exception:
                 logger.exception("evaluator sweep failed", extra={"action": "evaluator_failed"})
-            await asyncio.sleep(settings.evaluate_interval)
     finally:
+        if renewer is not None:
+            renewer.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await renewer
         try:
-            await asyncio.shield(leases.release(engine, LEASE_NAME, holder))
+            await asyncio.shield(evaluator.close())
         except Exception:
-            logger.warning("could not release the evaluator lease", extra={"action": "lease_release_failed"})
+            logger.warning("could not release the evaluator leases", extra={"action": "lease_release_failed"})
+        if own_engine is not None:
+            await own_engine.dispose()

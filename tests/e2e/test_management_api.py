@@ -337,7 +337,7 @@ async def test_auth(api: Api) -> None:
 
 async def test_another_projects_check_is_404(api: Api) -> None:
     async with api.engine.begin() as conn:
-        other = await create_project(conn, "other", api.clock.now(), shards=16)
+        other = await create_project(conn, "other", api.clock.now())
     other_headers = {"X-Api-Key": str(other["api_key"])}
     r = await api.client.post("/api/v3/checks/", json={"name": "theirs"}, headers=other_headers)
     assert r.status_code == 201

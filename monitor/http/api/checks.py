@@ -76,7 +76,9 @@ class ChecksController(Controller):
         services = services_of(request.app.state)
         now = services.clock.now()
         async with services.engine.begin() as conn:
-            check_id, created = await check_service.create_or_upsert(conn, key.project_id, data, now)
+            check_id, created = await check_service.create_or_upsert(
+                conn, key.project_id, data, now, shards=services.settings.shards
+            )
             uuid = (await conn.execute(select(t.checks.c.uuid).where(t.checks.c.id == check_id))).scalar_one()
         return Response(await _one(request, key.project_id, uuid), status_code=201 if created else 200)
 

@@ -1,0 +1,61 @@
+"""Worker replicas announce themselves with heartbeats, so each can take a fair share of the
+shards (DESIGN §6): ``ceil(shards / live replicas)``.
+
+A replica is live while its row was renewed within one lease TTL; rows of replicas dead for
+long are pruned by the survivors.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+from sqlalchemy import delete, func, select, update
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from monitor.storage import repositories
+from monitor.storage import tables as t
+
+PRUNE_AFTER_TTLS = 10
+"""A replica row older than this many TTLs is deleted (it cannot come back with that name)."""
+
+
+async def announce(engine: AsyncEngine, name: str, role: str, now: datetime, ttl: timedelta) -> int:
+    """Renew replica ``name``'s heartbeat and count the live replicas of ``role``.
+
+    Args:
+        engine: the database.
+        name: the replica, ``<host>:<pid>``.
+        role: ``"evaluator"``.
+        now: the current instant (aware UTC).
+        ttl: the lease TTL: a replica renewed within it is live.
+
+    Returns:
+        How many replicas of ``role`` are live, this one included (at least 1).
+    """
+    async with engine.begin() as conn:
+        renewed = await conn.execute(
+            update(t.replicas).where(t.replicas.c.name == name).values(role=role, renewed_at=now)
+        )
+        if renewed.rowcount == 0:
+            await conn.execute(
+                repositories.insert_ignoring_conflicts(conn, t.replicas).values(
+                    name=name, role=role, renewed_at=now
+                )
+            )
+        await conn.execute(delete(t.replicas).where(t.replicas.c.renewed_at < now - ttl * PRUNE_AFTER_TTLS))
+        live = (
+            await conn.execute(
+                select(func.count())
+                .select_from(t.replicas)
+                .where(t.replicas.c.role == role)
+                .where(t.replicas.c.renewed_at >= now - ttl)
+                .where(t.replicas.c.name != name)
+            )
+        ).scalar_one()
+    return int(live) + 1
+
+
+async def retire(engine: AsyncEngine, name: str) -> None:
+    """Remove replica ``name`` (clean shutdown), so the others' fair share grows at once."""
+    async with engine.begin() as conn:
+        await conn.execute(delete(t.replicas).where(t.replicas.c.name == name))
