@@ -132,6 +132,8 @@ def settings_factory(database_url: str) -> Callable[..., Settings]:
     return make
 
 
+pytest_plugins = ["tests.support.fixtures"]
+
 API_KEY = "test-api-key-0123456789"
 
 

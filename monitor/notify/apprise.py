@@ -63,7 +63,11 @@ _NOTIFY_TYPES = {
 }
 
 # Memory-only storage: delivery must not write Apprise caches to disk.
-_ASSET = apprise.AppriseAsset(storage_mode="memory")
+# Apprise 2.x runs a send with a deadline (its default service_timeout of 60 s, or
+# notify(timeout=...)) on a process-wide pool of cpu+4 threads, which a few hung targets fill
+# for every channel. With no deadline and async_mode off it sends in the calling thread, one of
+# ours; the plugin's socket timeouts and wait_for in send() bound it instead.
+_ASSET = apprise.AppriseAsset(storage_mode="memory", async_mode=False, service_timeout=0)
 
 _HTTP_ERROR = re.compile(r"error=(\d{3})\b")
 

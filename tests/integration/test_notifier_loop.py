@@ -12,7 +12,6 @@ from monitor.notify.apprise import AppriseNotifier
 from monitor.services.ingest import PingRequest, ingest_pings
 from monitor.workers.notifier import run_notifier
 from tests.conftest import Api
-from tests.support.fixtures import make_http_receiver  # noqa: F401
 from tests.support.receivers import HttpReceiver
 
 
