@@ -50,9 +50,7 @@ def handle_conflict(_: Request[Any, Any, Any], exc: Conflict) -> Response[dict[s
     return _json(409, str(exc))
 
 
-def handle_unauthenticated(
-    _: Request[Any, Any, Any], exc: NotAuthenticated
-) -> Response[dict[str, str]]:
+def handle_unauthenticated(_: Request[Any, Any, Any], exc: NotAuthenticated) -> Response[dict[str, str]]:
     return _json(401, str(exc))
 
 
@@ -74,8 +72,12 @@ def handle_litestar_validation(
     return _json(400, f"request: {exc.detail}")
 
 
-def handle_http(_: Request[Any, Any, Any], exc: HTTPException) -> Response[dict[str, str]]:
-    return _json(exc.status_code, str(exc.detail).lower() if exc.status_code == 404 else str(exc.detail))
+def handle_http(request: Request[Any, Any, Any], exc: HTTPException) -> Response[dict[str, str]]:
+    if exc.status_code == 404:
+        return _json(404, f"path: no such resource {request.url.path}")
+    if exc.status_code == 405:
+        return _json(405, f"method: {request.method} is not allowed on {request.url.path}")
+    return _json(exc.status_code, f"request: {str(exc.detail).lower()}")
 
 
 def handle_unexpected(request: Request[Any, Any, Any], exc: Exception) -> Response[dict[str, str]]:

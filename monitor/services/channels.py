@@ -91,7 +91,7 @@ async def create_channel(
 
 async def get_channel(conn: AsyncConnection, project_id: int, channel_id: str) -> dict[str, Any]:
     if "\x00" in channel_id:  # PostgreSQL text cannot hold it; no channel has it
-        raise NotFound("channel not found")
+        raise NotFound("id: no channel with this id in this project")
     row = (
         (
             await conn.execute(
@@ -104,7 +104,7 @@ async def get_channel(conn: AsyncConnection, project_id: int, channel_id: str) -
         .first()
     )
     if row is None:
-        raise NotFound("channel not found")
+        raise NotFound("id: no channel with this id in this project")
     return dict(row)
 
 

@@ -259,7 +259,7 @@ async def get_check_row(
         query = query.with_for_update()
     row = (await conn.execute(query)).mappings().first()
     if row is None:
-        raise NotFound("check not found")
+        raise NotFound("uuid: no check with this uuid in this project")
     return dict(row)
 
 
@@ -314,7 +314,7 @@ async def resume_check(conn: AsyncConnection, project_id: int, uuid: str, now: d
     row = await get_check_row(conn, project_id, uuid, lock=True)
     state = repositories.state_of(row)
     if not state.paused:
-        raise Conflict("check is not paused")
+        raise Conflict("status: the check is not paused")
     fx = detection.resume(state, now)
     pending = PendingWrites.empty()
     pending.add(row["id"], fx)

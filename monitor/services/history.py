@@ -57,14 +57,14 @@ async def list_pings(
 
 async def ping_body(conn: AsyncConnection, check_id: int, n: int) -> bytes:
     if not 1 <= n <= MAX_PING_NUMBER:  # beyond the column's range: no such ping (and no DB error)
-        raise NotFound("ping body not found")
+        raise NotFound("n: no stored body for this ping")
     body = (
         await conn.execute(
             select(t.pings.c.body).where(t.pings.c.check_id == check_id).where(t.pings.c.n == n)
         )
     ).first()
     if body is None or body[0] is None:
-        raise NotFound("ping body not found")
+        raise NotFound("n: no stored body for this ping")
     return bytes(body[0])
 
 

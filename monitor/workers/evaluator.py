@@ -166,7 +166,8 @@ class ShardedEvaluator:
                 )
                 continue
             if count:
-                logger.info(
+                # debug: a check that stays down with a seconds schedule is evaluated every sweep
+                logger.debug(
                     "evaluated %d checks of %s",
                     count,
                     name,

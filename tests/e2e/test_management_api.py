@@ -226,8 +226,8 @@ async def test_delete(api: Api) -> None:
     await api.client.get(f"/ping/{uuid}")
     r = await api.client.delete(f"/api/v3/checks/{uuid}", headers=api.headers)
     assert r.status_code == 200 and r.json()["uuid"] == uuid
-    assert_error(await api.client.get(f"/api/v3/checks/{uuid}", headers=api.headers), 404, "check")
-    assert_error(await api.client.delete(f"/api/v3/checks/{uuid}", headers=api.headers), 404, "check")
+    assert_error(await api.client.get(f"/api/v3/checks/{uuid}", headers=api.headers), 404, "uuid")
+    assert_error(await api.client.delete(f"/api/v3/checks/{uuid}", headers=api.headers), 404, "uuid")
     r = await api.client.get(f"/ping/{uuid}")
     assert (r.status_code, r.text) == (404, "not found")
 
@@ -235,7 +235,7 @@ async def test_delete(api: Api) -> None:
 async def test_pause_and_resume(api: Api) -> None:
     check = await create_check(api, name="job", timeout=60, grace=1)
     uuid = check["uuid"]
-    assert_error(await api.client.post(f"/api/v3/checks/{uuid}/resume", headers=api.headers), 409, "check")
+    assert_error(await api.client.post(f"/api/v3/checks/{uuid}/resume", headers=api.headers), 409, "status")
     await api.client.get(f"/ping/{uuid}")
     r = await api.client.post(f"/api/v3/checks/{uuid}/pause", headers=api.headers)
     assert r.status_code == 200 and r.json()["status"] == "paused" and r.json()["next_ping"] is None
@@ -247,7 +247,7 @@ async def test_pause_and_resume(api: Api) -> None:
     assert r.status_code == 200
     r = await api.client.post(f"/api/v3/checks/{uuid}/resume", headers=api.headers)
     assert r.status_code == 200 and r.json()["status"] == "new"
-    assert_error(await api.client.post(f"/api/v3/checks/{uuid}/resume", headers=api.headers), 409, "check")
+    assert_error(await api.client.post(f"/api/v3/checks/{uuid}/resume", headers=api.headers), 409, "status")
     reasons = [f["reason"] for f in await list_of(api, uuid, "flips")]
     assert reasons[0] == "resumed" and "paused" in reasons
 
@@ -315,7 +315,7 @@ async def test_auth(api: Api) -> None:
     for headers in ({}, {"X-Api-Key": "wrong-key-0000000000"}, {"X-Api-Key": ""}):
         r = await api.client.get("/api/v3/checks/", headers=headers)
         assert r.status_code == 401, headers
-        assert "error" in r.json()
+        assert r.json()["error"].startswith("X-Api-Key: ")
         r = await api.client.post("/api/v3/checks/", json={}, headers=headers)
         assert r.status_code == 401
     # A read-only key reads but never writes.
@@ -331,7 +331,7 @@ async def test_auth(api: Api) -> None:
     ]:
         r = await api.client.request(method, path, json={"name": "x"}, headers=api.ro_headers)
         assert r.status_code == 403, (method, path, r.text)
-        assert "error" in r.json()
+        assert r.json()["error"].startswith("X-Api-Key: ")
     assert (await get_check(api, uuid))["name"] == "job"
 
 
@@ -549,7 +549,7 @@ async def test_bad_paths_and_query_parameters(api: Api) -> None:
     ):
         r = await api.client.request("GET" if "pause" not in path else "POST", path, headers=api.headers)
         assert_error(r, 400, "uuid")
-    assert_error(await api.client.get(f"/api/v3/checks/{MISSING_UUID}", headers=api.headers), 404, "check")
+    assert_error(await api.client.get(f"/api/v3/checks/{MISSING_UUID}", headers=api.headers), 404, "uuid")
     for what in ("pings", "flips", "runs", "alerts"):
         for limit in ("0", "5000", "-1", "ten", "1.5", ""):
             r = await api.client.get(
@@ -563,7 +563,7 @@ async def test_bad_paths_and_query_parameters(api: Api) -> None:
     r = await api.client.get(f"/api/v3/checks/{uuid}/pings/abc/body", headers=api.headers)
     assert r.status_code in (400, 404) and "error" in r.json()
     r = await api.client.get("/api/v3/channels/nope", headers=api.headers)
-    assert_error(r, 404, "channel")
+    assert_error(r, 404, "id")
 
 
 BAD_CHANNELS: list[tuple[Any, str]] = [
@@ -774,3 +774,19 @@ async def test_dialect_is_case_insensitive(api: Api) -> None:
     )
     assert r.status_code == 201, r.text
     assert r.json()["dialect"] == "seconds"
+
+
+async def test_unknown_routes_and_methods_name_what_is_wrong(api: Api) -> None:
+    r = await api.client.get("/api/v3/nothing-here", headers=api.headers)
+    assert r.status_code == 404 and r.json()["error"].startswith("path: ")
+    r = await api.client.put("/api/v3/checks/", headers=api.headers)
+    assert r.status_code == 405 and r.json()["error"].startswith("method: ")
+
+
+async def test_the_checks_list_honours_and_validates_limit(api: Api) -> None:
+    for i in range(3):
+        await create_check(api, name=f"c{i}")
+    r = await api.client.get("/api/v3/checks/", params={"limit": "2"}, headers=api.headers)
+    assert [c["name"] for c in r.json()["checks"]] == ["c0", "c1"]
+    r = await api.client.get("/api/v3/checks/", params={"limit": "abc"}, headers=api.headers)
+    assert r.status_code == 400 and r.json()["error"].startswith("limit: ")

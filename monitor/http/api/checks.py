@@ -54,8 +54,12 @@ class ChecksController(Controller):
         request: Req,
         tag: list[str] | None = Parameter(query="tag", default=None, required=False),
         slug: str | None = Parameter(query="slug", default=None, required=False),
+        limit: str | None = None,
     ) -> dict[str, Any]:
+        """Every check of the project, oldest first, as Healthchecks lists them; ``?limit=``
+        (1-1000) keeps the first N."""
         key = await authenticate(request, write=False)
+        most = limit_param(limit) if limit is not None else None
         services = services_of(request.app.state)
         async with services.engine.connect() as conn:
             query = select(t.checks).where(t.checks.c.project_id == key.project_id)
@@ -67,6 +71,8 @@ class ChecksController(Controller):
             if tag:
                 wanted = set(tag)
                 rows = [r for r in rows if wanted <= set(r["tags"].split())]
+            if most is not None:
+                rows = rows[:most]
             return {"checks": await _dicts(request, conn, rows)}
 
     @post("/", summary="Create a check (or upsert with unique)")

@@ -41,14 +41,14 @@ async def authenticate(request: Request[Any, Any, Any], *, write: bool) -> proje
     """Resolve ``X-Api-Key``: missing/wrong → 401; a read-only key writing → 403."""
     key = request.headers.get("x-api-key")
     if not key:
-        raise NotAuthenticated("missing api key (X-Api-Key header)")
+        raise NotAuthenticated("X-Api-Key: missing (send the project's API key in the X-Api-Key header)")
     services = services_of(request.app.state)
     async with services.engine.connect() as conn:
         found = await projects.resolve_api_key(conn, key)
     if found is None:
-        raise NotAuthenticated("wrong api key")
+        raise NotAuthenticated("X-Api-Key: wrong api key")
     if write and found.read_only:
-        raise Forbidden("read-only api key")
+        raise Forbidden("X-Api-Key: a read-only key cannot change anything")
     return found
 
 
