@@ -6,7 +6,10 @@ The payload is DESIGN §4's ``GET /api/v3/cron/explain`` body (also printed by
     {"schedule", "tz", "dialect", "fields": [{"name", "value", "meaning"}], "description",
      "warnings": [...], "next": [{"utc": "...Z", "local": "...+02:00"}]}
 
-Pure: ``after`` is always passed in; nothing here reads the clock.
+Pure: ``after`` is always passed in; nothing here reads the clock. ``after`` must lie in years
+1900-9000 (UTC): far enough from the engine's range (years 2-9997) that every schedule without a
+quartz year list still has its next ticks, so "never fires after" is only ever said of a year
+list that has run out.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from monitor.domain.schedules import (
     Dialect,
     ParsedField,
     ensure_fires_after,
+    format_utc,
     offset_changes,
     parse_cron,
     validate_zone,
@@ -28,6 +32,12 @@ from monitor.domain.schedules import (
 __all__ = ["describe", "explain"]
 
 MAX_COUNT = 100
+MAX_SCHEDULE_LENGTH = 200  # as the checks API (monitor.services.checks)
+# `after` bounds (UTC, inclusive years): a schedule's next ticks lie within 401 years of
+# `after` (the Gregorian cycle), which stays inside the engine's years 2-9997
+MIN_AFTER_YEAR, MAX_AFTER_YEAR = 1900, 9000
+_AFTER_LO = datetime(MIN_AFTER_YEAR, 1, 1, tzinfo=UTC)
+_AFTER_HI = datetime(MAX_AFTER_YEAR + 1, 1, 1, tzinfo=UTC)
 _DAYS = ("Sunday", "Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday")
 _MONTHS = (
     "January", "February", "March", "April", "May", "June",
@@ -66,18 +76,24 @@ def _step_of(text: str) -> int | None:
     return None
 
 
-def _days_of_week(values: frozenset[int]) -> str:
-    """Monday-first runs: {1..5} -> 'Monday to Friday'."""
-    order = sorted(values, key=lambda d: (d + 6) % 7)  # Monday first, Sunday last
-    keyed = [(d + 6) % 7 for d in order]
-    runs = _runs(keyed)
-    if len(runs) > 1 and runs[0][0] == 0 and runs[-1][1] == 6:  # wraps over the weekend: FRI-MON
-        runs = [*runs[1:-1], (runs[-1][0], runs[0][1] + 7)]
-    parts = []
+def _days_of_week(values: frozenset[int]) -> list[str]:
+    """Week order, Monday first; runs of three days or more as ranges.
+
+    {1..5} -> ['Monday to Friday']; {1, 3, 5, 0} -> ['Monday', 'Wednesday', 'Friday', 'Sunday'];
+    {5, 6, 0, 1} -> ['Friday to Monday'] (a run over the weekend).
+    """
+    runs = _runs(sorted((d + 6) % 7 for d in values))  # Monday = 0 .. Sunday = 6
+    if len(runs) > 1 and runs[0][0] == 0 and runs[-1][1] == 6:
+        merged = (runs[-1][0], runs[0][1] + 7)
+        if merged[1] - merged[0] >= 2:  # FRI-MON; Sunday and Monday alone stay in week order
+            runs = [*runs[1:-1], merged]
+    parts: list[str] = []
     for a, b in runs:
-        first, last = _DAYS[(a + 1) % 7], _DAYS[(b + 1) % 7]
-        parts.append(first if a == b else f"{first} and {last}" if b == a + 1 else f"{first} to {last}")
-    return _and(parts)
+        if b - a >= 2:
+            parts.append(f"{_DAYS[(a + 1) % 7]} to {_DAYS[(b + 1) % 7]}")
+        else:
+            parts.extend(_DAYS[(k + 1) % 7] for k in range(a, b + 1))
+    return parts
 
 
 def _list_numbers(values: frozenset[int], fmt: str = "{}") -> str:
@@ -100,7 +116,7 @@ def _dom_phrase(f: ParsedField) -> str:
     if f.last:
         parts.append("the last day")
     for n in sorted(f.last_offsets):
-        parts.append(f"{n} days before the last day" if n else "the last day")
+        parts.append(f"{n} day{'s' if n > 1 else ''} before the last day" if n else "the last day")
     if f.last_weekday:
         parts.append("the last weekday")
     for n in sorted(f.nearest):
@@ -108,15 +124,24 @@ def _dom_phrase(f: ParsedField) -> str:
     return _and(parts) if parts else "any day"
 
 
-def _dow_phrase(f: ParsedField) -> str:
+def _dow_parts(f: ParsedField, every: bool = False) -> list[str]:
+    """'Monday', 'the third Friday', 'the last Friday' ...; ``every``: 'every Monday and Friday'."""
     parts: list[str] = []
     if f.values and len(f.values) < 7:
-        parts.append(_days_of_week(f.values))
-    for day, k in sorted(f.nth):
-        parts.append(f"the {_NTH[k]} {_DAYS[day]}")
-    for day in sorted(f.last_dow):
-        parts.append(f"the last {_DAYS[day]}")
-    return _and(parts) if parts else "any day of the week"
+        days = _days_of_week(f.values)
+        parts.extend([f"every {_and(days)}"] if every else days)
+    parts.extend(f"the {_NTH[k]} {_DAYS[day]}" for day, k in sorted(f.nth))
+    parts.extend(f"the last {_DAYS[day]}" for day in sorted(f.last_dow))
+    return parts
+
+
+def _dow_phrase(f: ParsedField) -> str:
+    return _and(_dow_parts(f)) or "any day of the week"
+
+
+def _on(phrase: str) -> str:
+    """'on the 13th', 'on Sunday'; not before a count ('3 days before the last day')."""
+    return phrase if phrase[:1].isdigit() else f"on {phrase}"
 
 
 def _field_meaning(f: ParsedField) -> str:
@@ -133,8 +158,12 @@ def _field_meaning(f: ParsedField) -> str:
     if f.kind == "month":
         if text == "*":
             return "every month"
-        return _and([_MONTHS[a - 1] if a == b else f"{_MONTHS[a - 1]} to {_MONTHS[b - 1]}"
-                     for a, b in _runs(sorted(f.values))])
+        return _and(
+            [
+                _MONTHS[a - 1] if a == b else f"{_MONTHS[a - 1]} to {_MONTHS[b - 1]}"
+                for a, b in _runs(sorted(f.values))
+            ]
+        )
     unit = _UNITS.get(f.kind, f.kind)
     if text == "*":
         return f"every {unit}"
@@ -192,13 +221,15 @@ def _day_phrase(dom: ParsedField, dow: ParsedField, day_or: bool) -> str:
     if dom_any and dow_any:
         return "every day"
     if day_or:
-        return f"on {_dom_phrase(dom)} of the month and on every {_dow_phrase(dow)}"
+        return f"{_on(_dom_phrase(dom))} of the month and on {_and(_dow_parts(dow, every=True))}"
     if dom_any:
         phrase = _dow_phrase(dow)
-        return phrase if dow.values and not dow.nth and not dow.last_dow else f"on {phrase} of the month"
+        if dow.nth or dow.last_dow:
+            return f"on {phrase} of the month"
+        return phrase if " to " in phrase else f"on {phrase}"  # 'Monday to Friday', 'on Sunday'
     if dow_any:
-        return f"on {_dom_phrase(dom)} of the month"
-    return f"on {_dom_phrase(dom)} of the month, if it is {_dow_phrase(dow)}"
+        return f"{_on(_dom_phrase(dom))} of the month"
+    return f"{_on(_dom_phrase(dom))} of the month, if it is {_dow_phrase(dow)}"
 
 
 def describe(schedule: CronSchedule) -> str:
@@ -224,7 +255,37 @@ def describe(schedule: CronSchedule) -> str:
     return ", ".join(parts)
 
 
+def _or_trap_warning(schedule: CronSchedule, dom: ParsedField, dow: ParsedField) -> str:
+    """The DOM/DOW OR trap: what fires, and how to get "both" (cron cannot AND the two fields)."""
+    text = (
+        f"fires {_on(_dom_phrase(dom))} AND on {_and(_dow_parts(dow, every=True))}: when both day of "
+        "month and day of week are restricted, cron runs on days matching either (Vixie/Debian rule) "
+        "and cannot require both; to run only on days matching both, keep the day-of-week field, set "
+        "day of month to '*' and test the day in the command"
+    )
+    plain_dom = not (dom.last or dom.last_weekday or dom.last_offsets or dom.nearest)
+    if plain_dom and len(dom.values) == 1:
+        day = min(dom.values)
+        line = " ".join("*" if f is dom else f.text for f in schedule.fields)
+        text += f', e.g. `{line} [ "$(date +\\%d)" = {day:02d} ] && your-command`'
+    else:
+        text += ', e.g. `[ "$(date +\\%d)" = 13 ] && your-command`'
+    text += " ('%' must be written '\\%' in a crontab)"
+    # the n-th weekday written as a 7-day block ('1-7' with a weekday): '#' says it directly
+    first = min(dom.values) if dom.values else 0
+    week_block = plain_dom and first % 7 == 1 and dom.values == frozenset(range(first, first + 7))
+    if week_block and dow.values and not dow.nth and not dow.last_dow:
+        k = (first + 6) // 7
+        text += (
+            f"; for the {_NTH[k]} {_DAYS[min(dow.values)]} of the month, this service also accepts "
+            f"'{min(dow.values)}#{k}' in day of week with '*' in day of month (Debian's cron does not)"
+        )
+    return text
+
+
 def _debian_warnings(schedule: CronSchedule) -> list[str]:
+    if schedule.dialect is Dialect.QUARTZ:
+        return []  # L, W, LW, nL, # and wrap-around ranges are Quartz's own syntax
     out = []
     for f in schedule.fields:
         what = []
@@ -273,47 +334,78 @@ def _fmt_local(instant: datetime, tz: str) -> str:
 
 
 def _utc(instant: datetime) -> str:
-    return instant.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return format_utc(instant)
+
+
+def _duration(seconds: int) -> str:
+    """'1 hour', '30 minutes', '24 hours', '6 minutes 32 seconds'."""
+    h, rest = divmod(seconds, 3600)
+    m, s = divmod(rest, 60)
+    units = ((h, "hour"), (m, "minute"), (s, "second"))
+    return " ".join(f"{n} {unit}{'s' if n != 1 else ''}" for n, unit in units if n)
+
+
+def _offset_text(seconds: int) -> str:
+    sign = "+" if seconds >= 0 else "-"
+    h, rest = divmod(abs(seconds), 3600)
+    m, s = divmod(rest, 60)
+    return f"{sign}{h:02d}:{m:02d}" + (f":{s:02d}" if s else "")
+
+
+def _wall_span(a: datetime, b: datetime) -> str:
+    """Naive wall times [a, b): '02:00–03:00', or with dates when the span crosses a day."""
+    fmt = "%H:%M:%S" if a.second or b.second else "%H:%M"
+    if a.date() == b.date():
+        return f"{a.strftime(fmt)}–{b.strftime(fmt)}"
+    return f"{a.date().isoformat()} {a.strftime(fmt)} to {b.date().isoformat()} {b.strftime(fmt)}"
 
 
 def _dst_warnings(schedule: CronSchedule, after: datetime, ticks: list[datetime]) -> list[str]:
+    """Warnings for the zone's UTC-offset changes (DST or any other) among the listed ticks.
+
+    Each names the change by the local date on which it happens (the wall clock before it):
+    Pacific/Apia's date-line change skipped 2011-12-30.
+    """
     if not ticks:
         return []
     zone = validate_zone(schedule.tz)
     out = []
     tick_set = set(ticks)
     for at, before, after_off in offset_changes(schedule.tz, after, ticks[-1]):
-        delta = abs(after_off - before) // 60
-        local = at.astimezone(zone)
+        wall_before = (at + timedelta(seconds=before)).replace(tzinfo=None)
+        wall_after = (at + timedelta(seconds=after_off)).replace(tzinfo=None)
+        change = (
+            f"the UTC offset changes on {wall_before.date().isoformat()} "
+            f"({_offset_text(before)} to {_offset_text(after_off)})"
+        )
+        span = _duration(abs(after_off - before))
         if after_off > before:  # gap: wall times [at+before, at+after) do not exist
+            gap = f"a gap that skips {span} of wall time ({_wall_span(wall_before, wall_after)})"
             if at in tick_set and schedule.is_fixed_time:
+                local = at.astimezone(zone)
                 out.append(
-                    f"the tick at {_utc(at)} ({local.strftime('%H:%M %Z')}) is a catch-up: the DST gap on "
-                    f"{local.date().isoformat()} skips {delta} minutes of wall time, so a fixed-time "
-                    "schedule fires once at the first instant after the gap"
+                    f"the tick at {_utc(at)} ({local.strftime('%H:%M %Z')}) is a catch-up: {change}, "
+                    f"{gap}, so a fixed-time schedule fires once at the first instant after the gap"
                 )
-            elif not schedule.is_fixed_time and schedule.matches_wall_between(
-                (at + timedelta(seconds=before)).replace(tzinfo=None),
-                (at + timedelta(seconds=after_off)).replace(tzinfo=None),
-            ):
-                out.append(
-                    f"the DST gap on {local.date().isoformat()} skips {delta} minutes of wall time before "
-                    f"{local.strftime('%H:%M %Z')}; wildcard ticks that would fall inside it do not exist"
-                )
+            elif not schedule.is_fixed_time and schedule.matches_wall_between(wall_before, wall_after):
+                out.append(f"{change}, {gap}; wildcard ticks that would fall inside it do not exist")
         else:  # overlap: wall times [at+after, at+before) occur twice
-            window = [t for t in ticks if at.timestamp() - (before - after_off) <= t.timestamp()
-                      < at.timestamp() + (before - after_off)]
+            window = [
+                t
+                for t in ticks
+                if at.timestamp() - (before - after_off)
+                <= t.timestamp()
+                < at.timestamp() + (before - after_off)
+            ]
             if not window:
                 continue
+            overlap = f"an overlap that repeats {span} of wall time ({_wall_span(wall_after, wall_before)})"
             if schedule.is_fixed_time:
-                out.append(
-                    f"the DST overlap on {local.date().isoformat()} repeats {delta} minutes of wall time; "
-                    "a fixed-time schedule fires once, at the first occurrence"
-                )
+                out.append(f"{change}, {overlap}; a fixed-time schedule fires once, at the first occurrence")
             else:
                 out.append(
-                    f"the DST overlap on {local.date().isoformat()} repeats {delta} minutes of wall time; "
-                    "a wildcard schedule fires at every real occurrence, so wall times repeat in the list"
+                    f"{change}, {overlap}; a wildcard schedule fires at every real occurrence, so wall "
+                    "times repeat in the list"
                 )
     return out
 
@@ -338,12 +430,24 @@ def explain(
         "description", "warnings": [str], "next": [{"utc": "...Z", "local": "...+02:00"}]}``.
 
     Raises:
-        ValidationError: ``count`` outside 1-100 (field ``"count"``).
+        ValidationError: ``expression`` longer than 200 characters (field ``"schedule"``),
+            ``count`` outside 1-100 (``"count"``), ``after`` naive or outside years 1900-9000
+            (``"after"``).
         ScheduleError: a malformed expression, or one that never fires (after ``after``).
         ZoneError: an unknown or fixed-offset zone.
     """
+    if isinstance(expression, str) and len(expression) > MAX_SCHEDULE_LENGTH:
+        raise ValidationError(
+            "schedule", f"must be at most {MAX_SCHEDULE_LENGTH} characters, got {len(expression)}"
+        )
     if isinstance(count, bool) or not isinstance(count, int) or not 1 <= count <= MAX_COUNT:
         raise ValidationError("count", f"must be a whole number from 1 to {MAX_COUNT}, got {count!r}")
+    if after.tzinfo is None or after.utcoffset() is None:
+        raise ValidationError("after", "has no UTC offset; add 'Z' or '+02:00'")
+    if not _AFTER_LO <= after < _AFTER_HI:  # aware comparison: no overflow at years 1 and 9999
+        raise ValidationError(
+            "after", f"outside the supported range (years {MIN_AFTER_YEAR}-{MAX_AFTER_YEAR})"
+        )
     schedule = parse_cron(expression, dialect, tz)
     ensure_fires_after(schedule, after)
     ticks = schedule.next_ticks(after, count)
@@ -351,11 +455,7 @@ def explain(
     dom, dow = by["day of month"], by["day of week"]
     warnings: list[str] = []
     if not dom.star and not dow.star:
-        warnings.append(
-            f"fires on {_dom_phrase(dom)} AND on every {_dow_phrase(dow)}: when both day of month and "
-            "day of week are restricted, cron runs on days matching either (Vixie/Debian rule); to "
-            "require both, start one of the fields with '*' (e.g. '*/1') or use '#'"
-        )
+        warnings.append(_or_trap_warning(schedule, dom, dow))
     if schedule.dialect is not Dialect.QUARTZ:
         warnings.extend(_quartz_looking(schedule))
     warnings.extend(_debian_warnings(schedule))
@@ -368,7 +468,7 @@ def explain(
         )
     return {
         "schedule": expression,
-        "tz": tz,
+        "tz": schedule.tz,
         "dialect": schedule.dialect.value,
         "fields": [{"name": f.kind, "value": f.text, "meaning": _field_meaning(f)} for f in schedule.fields],
         "description": describe(schedule),

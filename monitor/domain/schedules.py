@@ -83,13 +83,17 @@ Each kind is corrected as a whole, by translation or by the wrapper, not case by
 11. **Never-firing expressions and long gaps.** ``0 0 30 2 *``: croniter searches and raises
     ``CroniterBadDateError`` at iteration time; we reject it at parse time ("never fires").
     croniter also gives up after 50 years by default; the wrapper allows 401 (the Gregorian
-    cycle), clamps queries to a quartz year list, and maps croniter running off the calendar
-    (year 10000 or 0) to "no tick".
+    cycle), starts every search inside a quartz year list (``prev_tick`` from year 2900 or
+    ``next_tick`` from year 5 go straight to the list instead of walking offset segments),
+    and maps croniter running off the calendar (year 10000 or 0) to "no tick".
 12. **``is_valid(..., strict=True)``** rejects ``48 14 31 jun sun``, which fires every Sunday of
     June under the OR rule; we accept it.
 
 Conventions: every datetime in and out is aware; outputs are UTC (``datetime.UTC``) with whole
-seconds; inputs may carry any offset and microseconds. Ticks are instants: two ticks that land
+seconds; inputs may carry any offset and microseconds. Ticks exist in years 2-9997 UTC only;
+every method answers (``None``, ``False``, nothing) for any aware instant Python can represent,
+years 1 and 9999 at any offset included, and never raises ``ValueError``/``OverflowError`` for
+one. Ticks are instants: two ticks that land
 on one instant are one tick. Nothing here reads the clock or does I/O (beyond the zone database
 that :mod:`zoneinfo` loads).
 """
@@ -104,7 +108,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
 from enum import StrEnum
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError, available_timezones
 
 from croniter import CroniterBadDateError, croniter
 
@@ -114,6 +118,7 @@ __all__ = [
     "CronSchedule",
     "Dialect",
     "ensure_fires_after",
+    "format_utc",
     "offset_changes",
     "parse_cron",
     "validate_zone",
@@ -121,11 +126,20 @@ __all__ = [
 
 
 class Dialect(StrEnum):
-    """The cron dialects of DESIGN §4."""
+    """The cron dialects of DESIGN §4; looked up case-insensitively (``Dialect("QUARTZ")``)."""
 
     UNIX = "unix"
     SECONDS = "seconds"
     QUARTZ = "quartz"
+
+    @classmethod
+    def _missing_(cls, value: object) -> Dialect | None:
+        if isinstance(value, str):
+            folded = value.strip().lower()
+            for member in cls:
+                if member.value == folded:
+                    return member
+        return None
 
 
 # --------------------------------------------------------------------------- constants
@@ -133,9 +147,15 @@ class Dialect(StrEnum):
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _EPOCH_ORD = date(1970, 1, 1).toordinal()
 _DAY = 86400
-# Supported instants: years 2..9997 (room for offsets and month arithmetic at both ends).
-_MIN_TS = int((datetime(2, 1, 1, tzinfo=UTC) - _EPOCH).total_seconds())
-_MAX_TS = int((datetime(9997, 12, 31, tzinfo=UTC) - _EPOCH).total_seconds())
+# Supported instants: years 2..9997 UTC (room for offsets and a year of look-around at both
+# ends). Ticks outside [_MIN_TS, _MAX_TS] do not exist; any aware instant may be asked about.
+_MIN_YEAR, _MAX_YEAR = 2, 9997
+_MIN_TS = (date(_MIN_YEAR, 1, 1).toordinal() - _EPOCH_ORD) * _DAY
+_MAX_TS = (date(_MAX_YEAR + 1, 1, 1).toordinal() - _EPOCH_ORD) * _DAY - 1
+# Instants whose local time is representable in every zone (offsets stay within a day), for
+# offset look-ups: the offset at the calendar's very ends is the one a day inside them.
+_OFFSET_LO = (date(1, 1, 2).toordinal() - _EPOCH_ORD) * _DAY
+_OFFSET_HI = (date(9999, 12, 30).toordinal() - _EPOCH_ORD) * _DAY
 # The day pattern of an expression without a year list recurs every 400 years (the Gregorian
 # cycle), so a live expression matches within any 401 years: croniter's search limit.
 _CRON_YEARS = 401
@@ -227,11 +247,14 @@ class ParsedField:
     def extended(self) -> bool:
         """Whether the field uses syntax Debian's cron does not support."""
         return bool(
-            self.last or self.last_weekday or self.last_offsets or self.nearest or self.nth
-            or self.last_dow or self.wraps
+            self.last
+            or self.last_weekday
+            or self.last_offsets
+            or self.nearest
+            or self.nth
+            or self.last_dow
+            or self.wraps
         )
-
-
 
 
 @dataclass(frozen=True, slots=True)
@@ -252,9 +275,14 @@ class _Spec:
     subs: tuple[_Sub, ...]  # merged (union) when the DOM/DOW OR rule applies
     fixed: bool
     zone: ZoneInfo
+    # instants a search may start from: the supported range, narrowed to the year list (with
+    # two days of slack for offsets) so that no search walks centuries of offset segments
+    lo_ts: int
+    hi_ts: int
     # idle croniter cursors, forward and backward (see _Cursor)
     ahead: list[_Cursor] = field(default_factory=list, compare=False)
     behind: list[_Cursor] = field(default_factory=list, compare=False)
+
 
 def _err(kind: _FieldKind, position: int, problem: str) -> ScheduleError:
     return ScheduleError(f"field {position} ({kind.name}): {problem}", field=kind.name, position=position)
@@ -287,9 +315,7 @@ def _to_cron_dow(value: int, dialect: Dialect) -> int:
     return (value - 1) % 7 if dialect is Dialect.QUARTZ else value % 7
 
 
-def _expand(
-    item: str, kind: _FieldKind, position: int, dialect: Dialect
-) -> tuple[list[int], bool]:
+def _expand(item: str, kind: _FieldKind, position: int, dialect: Dialect) -> tuple[list[int], bool]:
     """Expand ``*``, ``a``, ``a-b``, with an optional ``/step``; returns (values, wrapped)."""
     base, slash, step_text = item.partition("/")
     step = 1
@@ -320,6 +346,8 @@ def _expand(
             b = 7  # DESIGN §4: in DOW the max is 7, so 1/2 = Mon, Wed, Fri, Sun
     if a <= b:
         return list(range(a, b + 1))[::step], False
+    if kind is _YEAR:  # Quartz: years do not wrap around
+        raise _err(kind, position, f"{base!r}: the start year must not be greater than the end year")
     # wrap-around range (FRI-MON, 22-2/2): DOW wraps modulo 7, others at the field's max
     if kind.name == "day of week":
         first = 1 if dialect is Dialect.QUARTZ else 0
@@ -413,7 +441,6 @@ def _parse_field(text: str, kind: _FieldKind, position: int, dialect: Dialect) -
     )
 
 
-
 def _dom_days(dom: ParsedField, length: int, wd1: int) -> set[int]:
     """Days matched by the day-of-month field in a month of ``length`` days whose 1st is ``wd1``."""
     days = {d for d in dom.values if d <= length}
@@ -502,7 +529,6 @@ def _split_fields(expression: str, dialect: Dialect) -> list[str]:
     return parts
 
 
-
 def _compile(expression: str, dialect: Dialect, zone: ZoneInfo) -> _Spec:
     parts = _split_fields(expression, dialect)
     layout = _LAYOUTS[dialect]
@@ -554,6 +580,10 @@ def _compile(expression: str, dialect: Dialect, zone: ZoneInfo) -> _Spec:
         )
     else:
         subs = (_Sub(f"{head} {dom_text} {month} {dow_text}{tail}", dom_exact and dow_exact),)
+    lo_ts, hi_ts = _MIN_TS, _MAX_TS
+    if years:
+        lo_ts = max(lo_ts, _year_start(min(years)) - 2 * _DAY)
+        hi_ts = min(hi_ts, _year_start(max(years) + 1) + 2 * _DAY)
     return _Spec(
         fields=fields,
         years=(min(years), max(years)) if years else None,
@@ -561,6 +591,8 @@ def _compile(expression: str, dialect: Dialect, zone: ZoneInfo) -> _Spec:
         subs=subs,
         fixed=all(not by[k].star for k in ("second", "minute", "hour") if k in by),
         zone=zone,
+        lo_ts=lo_ts,
+        hi_ts=hi_ts,
         ahead=[_Cursor(subs)],  # croniter parses its expressions now, not at the first tick
     )
 
@@ -714,8 +746,11 @@ def validate_zone(tz: str) -> ZoneInfo:
         The loaded :class:`zoneinfo.ZoneInfo` (cached per name).
 
     Raises:
-        ZoneError: ``"unknown time zone 'Mars/Olympus'"``; a fixed offset (``"+02:00"``,
-            ``"UTC+2"``, ``"Etc/GMT-2"``) or a path is refused with a message saying so.
+        ZoneError: ``"unknown time zone 'Mars/Olympus'"``; a name that differs from a known one
+            only in case gets a hint (``"unknown time zone 'utc' (did you mean 'UTC'?)"``); a
+            fixed offset (``"+02:00"``, ``"UTC+2"``, ``"Etc/GMT-2"``), a path and the ``right/``
+            (leap seconds) and ``posix/`` trees are refused with a message saying so. Links
+            such as ``US/Eastern`` and ``EST`` are accepted.
     """
     if not isinstance(tz, str) or tz.strip() == "":
         raise ZoneError("time zone is empty; use an IANA name such as 'Europe/Berlin' or 'UTC'")
@@ -724,16 +759,45 @@ def validate_zone(tz: str) -> ZoneInfo:
             f"{tz!r} is a fixed UTC offset; use an IANA zone name such as 'Europe/Berlin' so that "
             "offset changes (DST) are followed"
         )
-    if not _ZONE_RE.match(tz) or tz in ("localtime", "posixrules", "Factory"):
+    if not _ZONE_RE.match(tz) or tz in _NOT_ZONES:
         raise ZoneError(f"unknown time zone {tz!r}")
+    names, folded = _zone_names()
+    head, _, tail = tz.partition("/")
+    if head.lower() in ("right", "posix"):
+        # right/ counts leap seconds (its clock is ~27 s off UTC); posix/ only repeats the names
+        hint = f"; use {tail!r}" if tail in names else ""
+        raise ZoneError(f"unknown time zone {tz!r}: the '{head}/' zone variants are not accepted{hint}")
+    if tz not in names:
+        # a case-insensitive file system would load 'europe/berlin': refuse it here with a hint
+        canonical = folded.get(tz.lower())
+        if canonical is not None:
+            raise ZoneError(f"unknown time zone {tz!r} (did you mean {canonical!r}?)")
     try:
         return ZoneInfo(tz)
     except (ZoneInfoNotFoundError, ValueError, OSError):
         raise ZoneError(f"unknown time zone {tz!r}") from None
 
 
+_NOT_ZONES = ("localtime", "posixrules", "Factory")
+
+
+@functools.cache
+def _zone_names() -> tuple[frozenset[str], dict[str, str]]:
+    """The zone database's names, and each by its lower-case spelling (for a hint)."""
+    names = frozenset(
+        name
+        for name in available_timezones()
+        if name not in _NOT_ZONES and not name.lower().startswith(("right/", "posix/"))
+    )
+    folded: dict[str, str] = {}
+    for name in sorted(names):
+        folded.setdefault(name.lower(), name)
+    return names, folded
+
+
 def _offset(zone: ZoneInfo, ts: int) -> int:
-    off = datetime.fromtimestamp(ts, zone).utcoffset()
+    # a local time in year 0 or 10000 does not exist for datetime: use the offset a day inside
+    off = datetime.fromtimestamp(min(max(ts, _OFFSET_LO), _OFFSET_HI), zone).utcoffset()
     assert off is not None
     return off.days * _DAY + off.seconds
 
@@ -864,7 +928,7 @@ class CronSchedule:
 
         Returns:
             The tick in UTC, or ``None`` when the schedule has no later tick (a quartz year list
-            that has run out, or beyond year 9997).
+            that has run out, or none up to the end of year 9997 UTC).
 
         Raises:
             ValueError: ``after`` is naive.
@@ -896,7 +960,7 @@ class CronSchedule:
         """The latest tick strictly before ``before`` (``10:00:00`` is before ``10:00:00.5``).
 
         Returns:
-            The tick in UTC, or ``None`` if there is none after year 2.
+            The tick in UTC, or ``None`` if there is none from year 2 UTC on.
 
         Raises:
             ValueError: ``before`` is naive.
@@ -1024,9 +1088,11 @@ class CronSchedule:
     def _next_ts(self, c: int) -> int | None:
         """The first tick at or after epoch second ``c``."""
         spec = self._spec
-        zone, fixed = spec.zone, spec.fixed
+        zone, fixed, hi_ts = spec.zone, spec.fixed, spec.hi_ts
+        if c < spec.lo_ts:
+            c = spec.lo_ts  # no tick before the supported range (or the year list)
         for _ in range(_MAX_SEGMENTS):
-            if c > _MAX_TS:
+            if c > hi_ts:
                 return None
             start, end, off, prev = _segment(zone, c)
             # spring-forward gap at `start`: fixed-time wall times it swallowed fire once at `start`
@@ -1039,16 +1105,18 @@ class CronSchedule:
             if w is None:
                 return None
             if w - off < end:
-                return w - off
+                return w - off if w - off <= _MAX_TS else None
             c = end
         return None  # pragma: no cover - bounded by _MAX_SEGMENTS; parse guarantees a nearer tick
 
     def _prev_ts(self, c: int) -> int | None:
         """The last tick at or before epoch second ``c``."""
         spec = self._spec
-        zone, fixed = spec.zone, spec.fixed
+        zone, fixed, lo_ts = spec.zone, spec.fixed, spec.lo_ts
+        if c > spec.hi_ts:
+            c = spec.hi_ts  # no tick after the supported range (or the year list)
         for _ in range(_MAX_SEGMENTS):
-            if c < _MIN_TS:
+            if c < lo_ts:
                 return None
             start, _end, off, prev = _segment(zone, c)
             lo = start + off
@@ -1058,9 +1126,9 @@ class CronSchedule:
             if w is None:
                 return None
             if w >= lo:
-                return w - off
+                return w - off if w - off >= _MIN_TS else None
             if fixed and prev < off and self._wall_match_in(start + prev, start + off - 1):
-                return start
+                return start if start >= _MIN_TS else None
             c = start - 1
         return None  # pragma: no cover
 
@@ -1078,7 +1146,8 @@ def parse_cron(expression: str, dialect: str | Dialect = "unix", tz: str = "UTC"
         expression: 5 fields for ``unix``, 6 (seconds first) for ``seconds``, 6 or 7 (seconds
             first, optional year) for ``quartz``; or a macro (``@daily``...; ``@reboot`` is
             refused). Names JAN-DEC / SUN-SAT in any case.
-        dialect: ``"unix"``, ``"seconds"`` or ``"quartz"`` (or a :class:`Dialect`).
+        dialect: ``"unix"``, ``"seconds"`` or ``"quartz"`` in any case (or a :class:`Dialect`);
+            the schedule's ``dialect`` is the :class:`Dialect`, whose value is lower case.
         tz: an IANA zone name; see :func:`validate_zone`.
 
     Returns:
@@ -1094,7 +1163,7 @@ def parse_cron(expression: str, dialect: str | Dialect = "unix", tz: str = "UTC"
     if not isinstance(expression, str):
         raise ScheduleError("the expression must be a string")
     try:
-        d = Dialect(dialect.lower() if isinstance(dialect, str) else dialect)
+        d = Dialect(dialect)  # case-insensitive: 'QUARTZ' is Dialect.QUARTZ
     except ValueError:
         raise ScheduleError(
             f"unknown dialect {dialect!r}; use one of: {', '.join(x.value for x in Dialect)}"
@@ -1112,14 +1181,34 @@ def ensure_fires_after(schedule: CronSchedule, now: datetime) -> None:
         schedule: a parsed schedule. now: the current instant (aware).
 
     Raises:
-        ScheduleError: ``"the expression never fires after <now>: its last tick was <t>"``.
+        ScheduleError: ``"the expression never fires after <now>: its last tick was <t>"`` when a
+            quartz year list has run out; ``"no tick after <now> within the supported range
+            (years 2-9997)"`` when ``now`` is so late that the next tick would be after year 9997.
     """
-    if schedule.next_tick(now) is None:
-        last = schedule.last_tick()
-        when = f": its last tick was {last.strftime('%Y-%m-%dT%H:%M:%SZ')}" if last else ""
+    if schedule.next_tick(now) is not None:
+        return
+    last = schedule.last_tick()
+    if last is None or last > now:
+        # no year list has run out: the search hit the end of the supported range
         raise ScheduleError(
-            f"the expression never fires after {now.astimezone(UTC).strftime('%Y-%m-%dT%H:%M:%SZ')}{when}"
+            f"no tick after {format_utc(now)} within the supported range (years {_MIN_YEAR}-{_MAX_YEAR})"
         )
+    raise ScheduleError(
+        f"the expression never fires after {format_utc(now)}: its last tick was {format_utc(last)}"
+    )
+
+
+def format_utc(instant: datetime) -> str:
+    """``instant`` as ISO 8601 UTC with whole seconds and a 4-digit year: ``0002-01-02T00:00:00Z``.
+
+    An instant whose UTC time falls outside years 1-9999 (``datetime(1, 1, 1)`` at ``+01:00``)
+    is given as written.
+    """
+    try:
+        utc = instant.astimezone(UTC)
+    except OverflowError:
+        return instant.isoformat(timespec="seconds")
+    return f"{utc.year:04d}-{utc.month:02d}-{utc.day:02d}T{utc.hour:02d}:{utc.minute:02d}:{utc.second:02d}Z"
 
 
 def offset_changes(tz: str, since: datetime, until: datetime) -> list[tuple[datetime, int, int]]:

@@ -45,16 +45,21 @@ class CronController(Controller):
     ) -> dict[str, Any]:
         """Decode ``schedule`` and list its next ``count`` ticks strictly after ``after``.
 
-        Query parameters: ``schedule`` (required), ``tz`` (IANA name, default UTC), ``dialect``
-        (unix, seconds, quartz; default unix), ``count`` (1-100, default 5), ``after`` (ISO 8601
-        with an offset; default now).
+        Query parameters: ``schedule`` (required, at most 200 characters as in the checks API),
+        ``tz`` (IANA name, default UTC), ``dialect`` (unix, seconds, quartz in any case, answered
+        in lower case as the checks API stores it; default unix), ``count`` (1-100, default 5),
+        ``after`` (ISO 8601 with an offset, years 1900-9000; default now).
 
         Raises:
             ValidationError: bad input, naming the field (``schedule``, ``tz``, ``dialect``,
                 ``count``, ``after``); the app maps it to ``400 {"error": "<field>: <problem>"}``.
         """
-        if dialect.lower() not in {d.value for d in Dialect}:
-            raise ValidationError("dialect", f"unknown dialect {dialect!r}; use unix, seconds or quartz")
+        try:
+            chosen = Dialect(dialect)  # case-insensitive, as parse_cron and the checks API
+        except ValueError:
+            raise ValidationError(
+                "dialect", f"unknown dialect {dialect!r}; use unix, seconds or quartz"
+            ) from None
         try:
             n = int(count)
         except ValueError:
@@ -62,7 +67,7 @@ class CronController(Controller):
             raise ValidationError("count", problem) from None
         instant = _parse_after(after)
         try:
-            return explain(schedule, dialect=dialect.lower(), tz=tz, count=n, after=instant)
+            return explain(schedule, dialect=chosen, tz=tz, count=n, after=instant)
         except ScheduleError as error:
             raise ValidationError("schedule", error.message) from None
         except ZoneError as error:
