@@ -423,21 +423,53 @@ def _expire_runs(spec: CheckSpec, state: CheckState, book: RunBook, fx: Effects,
         _time_out(spec, state, fx, run, now=now)
 
 
-def _time_out(spec: CheckSpec, state: CheckState, fx: Effects, run: Run, *, now: datetime) -> None:
+def _time_out(
+    spec: CheckSpec, state: CheckState, fx: Effects, run: Run, *, now: datetime, silent: bool = False
+) -> None:
     run.timed_out = True
     run.settle()
     fx.touch(run)
-    if not state.paused and not state.is_new:
+    if not silent and not state.paused and not state.is_new:
         _bad(spec, state, fx, AlertKind.TIMEOUT, FlipReason.TIMEOUT, run=run, now=now)
 
 
-def evaluate(spec: CheckSpec, state: CheckState, book: RunBook, now: datetime) -> Effects:
+@dataclass(frozen=True, kw_only=True, slots=True)
+class OutageGuard:
+    """What the monitor knows of its own outages (DESIGN §6, self-outage guard).
+
+    Attributes:
+        outages: ``(start, end)`` spans with no live HTTP process: pings could not arrive, so
+            a deadline inside one (``start < deadline <= end``) proves nothing: its tick gets
+            outcome ``unknown`` and no alert.
+        seen_until: the monitor is in an outage *now* (no fresh liveness since this instant):
+            deadlines after it are not judged until the outage has ended and been recorded.
+            ``None``: no such outage.
+    """
+
+    outages: tuple[tuple[datetime, datetime], ...] = ()
+    seen_until: datetime | None = None
+
+    def covers(self, deadline: datetime) -> bool:
+        return any(start < deadline <= end for start, end in self.outages)
+
+    def defers(self, deadline: datetime) -> bool:
+        return self.seen_until is not None and deadline > self.seen_until
+
+
+NO_OUTAGE = OutageGuard()
+
+
+def evaluate(
+    spec: CheckSpec, state: CheckState, book: RunBook, now: datetime, *, guard: OutageGuard = NO_OUTAGE
+) -> Effects:
     """Judge what time has decided by ``now``: timed-out runs and missed watched ticks.
 
     Runs past ``start + max_runtime`` and ticks past ``tick + grace`` without a run are taken
     in the order their deadlines passed, so consecutive-outcome counting follows time. At most
     :data:`MAX_TICKS_PER_EVALUATION` ticks are judged per call; ``state.next_due`` then stays
-    in the past so the next sweep continues.
+    in the past so the next sweep continues. A deadline that fell inside a monitor outage
+    gives ``unknown`` (tick) or a silent time-out (run) instead of an alert; deadlines of an
+    outage still going on wait (``guard``).
     """
     fx = Effects()
     if state.paused:
@@ -460,12 +492,19 @@ def evaluate(spec: CheckSpec, state: CheckState, book: RunBook, now: datetime) -
             cursor = tick
             judged += 1
     events.sort(key=lambda e: (e[0], e[1]))
-    for _, _, item in events:
+    for deadline, _, item in events:
+        if guard.defers(deadline):
+            break  # judged once the outage has ended and been recorded
+        blind = guard.covers(deadline)
         if isinstance(item, Run):
-            _time_out(spec, state, fx, item, now=now)
+            _time_out(spec, state, fx, item, now=now, silent=blind)
             continue
         tick = item
-        if not book.is_resolved(tick):
+        if blind and not book.is_resolved(tick):
+            mark = TickMark(scheduled=tick, outcome=Outcome.UNKNOWN)
+            book.marks[tick] = mark
+            fx.new_marks.append(mark)
+        elif not book.is_resolved(tick):
             mark = TickMark(scheduled=tick, outcome=Outcome.MISSED)
             book.marks[tick] = mark
             fx.new_marks.append(mark)

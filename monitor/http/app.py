@@ -139,7 +139,7 @@ def create_app(
             name = f"{socket.gethostname()}:{os.getpid()}"
             tasks.append(
                 asyncio.create_task(
-                    run_liveness(engine, settings, clock, name, ",".join(roles)), name="liveness"
+                    run_liveness(engine, settings, clock, name, ",".join(roles), wake=wake), name="liveness"
                 )
             )
         try:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from sqlalchemy import bindparam, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
@@ -22,6 +22,7 @@ from monitor.domain.runs import needed_since
 from monitor.domain.shards import shard_of
 from monitor.services.effects import CheckIdentity, PendingWrites, record_alerts
 from monitor.services.ingest import lock_checks
+from monitor.services.outages import load_guard
 from monitor.settings import Settings
 from monitor.storage import repositories
 from monitor.storage import tables as t
@@ -77,6 +78,7 @@ async def evaluate_due(
                 cid: row for cid, row in (await lock_checks(conn, ids)).items() if row["next_due"] is not None
             }
             rows = {cid: row for cid, row in rows.items() if row["next_due"] < now}
+            guard = await load_guard(conn, now, timedelta(seconds=settings.lease_ttl))
             specs = {cid: repositories.spec_of(row) for cid, row in rows.items()}
             states = {cid: repositories.state_of(row) for cid, row in rows.items()}
             cutoffs = {cid: needed_since(specs[cid], s) for cid, s in states.items()}
@@ -85,7 +87,7 @@ async def evaluate_due(
             updates = []
             for cid, row in rows.items():
                 state = states[cid]
-                fx = detection.evaluate(specs[cid], state, books[cid], now)
+                fx = detection.evaluate(specs[cid], state, books[cid], now, guard=guard)
                 pending.add(cid, fx, token=token)
                 if fx.alerts:
                     await record_alerts(

@@ -299,3 +299,12 @@ replicas = Table(
     Column("renewed_at", UTCDateTime(), nullable=False),
 )
 """Worker replicas announcing themselves (heartbeats), so each takes a fair share of shards."""
+
+outages = Table(
+    "outages",
+    metadata,
+    Column("id", ID, primary_key=True, autoincrement=True),
+    Column("started_at", UTCDateTime(), nullable=False, unique=True),
+    Column("ended_at", UTCDateTime(), nullable=False),
+)
+"""Spans with no live HTTP process (DESIGN §6 self-outage guard): deadlines inside are unknown."""

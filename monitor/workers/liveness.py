@@ -1,43 +1,44 @@
-"""Liveness: every HTTP process renews a row each ``MONITOR_EVALUATE_INTERVAL``
-(DESIGN §6 self-outage guard)."""
+"""Liveness: every HTTP process renews a row each ``MONITOR_EVALUATE_INTERVAL``, whatever roles
+it runs (DESIGN §6 self-outage guard); the first renewal after an outage records it."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
+from datetime import timedelta
 
-from sqlalchemy import update
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from monitor.domain.clock import Clock
+from monitor.services import outages
 from monitor.settings import Settings
-from monitor.storage import repositories
-from monitor.storage import tables as t
 
 logger = logging.getLogger(__name__)
 
 
-async def renew_liveness(engine: AsyncEngine, name: str, roles: str, clock: Clock) -> None:
-    """Write this process's liveness row at ``clock.now()``."""
-    now = clock.now()
-    async with engine.begin() as conn:
-        result = await conn.execute(
-            update(t.liveness).where(t.liveness.c.name == name).values(renewed_at=now, roles=roles)
-        )
-        if result.rowcount == 0:
-            await conn.execute(
-                repositories.insert_ignoring_conflicts(conn, t.liveness).values(
-                    name=name, roles=roles, renewed_at=now
-                )
-            )
+async def renew_liveness(
+    engine: AsyncEngine, name: str, roles: str, clock: Clock, settings: Settings
+) -> bool:
+    """Write this process's liveness row at ``clock.now()``; True if it recorded an outage."""
+    return await outages.renew(engine, name, roles, clock.now(), timedelta(seconds=settings.lease_ttl))
 
 
-async def run_liveness(engine: AsyncEngine, settings: Settings, clock: Clock, name: str, roles: str) -> None:
+async def run_liveness(
+    engine: AsyncEngine,
+    settings: Settings,
+    clock: Clock,
+    name: str,
+    roles: str,
+    *,
+    wake: asyncio.Event | None = None,
+) -> None:
+    """Renew forever; wake the notifier when an outage was recorded (its alerts are queued)."""
     while True:
         try:
-            await renew_liveness(engine, name, roles, clock)
+            if await renew_liveness(engine, name, roles, clock, settings) and wake is not None:
+                wake.set()
         except asyncio.CancelledError:
             raise
         except Exception:
-            logger.warning("liveness renewal failed", extra={"action": "liveness_failed"})
+            logger.warning("liveness renewal failed", extra={"action": "liveness_failed"}, exc_info=True)
         await asyncio.sleep(settings.evaluate_interval)

@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from monitor.domain import detection, schedules
-from monitor.domain.checks import AlertKind, CheckSpec, CheckState, PingKind, SimpleSchedule, Status
+from monitor.domain.checks import AlertKind, CheckSpec, CheckState, Outcome, PingKind, SimpleSchedule, Status
 from monitor.domain.detection import PingIn
 from monitor.domain.errors import ValidationError
 from monitor.domain.runs import RunBook, bind
@@ -234,3 +234,40 @@ def test_pause_and_resume_flips_are_down_flips() -> None:
     state = CheckState()
     assert [f.up for f in detection.pause(state, T0).flips] == [False]
     assert [f.up for f in detection.resume(state, T0).flips] == [False]
+
+
+class TestOutageGuard:
+    """DESIGN §6: deadlines inside a monitor outage are unknown, not missed."""
+
+    def test_ticks_whose_grace_ended_in_an_outage_are_unknown(self) -> None:
+        spec = cron_spec("* * * * *", grace=30)
+        state, book = CheckState(), RunBook()
+        detection.apply_ping(spec, state, book, ping("success", T0 + s(1)))
+        outage = detection.OutageGuard(outages=((T0 + s(10), T0 + s(600)),))
+        fx = detection.evaluate(spec, state, book, T0 + s(601), guard=outage)
+        assert new_alerts(fx) == []
+        assert {m.outcome for m in fx.new_marks} == {Outcome.UNKNOWN}
+        assert len(fx.new_marks) == 9  # 12:01 … 12:09, deadlines 12:01:30 … 12:09:30
+        assert detection.status(state, T0 + s(601)) is not Status.DOWN
+        # after the outage the job is really silent: missed as usual
+        fx = detection.evaluate(spec, state, book, T0 + s(700), guard=outage)
+        assert new_alerts(fx) == [AlertKind.MISSED]
+
+    def test_an_ongoing_outage_defers_judgement(self) -> None:
+        spec = cron_spec("* * * * *", grace=30)
+        state, book = CheckState(), RunBook()
+        detection.apply_ping(spec, state, book, ping("success", T0 + s(1)))
+        fx = detection.evaluate(
+            spec, state, book, T0 + s(300), guard=detection.OutageGuard(seen_until=T0 + s(5))
+        )
+        assert fx.alerts == [] and fx.new_marks == []
+        assert state.next_due is not None and state.next_due < T0 + s(300)  # still due
+
+    def test_a_run_timing_out_during_an_outage_raises_nothing(self) -> None:
+        spec = cron_spec("0 * * * *", grace=300)
+        state, book = CheckState(), RunBook()
+        detection.apply_ping(spec, state, book, ping("start", T0 + s(1)))
+        outage = detection.OutageGuard(outages=((T0 + s(60), T0 + s(3000)),))
+        fx = detection.evaluate(spec, state, book, T0 + s(3001), guard=outage)
+        assert new_alerts(fx) == []
+        assert fx.run is None and any(r.timed_out for r in book.runs.values())

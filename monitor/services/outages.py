@@ -1,0 +1,150 @@
+"""The self-outage guard (DESIGN §6): a monitor that was down must not page for what it missed.
+
+Every HTTP process renews a liveness row every ``MONITOR_EVALUATE_INTERVAL`` whatever roles it
+runs. A span longer than 2 × ``MONITOR_LEASE_TTL`` with no fresh row is a monitor outage: no
+ping could arrive, so ticks whose grace ended inside it get outcome ``unknown`` (no alert), and
+each project gets one ``monitor_unavailable`` alert ("from … to …") instead of a storm.
+
+The outage is recorded by the first HTTP process to renew after it (the row's unique
+``started_at`` makes that exactly once); evaluators read it through :func:`load_guard`.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import datetime, timedelta
+
+from sqlalchemy import func, select, update
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+
+from monitor.domain.checks import AlertKind
+from monitor.domain.detection import OutageGuard, iso
+from monitor.storage import repositories
+from monitor.storage import tables as t
+
+logger = logging.getLogger(__name__)
+
+GUARD_WINDOW = timedelta(days=31)
+"""Outages older than this no longer matter to any deadline the evaluator still judges."""
+
+
+def outage_gap(ttl: timedelta) -> timedelta:
+    """How long without a fresh liveness row counts as an outage: 2 × the lease TTL."""
+    return 2 * ttl
+
+
+async def renew(engine: AsyncEngine, name: str, roles: str, now: datetime, ttl: timedelta) -> bool:
+    """Renew this process's liveness row; record the outage that just ended, if any.
+
+    Returns:
+        True when this call recorded an outage (and queued the projects' alerts).
+    """
+    recorded = False
+    async with engine.begin() as conn:
+        last_seen = (await conn.execute(select(func.max(t.liveness.c.renewed_at)))).scalar_one_or_none()
+        if last_seen is not None and now - last_seen > outage_gap(ttl):
+            recorded = await _record_outage(conn, last_seen, now)
+        result = await conn.execute(
+            update(t.liveness).where(t.liveness.c.name == name).values(renewed_at=now, roles=roles)
+        )
+        if result.rowcount == 0:
+            await conn.execute(
+                repositories.insert_ignoring_conflicts(conn, t.liveness).values(
+                    name=name, roles=roles, renewed_at=now
+                )
+            )
+    return recorded
+
+
+async def _record_outage(conn: AsyncConnection, started: datetime, ended: datetime) -> bool:
+    inserted = (
+        await conn.execute(
+            repositories.insert_ignoring_conflicts(conn, t.outages)
+            .values(started_at=started, ended_at=ended)
+            .returning(t.outages.c.id)
+        )
+    ).scalar_one_or_none()
+    if inserted is None:
+        return False  # another process recorded it first
+    logger.warning(
+        "monitor outage from %s to %s",
+        iso(started),
+        iso(ended),
+        extra={"action": "monitor_outage", "started": iso(started), "ended": iso(ended)},
+    )
+    minutes = max(1, round((ended - started).total_seconds() / 60))
+    title = (
+        f"monitor: {AlertKind.MONITOR_UNAVAILABLE.value} — no monitor process was running for {minutes} min"
+    )
+    message = (
+        f"The monitor was unavailable from {iso(started)} to {iso(ended)}: no ping could be received.\n"
+        "Ticks whose grace window ended in that span are marked unknown instead of missed; "
+        "check the jobs that should have run then.\n"
+    )
+    projects = (await conn.execute(select(t.projects.c.id))).scalars().all()
+    for project_id in projects:
+        alert_id = (
+            await conn.execute(
+                t.alerts.insert()
+                .values(
+                    project_id=project_id,
+                    check_id=None,
+                    key=f"{AlertKind.MONITOR_UNAVAILABLE.value}:{iso(started)}",
+                    kind=AlertKind.MONITOR_UNAVAILABLE.value,
+                    scheduled=None,
+                    count=1,
+                    created_at=ended,
+                    title=title,
+                    message=message,
+                )
+                .returning(t.alerts.c.id)
+            )
+        ).scalar_one()
+        channels = (
+            (
+                await conn.execute(
+                    select(t.channels.c.id, t.channels.c.kinds).where(t.channels.c.project_id == project_id)
+                )
+            )
+            .tuples()
+            .all()
+        )
+        rows = [
+            {
+                "alert_id": alert_id,
+                "channel_id": cid,
+                "status": "pending",
+                "attempts": 0,
+                "next_attempt_at": ended,
+                "created_at": ended,
+            }
+            for cid, kinds in channels
+            if not kinds or AlertKind.MONITOR_UNAVAILABLE.value in kinds.split(",")
+        ]
+        if rows:
+            await conn.execute(t.notifications.insert(), rows)
+    return True
+
+
+async def load_guard(conn: AsyncConnection, now: datetime, ttl: timedelta) -> OutageGuard:
+    """The outages a sweep at ``now`` must respect, and whether one is going on.
+
+    With no liveness row at all (a database no HTTP process has served yet, or a test driving
+    the services directly) there is nothing to guard.
+    """
+    last_seen = (await conn.execute(select(func.max(t.liveness.c.renewed_at)))).scalar_one_or_none()
+    if last_seen is None:
+        return OutageGuard()
+    spans = (
+        (
+            await conn.execute(
+                select(t.outages.c.started_at, t.outages.c.ended_at).where(
+                    t.outages.c.ended_at >= now - GUARD_WINDOW
+                )
+            )
+        )
+        .tuples()
+        .all()
+    )
+    ongoing = last_seen if now - last_seen > outage_gap(ttl) else None
+    return OutageGuard(outages=tuple((s, e) for s, e in spans), seen_until=ongoing)
