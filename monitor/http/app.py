@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import logging
 import os
 import socket
@@ -142,6 +143,10 @@ def create_app(
                     run_liveness(engine, settings, clock, name, ",".join(roles), wake=wake), name="liveness"
                 )
             )
+        # Everything built so far (modules, routes, caches) lives as long as the process: keep
+        # it out of the cyclic collector, whose full passes over it stalled the ping path.
+        gc.collect()
+        gc.freeze()
         try:
             yield
         finally:
