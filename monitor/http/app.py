@@ -31,6 +31,7 @@ from monitor.http.api.checks import ChecksController
 from monitor.http.api.common import Services, services_of
 from monitor.http.cron import CronController
 from monitor.http.errors import EXCEPTION_HANDLERS
+from monitor.http.metrics import metrics
 from monitor.http.ping import PingApp
 from monitor.notify.apprise import AppriseNotifier
 from monitor.notify.base import Notifier
@@ -160,7 +161,7 @@ def create_app(
                 await own_notifier.aclose()
             await engine.dispose()
 
-    handlers: list[Any] = [ping, health, ready, ChecksController, ChannelsController, CronController]
+    handlers: list[Any] = [ping, health, ready, metrics, ChecksController, ChannelsController, CronController]
     return Litestar(
         route_handlers=handlers,
         lifespan=[lifespan],

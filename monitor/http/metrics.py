@@ -1,0 +1,269 @@
+"""``GET /metrics``: Prometheus exposition of the cluster's state, read from the database per
+scrape (DESIGN §6, §9).
+
+Nothing here is process-global: each scrape reads one :class:`Snapshot` from the database and
+renders it through a throwaway :class:`SnapshotCollector` handed straight to
+``prometheus_client``'s encoder, so no ``CollectorRegistry`` (and no default ``REGISTRY``)
+keeps state between scrapes, apps or tests. Every replica answers the same numbers for the
+whole cluster (leases, lag, liveness are rows shared by all), so scraping any one is enough.
+
+No key is needed unless ``MONITOR_METRICS_KEY`` is set; then ``Authorization: Bearer <key>``
+(compared in constant time), else 401 ``{"error": "Authorization: …"}``.
+
+Series:
+
+* ``monitor_database_up`` — 1 when the database answered this scrape (else only this,
+  ``monitor_build_info`` and ``monitor_shards`` are exported).
+* ``monitor_shards`` — ``MONITOR_SHARDS``; ``monitor_shards_unheld`` — shard leases with no
+  unexpired holder (evaluation of those checks is stalled until one is taken).
+* ``monitor_lease_held{lease, holder}`` — 1 while ``holder`` holds ``lease`` unexpired, 0 when
+  it is free or expired (``holder`` is ``""`` when free); ``monitor_lease_token{lease}`` — the
+  fencing token; ``monitor_lease_expires_timestamp_seconds{lease}``.
+* ``monitor_leases_held{holder}`` — unexpired leases per holder.
+* ``monitor_evaluator_lag_seconds`` — now − the oldest overdue ``next_due`` (0 when nothing is
+  overdue); ``monitor_checks_due`` — checks whose ``next_due`` has passed.
+* ``monitor_evaluator_replicas`` — evaluator replicas whose heartbeat is within one TTL.
+* ``monitor_live_processes`` — HTTP processes whose liveness row is fresh (within the outage
+  gap, 2 × TTL); ``monitor_liveness_age_seconds`` — since the freshest liveness renewal;
+  ``monitor_outage_ongoing`` — 1 when no liveness row is fresh; ``monitor_outages_total`` —
+  monitor outages recorded (self-outage guard).
+"""
+
+from __future__ import annotations
+
+import hmac
+import logging
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+from litestar import MediaType, Request, Response, get
+from prometheus_client.exposition import choose_encoder
+from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamily, Metric
+from sqlalchemy import func, select
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from monitor import __version__
+from monitor.domain.shards import LEASE_PREFIX
+from monitor.http.api.common import services_of
+from monitor.services.outages import outage_gap
+from monitor.storage import tables as t
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class LeaseRow:
+    name: str
+    holder: str | None
+    token: int
+    expires_at: datetime | None
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Snapshot:
+    """What one scrape exports; ``database_up`` False leaves the rest empty."""
+
+    shards: int
+    database_up: bool = True
+    now: datetime | None = None
+    leases: tuple[LeaseRow, ...] = ()
+    oldest_due: datetime | None = None
+    checks_due: int = 0
+    evaluator_replicas: int = 0
+    live_processes: int = 0
+    last_liveness: datetime | None = None
+    outages: int = 0
+    ttl: timedelta = field(default=timedelta(seconds=10))
+
+
+async def read_snapshot(engine: AsyncEngine, now: datetime, shards: int, ttl: timedelta) -> Snapshot:
+    """Read everything ``/metrics`` exports in one connection (each query is an index lookup
+    or a scan of a table with one row per lease or process)."""
+    async with engine.connect() as conn:
+        lease_rows = (
+            await conn.execute(
+                select(t.leases.c.name, t.leases.c.holder, t.leases.c.token, t.leases.c.expires_at).order_by(
+                    t.leases.c.name
+                )
+            )
+        ).all()
+        oldest = (
+            await conn.execute(
+                select(t.checks.c.next_due)
+                .where(t.checks.c.next_due.is_not(None))
+                .order_by(t.checks.c.next_due)
+                .limit(1)
+            )
+        ).scalar_one_or_none()
+        due = (
+            await conn.execute(select(func.count()).select_from(t.checks).where(t.checks.c.next_due < now))
+        ).scalar_one()
+        replicas = (
+            await conn.execute(
+                select(func.count())
+                .select_from(t.replicas)
+                .where(t.replicas.c.role == "evaluator")
+                .where(t.replicas.c.renewed_at >= now - ttl)
+            )
+        ).scalar_one()
+        live = (
+            await conn.execute(
+                select(func.count())
+                .select_from(t.liveness)
+                .where(t.liveness.c.renewed_at >= now - outage_gap(ttl))
+            )
+        ).scalar_one()
+        last_liveness = (await conn.execute(select(func.max(t.liveness.c.renewed_at)))).scalar_one_or_none()
+        outages = (await conn.execute(select(func.count()).select_from(t.outages))).scalar_one()
+    return Snapshot(
+        shards=shards,
+        now=now,
+        leases=tuple(LeaseRow(r[0], r[1], int(r[2]), r[3]) for r in lease_rows),
+        oldest_due=oldest,
+        checks_due=int(due),
+        evaluator_replicas=int(replicas),
+        live_processes=int(live),
+        last_liveness=last_liveness,
+        outages=int(outages),
+        ttl=ttl,
+    )
+
+
+class SnapshotCollector:
+    """A ``prometheus_client`` collector over one :class:`Snapshot` (used once, then dropped)."""
+
+    def __init__(self, snapshot: Snapshot) -> None:
+        self.snapshot = snapshot
+
+    def collect(self) -> Iterable[Metric]:
+        return list(self._metrics())
+
+    def _metrics(self) -> Iterator[Metric]:
+        s = self.snapshot
+        info = GaugeMetricFamily("monitor_build_info", "The monitor's version.", labels=["version"])
+        info.add_metric([__version__], 1)
+        yield info
+        yield GaugeMetricFamily("monitor_shards", "Evaluator shards (MONITOR_SHARDS).", value=s.shards)
+        yield GaugeMetricFamily(
+            "monitor_database_up", "1 when the database answered this scrape.", value=int(s.database_up)
+        )
+        if not s.database_up or s.now is None:
+            return
+        now = s.now
+
+        def live(lease: LeaseRow) -> bool:
+            return lease.holder is not None and lease.expires_at is not None and lease.expires_at >= now
+
+        held = GaugeMetricFamily(
+            "monitor_lease_held",
+            "1 while the holder (<host>:<pid>) holds the lease unexpired; 0 when free or expired.",
+            labels=["lease", "holder"],
+        )
+        token = GaugeMetricFamily(
+            "monitor_lease_token",
+            "The lease's fencing token (grows on every change of holder).",
+            labels=["lease"],
+        )
+        expires = GaugeMetricFamily(
+            "monitor_lease_expires_timestamp_seconds",
+            "When the lease expires unless renewed.",
+            labels=["lease"],
+        )
+        per_holder: dict[str, int] = {}
+        unheld = set(range(s.shards))
+        for lease in s.leases:
+            is_live = live(lease)
+            held.add_metric([lease.name, lease.holder or ""], int(is_live))
+            token.add_metric([lease.name], lease.token)
+            if lease.expires_at is not None:
+                expires.add_metric([lease.name], lease.expires_at.timestamp())
+            if is_live and lease.holder is not None:
+                per_holder[lease.holder] = per_holder.get(lease.holder, 0) + 1
+                index = lease.name.removeprefix(LEASE_PREFIX)
+                if lease.name.startswith(LEASE_PREFIX) and index.isdigit():
+                    unheld.discard(int(index))
+        yield held
+        yield token
+        yield expires
+        by_holder = GaugeMetricFamily(
+            "monitor_leases_held", "Unexpired leases per holder.", labels=["holder"]
+        )
+        for holder, count in sorted(per_holder.items()):
+            by_holder.add_metric([holder], count)
+        yield by_holder
+        yield GaugeMetricFamily(
+            "monitor_shards_unheld", "Shards with no unexpired lease holder.", value=len(unheld)
+        )
+        lag = max(0.0, (now - s.oldest_due).total_seconds()) if s.oldest_due is not None else 0.0
+        yield GaugeMetricFamily(
+            "monitor_evaluator_lag_seconds", "Now minus the oldest overdue next_due (0: none).", value=lag
+        )
+        yield GaugeMetricFamily("monitor_checks_due", "Checks whose next_due has passed.", value=s.checks_due)
+        yield GaugeMetricFamily(
+            "monitor_evaluator_replicas",
+            "Evaluator replicas with a heartbeat within one lease TTL.",
+            value=s.evaluator_replicas,
+        )
+        yield GaugeMetricFamily(
+            "monitor_live_processes",
+            "HTTP processes whose liveness row is fresh (within 2 x lease TTL).",
+            value=s.live_processes,
+        )
+        if s.last_liveness is not None:
+            age = max(0.0, (now - s.last_liveness).total_seconds())
+            yield GaugeMetricFamily(
+                "monitor_liveness_age_seconds", "Seconds since the freshest liveness renewal.", value=age
+            )
+        ongoing = s.last_liveness is not None and now - s.last_liveness > outage_gap(s.ttl)
+        yield GaugeMetricFamily(
+            "monitor_outage_ongoing", "1 when no monitor process renewed liveness lately.", value=int(ongoing)
+        )
+        yield CounterMetricFamily(
+            "monitor_outages", "Monitor outages recorded by the self-outage guard.", value=s.outages
+        )
+
+
+def _unauthorized(message: str) -> Response[dict[str, str]]:
+    return Response(
+        {"error": f"Authorization: {message}"},
+        status_code=401,
+        media_type=MediaType.JSON,
+        headers={"WWW-Authenticate": 'Bearer realm="metrics"'},
+    )
+
+
+def _authorized(request: Request[Any, Any, Any], key: str) -> Response[dict[str, str]] | None:
+    header = request.headers.get("authorization")
+    if not header:
+        return _unauthorized("missing (send Authorization: Bearer <MONITOR_METRICS_KEY>)")
+    scheme, _, given = header.partition(" ")
+    if scheme.lower() != "bearer" or not given.strip():
+        return _unauthorized("expected Bearer <key>")
+    if not hmac.compare_digest(given.strip().encode(), key.encode()):
+        return _unauthorized("wrong key")
+    return None
+
+
+@get("/metrics", summary="Prometheus metrics", include_in_schema=True)
+async def metrics(request: Request[Any, Any, Any]) -> Response[Any]:
+    services = services_of(request.app.state)
+    settings = services.settings
+    if settings.metrics_key:
+        refused = _authorized(request, settings.metrics_key)
+        if refused is not None:
+            return refused
+    ttl = timedelta(seconds=settings.lease_ttl)
+    try:
+        snapshot = await read_snapshot(services.engine, services.clock.now(), settings.shards, ttl)
+    except Exception as error:
+        logger.warning(
+            "metrics: database unreachable: %s: %s",
+            type(error).__name__,
+            error,
+            extra={"action": "metrics_database_unreachable"},
+        )
+        snapshot = Snapshot(shards=settings.shards, database_up=False)
+    encoder, content_type = choose_encoder(request.headers.get("accept", ""))
+    return Response(encoder(SnapshotCollector(snapshot)), media_type=content_type)
