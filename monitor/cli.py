@@ -153,14 +153,23 @@ async def _project_create(settings: Settings, name: str, api_key: str | None) ->
 
 
 async def _bootstrap(settings: Settings) -> dict[str, object] | None:
-    """Migrate; with no project yet, create the default one (keys returned once)."""
+    """Migrate; with no project yet, create the default one (keys returned once).
+
+    On PostgreSQL the count and the creation run under the migration's advisory lock, so API
+    replicas started together (compose, Kubernetes) create one default project, not one each
+    (or an ``api_key`` conflict that ends all but one).
+    """
+    from sqlalchemy import text
+
     from monitor.services import projects
-    from monitor.storage.engine import make_engine, migrate
+    from monitor.storage.engine import MIGRATION_LOCK_KEY, make_engine, migrate
 
     engine = make_engine(settings.database_url)
     try:
         await migrate(engine)
         async with engine.begin() as conn:
+            if engine.dialect.name == "postgresql":
+                await conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": MIGRATION_LOCK_KEY})
             if await projects.count_projects(conn) == 0:
                 return await projects.create_project(
                     conn, "default", datetime.now(UTC), api_key=settings.api_key
