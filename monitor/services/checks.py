@@ -298,24 +298,31 @@ async def update_check(
 
 
 async def pause_check(conn: AsyncConnection, project_id: int, uuid: str, now: datetime) -> None:
-    row = await get_check_row(conn, project_id, uuid, lock=True)
-    state = repositories.state_of(row)
-    fx = detection.pause(state, now)
-    pending = PendingWrites.empty()
-    pending.add(row["id"], fx)
-    await pending.write(conn)
-    await conn.execute(
-        update(t.checks).where(t.checks.c.id == row["id"]).values(repositories.state_values(state))
-    )
+    """Pause a check (a no-op if it is paused already): no tick is watched until it resumes.
+
+    Raises:
+        NotFound: no such check in the project.
+    """
+    await _change_state(conn, project_id, uuid, now, resume=False)
 
 
 async def resume_check(conn: AsyncConnection, project_id: int, uuid: str, now: datetime) -> None:
-    """Resume a paused check (status ``new``). Raises Conflict if it is not paused."""
+    """Resume a paused check (status ``new``).
+
+    Raises:
+        NotFound: no such check in the project. Conflict: the check is not paused.
+    """
+    await _change_state(conn, project_id, uuid, now, resume=True)
+
+
+async def _change_state(
+    conn: AsyncConnection, project_id: int, uuid: str, now: datetime, *, resume: bool
+) -> None:
     row = await get_check_row(conn, project_id, uuid, lock=True)
     state = repositories.state_of(row)
-    if not state.paused:
+    if resume and not state.paused:
         raise Conflict("status: the check is not paused")
-    fx = detection.resume(state, now)
+    fx = detection.resume(state, now) if resume else detection.pause(state, now)
     pending = PendingWrites.empty()
     pending.add(row["id"], fx)
     await pending.write(conn)
