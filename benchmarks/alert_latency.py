@@ -1,0 +1,284 @@
+"""Alert latency of a real ``monitor serve``: deadline → alert row → delivery (issue 5).
+
+Method (see ``benchmarks/README.md``):
+
+1. ``monitor serve --dev`` (every role in one process, default settings but
+   ``MONITOR_EVALUATE_INTERVAL`` from ``--interval``) on a throwaway PostgreSQL database (and,
+   with ``--backends postgres,sqlite``, on a SQLite file), plus a loopback HTTP receiver as
+   the only channel (Apprise ``json://``), recording the wall-clock instant of each request.
+2. ``--checks`` checks on ``seconds`` schedules ticking every 5 s at staggered offsets
+   (``k/5 * * * * *``), grace 1 s, each pinged once and then left silent: each one's next
+   deadline (tick + grace) passes and it gets one ``missed`` alert, delivered once.
+3. Per check, from the database row and the receiver: *alert* = ``alerts.created_at`` −
+   deadline (deadline = the alert's ``scheduled`` + grace); *delivery* = receipt at the
+   receiver − deadline; *send* = receipt − ``created_at``. p50, p99 and max of each.
+4. The goal: delivery p99 ≤ 2 × evaluate interval + send p99.
+
+Loopback only; bounded (about 30 s per backend). Exit status 1 when a check got no alert or
+no delivery, or more than one.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import shutil
+import socket
+import sqlite3
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime, timedelta
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import asyncpg
+import httpx
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+API_KEY = "latency-benchmark-key-0123456789"
+PG_ADMIN_URL = os.environ.get(
+    "MONITOR_TEST_POSTGRES_URL", "postgresql+asyncpg://postgres@127.0.0.1:5432/postgres"
+)
+GRACE = 1
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+class Receiver:
+    """Loopback HTTP server recording (receipt wall-clock time, JSON body) per request."""
+
+    def __init__(self) -> None:
+        self.received: list[tuple[float, dict[str, Any]]] = []
+        lock = threading.Lock()
+        received = self.received
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                at = time.time()
+                body = self.rfile.read(int(self.headers.get("content-length") or 0))
+                try:
+                    payload = json.loads(body or b"{}")
+                except ValueError:
+                    payload = {}
+                with lock:
+                    received.append((at, payload))
+                self.send_response(200)
+                self.send_header("content-length", "0")
+                self.end_headers()
+
+            def log_message(self, format: str, *args: Any) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    @property
+    def url(self) -> str:
+        return f"json://127.0.0.1:{self.server.server_address[1]}/hook"
+
+    def __enter__(self) -> Receiver:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+async def _pg_admin(sql: str) -> None:
+    conn = await asyncpg.connect(PG_ADMIN_URL.replace("postgresql+asyncpg://", "postgresql://"), timeout=10)
+    try:
+        await conn.execute(sql)
+    finally:
+        await conn.close()
+
+
+@contextmanager
+def database(backend: str, directory: Path) -> Iterator[str]:
+    if backend == "sqlite":
+        yield f"sqlite+aiosqlite:///{directory / 'monitor.db'}"
+        return
+    name = f"monitor_bench_latency_{uuid.uuid4().hex[:10]}"
+    asyncio.run(_pg_admin(f'CREATE DATABASE "{name}"'))
+    try:
+        yield PG_ADMIN_URL.rsplit("/", 1)[0] + "/" + name
+    finally:
+        asyncio.run(_pg_admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+
+
+def alert_rows(url: str) -> list[tuple[str, datetime, datetime, int]]:
+    """(check uuid, scheduled, created_at, grace) of every missed alert, instants aware UTC."""
+    sql = (
+        "SELECT c.uuid, a.scheduled, a.created_at, c.grace FROM alerts a"
+        " JOIN checks c ON c.id = a.check_id WHERE a.kind = 'missed'"
+    )
+    if url.startswith("sqlite"):
+        conn = sqlite3.connect(url.removeprefix("sqlite+aiosqlite:///"), timeout=30)
+        try:
+            raw = conn.execute(sql).fetchall()
+        finally:
+            conn.close()
+
+        def parse(value: Any) -> datetime:
+            return datetime.fromisoformat(str(value)).replace(tzinfo=UTC)
+
+        return [(u, parse(s), parse(c), int(g)) for u, s, c, g in raw]
+
+    async def go() -> list[Any]:
+        conn = await asyncpg.connect(url.replace("postgresql+asyncpg://", "postgresql://"), timeout=10)
+        try:
+            return list(await conn.fetch(sql))
+        finally:
+            await conn.close()
+
+    return [(r[0], r[1].replace(tzinfo=UTC), r[2].replace(tzinfo=UTC), int(r[3])) for r in asyncio.run(go())]
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    index = min(len(ordered) - 1, max(0, round(q / 100 * len(ordered) + 0.5) - 1))
+    return ordered[index]
+
+
+def bench(backend: str, args: argparse.Namespace) -> dict[str, Any]:
+    work = Path(tempfile.mkdtemp(prefix="monitor-latency-"))
+    port = free_port()
+    process: subprocess.Popen[bytes] | None = None
+    try:
+        with database(backend, work) as url, Receiver() as receiver:
+            env = {k: v for k, v in os.environ.items() if not k.startswith("MONITOR_")}
+            env.update(
+                PYTHONPATH=str(REPO_ROOT),
+                MONITOR_DATABASE_URL=url,
+                MONITOR_API_KEY=API_KEY,
+                MONITOR_EVALUATE_INTERVAL=str(args.interval),
+                MONITOR_LOG_LEVEL="WARNING",
+            )
+            log = (work / "serve.log").open("wb")
+            process = subprocess.Popen(
+                [sys.executable, "-m", "monitor", "serve", "--dev", "--port", str(port)],
+                env=env,
+                cwd=work,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+            )
+            base = f"http://127.0.0.1:{port}"
+            deadline = time.monotonic() + 60
+            while True:
+                try:
+                    if httpx.get(f"{base}/health", timeout=1).status_code == 200:
+                        break
+                except httpx.HTTPError:
+                    pass
+                if process.poll() is not None or time.monotonic() > deadline:
+                    raise SystemExit(f"monitor serve did not start:\n{(work / 'serve.log').read_text()}")
+                time.sleep(0.1)
+            with httpx.Client(base_url=base, headers={"X-Api-Key": API_KEY}, timeout=30) as client:
+                assert client.post("/api/v3/channels/", json={"name": "hook", "url": receiver.url}).is_success
+                uuids = []
+                for i in range(args.checks):
+                    answer = client.post(
+                        "/api/v3/checks/",
+                        json={
+                            "name": f"latency-{i}",
+                            "schedule": f"{i % 5}/5 * * * * *",
+                            "dialect": "seconds",
+                            "grace": GRACE,
+                            "early_tolerance": 0,
+                            "channels": "*",
+                        },
+                    )
+                    assert answer.status_code == 201, answer.text
+                    uuids.append(answer.json()["uuid"])
+                for u in uuids:
+                    assert client.get(f"/ping/{u}").status_code == 200
+            wanted = set(uuids)
+            wait_until = time.monotonic() + 30
+            while time.monotonic() < wait_until:
+                got = {p.get("check_uuid") for _, p in list(receiver.received) if p.get("kind") == "missed"}
+                if wanted <= got:
+                    break
+                time.sleep(0.2)
+            time.sleep(1.5)  # a doubled alert or delivery would show by now
+            rows = alert_rows(url)
+            received = [(at, p) for at, p in list(receiver.received) if p.get("kind") == "missed"]
+    finally:
+        if process is not None and process.poll() is None:
+            process.terminate()
+            try:
+                process.wait(15)
+            except subprocess.TimeoutExpired:
+                process.kill()
+        shutil.rmtree(work, ignore_errors=True)
+    per_check = {u: [r for r in rows if r[0] == u] for u in uuids}
+    deliveries: dict[str, list[float]] = {u: [] for u in uuids}
+    for at, payload in received:
+        if payload.get("check_uuid") in deliveries:
+            deliveries[payload["check_uuid"]].append(at)
+    bad = [u for u in uuids if len(per_check[u]) != 1 or len(deliveries[u]) != 1]
+    alert_s, delivery_s, send_s = [], [], []
+    for u in uuids:
+        if u in bad:
+            continue
+        _, scheduled, created, grace = per_check[u][0]
+        due = (scheduled + timedelta(seconds=grace)).timestamp()
+        alert_s.append(created.timestamp() - due)
+        delivery_s.append(deliveries[u][0] - due)
+        send_s.append(deliveries[u][0] - created.timestamp())
+    return {"backend": backend, "bad": bad, "alert": alert_s, "delivery": delivery_s, "send": send_s}
+
+
+def report(result: dict[str, Any], interval: float) -> bool:
+    print(f"\n{result['backend']}: {len(result['alert'])} checks, evaluate interval {interval} s")
+    print("| measure | p50 | p99 | max |")
+    print("|---|---:|---:|---:|")
+    for key, label in (
+        ("alert", "deadline → alert row"),
+        ("delivery", "deadline → delivery at receiver"),
+        ("send", "alert row → delivery"),
+    ):
+        values = result[key]
+        if values:
+            p50, p99, top = statistics.median(values), percentile(values, 99), max(values)
+            print(f"| {label} | {p50 * 1000:.0f} ms | {p99 * 1000:.0f} ms | {top * 1000:.0f} ms |")
+    ok = not result["bad"] and bool(result["delivery"])
+    if result["delivery"]:
+        goal = 2 * interval + percentile(result["send"], 99)
+        p99 = percentile(result["delivery"], 99)
+        print(
+            f"goal: delivery p99 {p99 * 1000:.0f} ms ≤ 2 × interval + send p99 = {goal * 1000:.0f} ms:"
+            f" {'met' if p99 <= goal else 'NOT met'}"
+        )
+    if result["bad"]:
+        print(f"{len(result['bad'])} checks without exactly one alert and one delivery: {result['bad'][:5]}")
+    return ok
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--backends", default="postgres", help="postgres, sqlite or both, comma-separated")
+    parser.add_argument("--checks", type=int, default=300)
+    parser.add_argument("--interval", type=float, default=1.0, help="MONITOR_EVALUATE_INTERVAL, seconds")
+    args = parser.parse_args()
+    ok = True
+    for backend in args.backends.split(","):
+        ok = report(bench(backend.strip(), args), args.interval) and ok
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
