@@ -135,6 +135,8 @@ class CheckState:
             skipped or judged missed).
         last_run_ping_at: arrival of the last run ping (anchor of ``simple`` schedules).
         bad_streak / good_streak: consecutive bad outcomes / successful runs, in arrival order.
+        good_before_miss: ``good_streak`` just before the newest missed tick was judged; a late
+            run for that tick restores it (the miss turned out to be a late run).
         episode_key: dedupe key of the alert that opened the current down episode, or ``None``
             when no episode is open (status is not down).
         episode_count: bad outcomes in the open episode (the episode alert's ``count``).
@@ -150,6 +152,7 @@ class CheckState:
     last_run_ping_at: datetime | None = None
     bad_streak: int = 0
     good_streak: int = 0
+    good_before_miss: int = 0
     episode_key: str | None = None
     episode_count: int = 0
     late_in_episode: bool = False

@@ -28,7 +28,16 @@ from monitor.domain.checks import (
     Status,
 )
 from monitor.domain.errors import ValidationError
-from monitor.domain.runs import Run, RunBook, TickMark, bind, is_watched, new_run_id, tick_after
+from monitor.domain.runs import (
+    Run,
+    RunBook,
+    TickMark,
+    bind,
+    is_watched,
+    new_run_id,
+    tick_after,
+    tick_at_or_before,
+)
 
 MAX_TICKS_PER_EVALUATION = 1000
 """Ticks judged per :func:`evaluate` call; the rest wait for the next sweep (``next_due`` stays past)."""
@@ -166,8 +175,12 @@ def apply_ping(spec: CheckSpec, state: CheckState, book: RunBook, ping: PingIn) 
         return fx
     first_run = state.is_new
     if first_run:
-        state.watch_from = tick
-        state.judged_until = tick
+        # Ticks after the first run's tick are watched, but never ticks before the ping
+        # arrived: a first ping naming an old tick (scheduled=...) must not make every tick
+        # since then missed.
+        latest = tick_at_or_before(spec, state, now)
+        state.watch_from = max(tick, latest) if latest is not None else tick
+        state.judged_until = state.watch_from
         fx.flips.append(FlipDraft(at=now, up=True, reason=FlipReason.SUCCESS))
 
     if kind is PingKind.SKIP:
@@ -289,23 +302,29 @@ def _new_run(
                 run_ids=tuple(r.rid or r.id for r in (*lapped, run)),
             )
         )
-    # late: the tick's first run ping arrives after tick + grace; never for the first run,
-    # and only for watched ticks (a retry of a tick before the first run is no news).
-    if not earlier and not first_run and is_watched(state, tick) and now > tick + spec.grace:
+    if not earlier and tick == state.last_missed_tick and book.marks.get(tick) is not None:
+        # The newest tick judged missed ran after all: its miss no longer breaks the run of
+        # successes that recovery counts (DESIGN §2: runs that succeed "on time or late").
+        state.good_streak = state.good_before_miss
+    # late: the tick's first run ping arrives after tick + grace (the tick's outcome); alerted
+    # never for the first run and only for watched ticks (a retry of a tick before the first
+    # run is no news).
+    if not earlier and now > tick + spec.grace:
         run.late = True
-        if not (state.is_down and state.late_in_episode):
-            fx.alerts.append(
-                AlertDraft(
-                    key=f"late:{iso(tick)}",
-                    kind=AlertKind.LATE,
-                    scheduled=tick,
-                    run_id=run.id,
-                    rid=rid,
-                    late_by=now - tick,
-                )
+    alert_late = run.late and not first_run and is_watched(state, tick)
+    if alert_late and not (state.is_down and state.late_in_episode):
+        fx.alerts.append(
+            AlertDraft(
+                key=f"late:{iso(tick)}",
+                kind=AlertKind.LATE,
+                scheduled=tick,
+                run_id=run.id,
+                rid=rid,
+                late_by=now - tick,
             )
-            if state.is_down:
-                state.late_in_episode = True
+        )
+        if state.is_down:
+            state.late_in_episode = True
     book.add(run)
     fx.new_runs.append(run)
     return run
@@ -372,6 +391,10 @@ def _bad(
     run: Run | None = None,
     tick: datetime | None = None,
 ) -> None:
+    was_down = state.is_down
+    if kind is AlertKind.MISSED:
+        # successes in an open episode survive a miss that a late run later fills in
+        state.good_before_miss = state.good_streak if was_down else 0
     state.good_streak = 0
     state.bad_streak += 1
     scheduled = run.scheduled if run is not None else tick

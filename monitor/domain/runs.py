@@ -117,6 +117,11 @@ class RunBook:
     def has_run(self, tick: datetime) -> bool:
         return any(r.scheduled == tick for r in self.runs.values())
 
+    def has_run_or_skip(self, tick: datetime) -> bool:
+        """The tick has a run, or a skip ping skipped it."""
+        mark = self.marks.get(tick)
+        return self.has_run(tick) or (mark is not None and mark.outcome is Outcome.SKIPPED)
+
     def is_resolved(self, tick: datetime) -> bool:
         """The tick has a run or a mark (missed, skipped, unknown)."""
         return tick in self.marks or self.has_run(tick)
@@ -258,7 +263,11 @@ def bind(
         return Binding(tick=following)
     if following is not None:
         window = min(spec.early_tolerance, (following - previous) / 2)
-        if following - received <= window and (book.is_resolved(previous) or not is_watched(state, previous)):
+        # "P already has a run" (a skip counts: it is a run ping); a tick judged missed does
+        # not, or a late run just before the next tick would be credited to that next tick
+        if following - received <= window and (
+            book.has_run_or_skip(previous) or not is_watched(state, previous)
+        ):
             return Binding(tick=following)
     return Binding(tick=previous)
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import sqlite3
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -48,10 +49,18 @@ def make_engine(
         @event.listens_for(engine.sync_engine, "connect")
         def _pragmas(dbapi_connection: Any, _record: Any) -> None:
             cursor = dbapi_connection.cursor()
-            # busy_timeout first: switching a new file to WAL takes a lock that a second process
-            # opening the file at the same moment must wait for, not fail on.
+            # WAL is a property of the file: the first connection to switch it wins, for good.
+            # Switching needs an exclusive lock, which a connection opened while another one is
+            # migrating the new file may not get: then it runs on, in WAL once the file is.
+            cursor.execute("PRAGMA busy_timeout=2000")
+            try:
+                cursor.execute("PRAGMA journal_mode=WAL")
+            except sqlite3.OperationalError:
+                logger.info(
+                    "journal mode left to the connection that holds the file",
+                    extra={"action": "sqlite_wal_busy"},
+                )
             cursor.execute("PRAGMA busy_timeout=30000")
-            cursor.execute("PRAGMA journal_mode=WAL")
             cursor.execute("PRAGMA synchronous=FULL")
             cursor.execute("PRAGMA foreign_keys=ON")
             cursor.close()

@@ -28,6 +28,7 @@ STATE_COLUMNS = (
     "last_run_ping_at",
     "bad_streak",
     "good_streak",
+    "good_before_miss",
     "episode_key",
     "episode_count",
     "late_in_episode",

@@ -114,6 +114,7 @@ checks = Table(
     Column("last_run_ping_at", UTCDateTime(), nullable=True),
     Column("bad_streak", Integer(), nullable=False, default=0),
     Column("good_streak", Integer(), nullable=False, default=0),
+    Column("good_before_miss", Integer(), nullable=False, default=0, server_default="0"),
     Column("episode_key", String(200), nullable=True),
     Column("episode_count", Integer(), nullable=False, default=0),
     Column("late_in_episode", Boolean(), nullable=False, default=False),

@@ -23,10 +23,11 @@ def simple_spec(period: int = 60, grace: int = 30, **kw: object) -> CheckSpec:
     return CheckSpec(schedule=SimpleSchedule(period=s(period)), grace=s(grace), max_runtime=s(1800), **kw)  # type: ignore[arg-type]
 
 
-def cron_spec(expr: str, dialect: str = "unix", tz: str = "UTC", grace: int = 60, **kw: object) -> CheckSpec:
-    return CheckSpec(
-        schedule=schedules.parse_cron(expr, dialect, tz), grace=s(grace), max_runtime=s(1800), **kw
-    )  # type: ignore[arg-type]
+def cron_spec(
+    expr: str, dialect: str = "unix", tz: str = "UTC", grace: int = 60, max_runtime: int = 1800, **kw: object
+) -> CheckSpec:
+    schedule = schedules.parse_cron(expr, dialect, tz)
+    return CheckSpec(schedule=schedule, grace=s(grace), max_runtime=s(max_runtime), **kw)  # type: ignore[arg-type]
 
 
 def ping(kind: str, at: datetime, **kw: object) -> PingIn:
@@ -271,3 +272,45 @@ class TestOutageGuard:
         fx = detection.evaluate(spec, state, book, T0 + s(3001), guard=outage)
         assert new_alerts(fx) == []
         assert fx.run is None and any(r.timed_out for r in book.runs.values())
+
+
+class TestQaFindingsIssue4:
+    """Findings of the breaking session for runs and detection, each pinned."""
+
+    def test_late_runs_count_towards_recovery_threshold(self) -> None:
+        # a daily job that runs 20 min late every day, grace 10 min, recovery_threshold 2:
+        # the second late run closes the episode (DESIGN §2: runs succeed "on time or late")
+        spec = cron_spec("0 3 * * *", grace=600, recovery_threshold=2)
+        state, book = CheckState(), RunBook()
+        day = datetime(2026, 7, 18, 3, tzinfo=UTC)
+        detection.apply_ping(spec, state, book, ping("success", day + s(10)))
+        raised: list[AlertKind] = []
+        for n in range(1, 5):
+            tick = day + timedelta(days=n)
+            raised += new_alerts(detection.evaluate(spec, state, book, tick + s(601)))
+            raised += new_alerts(detection.apply_ping(spec, state, book, ping("success", tick + s(1200))))
+        assert raised[:3] == [AlertKind.MISSED, AlertKind.LATE, AlertKind.RECOVERED]
+        assert detection.status(state, day + timedelta(days=4, seconds=1300)) is Status.UP
+
+    def test_a_late_run_just_before_the_next_tick_belongs_to_its_own_missed_tick(self) -> None:
+        spec = cron_spec("0 * * * *", grace=300, max_runtime=7200)
+        state, book = CheckState(), RunBook()
+        detection.apply_ping(spec, state, book, ping("success", T0 + s(10)))
+        detection.evaluate(spec, state, book, T0 + s(3600 + 301))  # 13:00 missed
+        fx = detection.apply_ping(spec, state, book, ping("success", T0 + s(7200 - 30)))
+        assert fx.tick == T0 + s(3600)
+        assert new_alerts(fx) == [AlertKind.LATE]
+        fx = detection.apply_ping(spec, state, book, ping("success", T0 + s(7200 + 10)))
+        assert new_alerts(fx) == []  # the 14:00 run is its own, not a duplicate
+
+    def test_a_first_ping_for_an_old_tick_does_not_watch_the_ticks_since(self) -> None:
+        spec = cron_spec("0 3 * * *", grace=600)
+        state, book = CheckState(), RunBook()
+        now = datetime(2026, 7, 20, 12, tzinfo=UTC)
+        fx = detection.apply_ping(
+            spec, state, book, ping("success", now, scheduled=datetime(2026, 1, 1, 3, tzinfo=UTC))
+        )
+        assert fx.run is not None and fx.run.outcome is Outcome.LATE  # the outcome is late, no alert
+        fx = detection.evaluate(spec, state, book, now + s(60))
+        assert fx.alerts == [] and fx.new_marks == []
+        assert state.next_due == datetime(2026, 7, 21, 3, 10, tzinfo=UTC)
