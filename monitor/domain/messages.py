@@ -299,8 +299,8 @@ def _missed(f: AlertFacts, z: ZoneInfo) -> tuple[str, str]:
 def _late(f: AlertFacts, z: ZoneInfo) -> tuple[str, str]:
     by = f" {humanize_duration(f.late_by_s)}" if f.late_by_s is not None else ""
     return (
-        f"{_run_label(f.scheduled, z)} started{by} late",
-        f"{_run_label_both(f.scheduled, z)} started{by} late.",
+        f"{_run_label(f.scheduled, z)} was{by} late",
+        f"{_run_label_both(f.scheduled, z)} was{by} late: its first ping came after the grace period.",
     )
 
 
@@ -352,7 +352,7 @@ def _recovered(f: AlertFacts, z: ZoneInfo) -> tuple[str, str]:
     took = f" in {humanize_duration(f.duration_s)}" if f.duration_s is not None else ""
     return (
         f"{_run_label(f.scheduled, z)} succeeded",
-        f"{_run_label_both(f.scheduled, z)} succeeded{took}; the check is {f.status} again.",
+        f"{_run_label_both(f.scheduled, z)} succeeded{took}; the check is up again.",
     )
 
 

@@ -74,7 +74,7 @@ def test_missed_several_ticks_says_how_many() -> None:
 def test_late_says_how_late() -> None:
     message = render(make_facts(kind="late", late_by_s=25 * 60, status="up"))
 
-    assert message.title == "nightly-billing: late — the 05:00 CEST run started 25 min late"
+    assert message.title == "nightly-billing: late — the 05:00 CEST run was 25 min late"
     assert "Late by: 25 min" in message.body
 
 
