@@ -11,12 +11,14 @@ from __future__ import annotations
 import re
 import uuid as uuid_module
 from collections.abc import Awaitable, Callable, MutableMapping
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 from urllib.parse import parse_qs
 
+from monitor.domain import pings
 from monitor.domain.checks import PingKind
 from monitor.domain.clock import Clock
+from monitor.domain.errors import ValidationError
 from monitor.services.ingest import IngestWriter, PingAnswer, PingRequest
 from monitor.settings import Settings
 
@@ -27,12 +29,6 @@ Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
 UUID_RE = re.compile(r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$")
 SLUG_RE = re.compile(r"^[a-z0-9_-]{1,100}$")
 ACTIONS = {"start": PingKind.START, "fail": PingKind.FAIL, "log": PingKind.LOG, "skip": PingKind.SKIP}
-MILLISECONDS_FROM = 10**11
-EARLIEST_SCHEDULED = datetime(2000, 1, 1, tzinfo=UTC)
-LATEST_SCHEDULED = datetime(9000, 1, 1, tzinfo=UTC)
-"""Logical run times outside this window are refused: no job of ours ran before 2000, and the
-calendar arithmetic of schedules near year 1 or 9999 has no room left."""
-PLUS_AS_SPACE_RE = re.compile(r"^(\d{4}-\d\d-\d\dT[\d:.,]+) (\d\d(?::?\d\d)?)$")
 
 
 class BadPing(Exception):
@@ -44,37 +40,15 @@ class BadPing(Exception):
 
 
 def parse_scheduled(text: str) -> datetime:
-    """``scheduled``: ISO 8601 with offset or Z, unix seconds, or unix milliseconds (≥ 10^11).
+    """``scheduled`` as :func:`monitor.domain.pings.parse_logical_time` reads it.
 
     Raises:
         BadPing: ``scheduled: …`` naming the problem.
     """
-    value = text.strip()
-    # An unencoded "+" of an offset (curl '...?scheduled=2026-07-19T05:00:00+02:00') arrives
-    # as a space once the query string is decoded.
-    value = PLUS_AS_SPACE_RE.sub(r"\1+\2", value)
-    if re.fullmatch(r"\d{1,16}(\.\d+)?", value):
-        number = float(value)
-        if number >= MILLISECONDS_FROM:
-            number /= 1000
-        try:
-            instant = datetime.fromtimestamp(number, UTC)
-        except (OverflowError, ValueError, OSError):
-            raise BadPing("scheduled: out of range") from None
-    else:
-        try:
-            parsed = datetime.fromisoformat(value.replace("Z", "+00:00").replace("z", "+00:00"))
-        except ValueError:
-            raise BadPing("scheduled: not ISO 8601, unix seconds or unix milliseconds") from None
-        if parsed.tzinfo is None:
-            raise BadPing("scheduled: needs a UTC offset or Z (e.g. 2026-07-19T03:00:00Z)")
-        try:
-            instant = parsed.astimezone(UTC)
-        except OverflowError:
-            raise BadPing("scheduled: out of range") from None
-    if not EARLIEST_SCHEDULED <= instant <= LATEST_SCHEDULED:
-        raise BadPing("scheduled: out of range (2000-01-01 to 9000-01-01)")
-    return instant
+    try:
+        return pings.parse_logical_time(text)
+    except ValidationError as error:
+        raise BadPing(str(error)) from None
 
 
 def parse_action(action: str) -> tuple[PingKind, int | None]:

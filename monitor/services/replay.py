@@ -8,14 +8,16 @@ becomes due between steps, as the scenario format prescribes.
 from __future__ import annotations
 
 import json
+import sys
 import tempfile
+import uuid as uuid_module
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 from sqlalchemy import func, select
 
-from monitor.domain import detection
+from monitor.domain import detection, pings
 from monitor.domain.checks import Outcome, PingKind
 from monitor.domain.errors import ValidationError
 from monitor.domain.runs import RunBook, TickMark, tick_outcome
@@ -40,21 +42,36 @@ def parse_instant(text: str) -> datetime:
 
 
 def _ping(step: dict[str, Any], uuid: str, at: datetime) -> PingRequest:
+    """A step's ping, validated as the ping endpoint validates it (field named on error)."""
     value = step["ping"]
     exit_status: int | None = None
     if isinstance(value, int) and not isinstance(value, bool):
+        if not 0 <= value <= 255:
+            raise ValidationError("ping", f"exit status {value} is outside 0-255")
         kind = PingKind.SUCCESS if value == 0 else PingKind.FAIL
         exit_status = value
     else:
-        kind = PingKind(str(value))
+        try:
+            kind = PingKind(str(value))
+        except ValueError:
+            raise ValidationError(
+                "ping", f"{value!r} is not start, success, fail, log, skip or 0-255"
+            ) from None
+    rid = step.get("rid")
+    if rid is not None:
+        try:
+            rid = str(uuid_module.UUID(str(rid)))
+        except ValueError:
+            raise ValidationError("rid", f"{rid!r} is not a UUID") from None
+    scheduled = step.get("scheduled")
     body = step.get("body")
     data = body.encode() if isinstance(body, str) else None
     return PingRequest(
         kind=kind,
         received=at,
         uuid=uuid,
-        scheduled=parse_instant(step["scheduled"]) if step.get("scheduled") else None,
-        rid=step.get("rid"),
+        scheduled=pings.parse_logical_time(scheduled) if scheduled not in (None, "") else None,
+        rid=rid,
         exit_status=exit_status,
         method="POST" if data else "GET",
         body=data,
@@ -100,11 +117,17 @@ async def _replay(engine: Any, scenario: dict[str, Any]) -> dict[str, Any]:
             await evaluate_due(engine, due + EPSILON, settings=settings)
 
     now = created
-    for step in scenario["steps"]:
-        now = parse_instant(step["at"])
+    for number, step in enumerate(scenario["steps"], start=1):
+        at = parse_instant(step["at"])
+        if at < now:
+            raise ValidationError("at", f"step {number} ({step['at']}) is earlier than the step before it")
+        now = at
         await evaluate_until(now)
         if "ping" in step:
-            await ingest_pings(engine, [_ping(step, uuid, now)], settings=settings)
+            [answer] = await ingest_pings(engine, [_ping(step, uuid, now)], settings=settings)
+            if answer.status >= 400:
+                # the ping endpoint would have refused it too: say so, as it would
+                print(f"step {number}: ping refused: {answer.status} {answer.text}", file=sys.stderr)
         elif step.get("pause"):
             async with engine.begin() as conn:
                 await check_service.pause_check(conn, project_id, uuid, now)

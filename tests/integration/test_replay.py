@@ -91,3 +91,50 @@ def test_an_invalid_scenario_is_a_clear_error(tmp_path: Path, content: object) -
     assert proc.returncode == 2, proc.stderr.decode()
     assert b"not a valid scenario" in proc.stderr
     assert b"Traceback" not in proc.stderr
+
+
+def _replay_cli(tmp_path: Path, scenario: object) -> subprocess.CompletedProcess[bytes]:
+    path = tmp_path / "s.json"
+    path.write_text(json.dumps(scenario))
+    return subprocess.run(
+        [sys.executable, "-m", "monitor", "replay", str(path)],
+        capture_output=True,
+        env=checkout_env(),
+        timeout=60,
+        check=False,
+    )
+
+
+BASE = {"check": {"schedule": "0 3 * * *", "grace": 600}, "created": "2026-07-17T12:00:00Z"}
+
+
+def test_scheduled_as_unix_seconds_and_refused_pings_are_reported(tmp_path: Path) -> None:
+    """QA: unix seconds were refused as 'Invalid isoformat'; refused pings vanished silently."""
+    scenario = {
+        **BASE,
+        "steps": [
+            {"at": "2026-07-18T03:00:10Z", "ping": "success", "scheduled": 1784343600},
+            {"at": "2026-07-18T03:00:20Z", "ping": "skip", "scheduled": "2026-07-18T05:00:00Z"},
+        ],
+    }
+    proc = _replay_cli(tmp_path, scenario)
+    assert proc.returncode == 0, proc.stderr.decode()
+    ticks = json.loads(proc.stdout)["ticks"]
+    assert ticks == [{"scheduled": "2026-07-18T03:00:00Z", "outcome": "on_time", "runs": 1}]
+    assert b"step 2: ping refused: 400 scheduled: " in proc.stderr
+
+
+@pytest.mark.parametrize(
+    ("steps", "field"),
+    [
+        ([{"at": "2026-07-18T03:00:10Z", "ping": 256}], "ping"),
+        ([{"at": "2026-07-18T03:00:10Z", "ping": "succes"}], "ping"),
+        ([{"at": "2026-07-18T03:00:10Z", "ping": "start", "rid": "not-a-uuid"}], "rid"),
+        ([{"at": "2026-07-18T03:00:10Z"}, {"at": "2026-07-18T02:00:00Z"}], "at"),
+    ],
+    ids=["exit-256", "typo-kind", "bad-rid", "out-of-order"],
+)
+def test_steps_the_ping_endpoint_would_refuse_are_errors(tmp_path: Path, steps: object, field: str) -> None:
+    proc = _replay_cli(tmp_path, {**BASE, "steps": steps})
+    assert proc.returncode == 2
+    assert f"not a valid scenario: {field}: ".encode() in proc.stderr, proc.stderr
