@@ -115,7 +115,9 @@ async def _claim(engine: AsyncEngine, now: datetime, settings: Settings, limit: 
 
 def _json_fields(row: Any) -> dict[str, str]:
     scheduled = row["scheduled"]
-    if row["paused"]:
+    if row["uuid"] is None:
+        status = ""  # a project-level alert (monitor_unavailable) has no check
+    elif row["paused"]:
         status = "paused"
     elif row["watch_from"] is None:
         status = "new"

@@ -19,6 +19,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from monitor.domain.checks import AlertKind
 from monitor.domain.detection import OutageGuard, iso
+from monitor.domain.messages import format_utc, humanize_duration
 from monitor.storage import repositories
 from monitor.storage import tables as t
 
@@ -72,12 +73,11 @@ async def _record_outage(conn: AsyncConnection, started: datetime, ended: dateti
         iso(ended),
         extra={"action": "monitor_outage", "started": iso(started), "ended": iso(ended)},
     )
-    minutes = max(1, round((ended - started).total_seconds() / 60))
-    title = (
-        f"monitor: {AlertKind.MONITOR_UNAVAILABLE.value} — no monitor process was running for {minutes} min"
-    )
+    span = humanize_duration((ended - started).total_seconds())
+    title = f"monitor: {AlertKind.MONITOR_UNAVAILABLE.value} — no ping could be received for {span}"
     message = (
-        f"The monitor was unavailable from {iso(started)} to {iso(ended)}: no ping could be received.\n"
+        f"The monitor was unavailable from {format_utc(started)} to {format_utc(ended)} ({span}): no HTTP "
+        "process was serving, so no ping could be received.\n"
         "Ticks whose grace window ended in that span are marked unknown instead of missed; "
         "check the jobs that should have run then.\n"
     )
@@ -146,5 +146,8 @@ async def load_guard(conn: AsyncConnection, now: datetime, ttl: timedelta) -> Ou
         .tuples()
         .all()
     )
-    ongoing = last_seen if now - last_seen > outage_gap(ttl) else None
-    return OutageGuard(outages=tuple((s, e) for s, e in spans), seen_until=ongoing)
+    # A deadline is judged only once some HTTP process has been seen alive after it: an outage
+    # is only recognised 2 x TTL after it began, and deadlines in those first seconds must wait
+    # for it too (QA: a kill -9 of every API replica still paged for the first tick). Costs at
+    # most one liveness interval of alert latency.
+    return OutageGuard(outages=tuple((s, e) for s, e in spans), seen_until=last_seen)

@@ -227,7 +227,15 @@ class PostgresLeases(Leases):
                     )
                 else:
                     await conn.execute("SELECT 1", timeout=self._statement_timeout_s)
-            except (OSError, TimeoutError, asyncpg.PostgresError, asyncpg.InterfaceError) as error:
+            except (
+                OSError,
+                TimeoutError,
+                asyncpg.PostgresError,
+                asyncpg.InterfaceError,
+                asyncpg.InternalClientError,
+            ) as error:
+                # any failure of the session (InternalClientError: its protocol is out of step after
+                # a SIGSTOP) means the server may have freed the locks: step down at once
                 return lost + self._lose(f"renewal failed: {type(error).__name__}: {error}")
             return lost
 

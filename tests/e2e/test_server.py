@@ -170,7 +170,10 @@ def test_crontab_of_five_jobs_pinged_with_curl(server: MonitorProcess, tmp_path:
     assert status == 200 and body == log.read_text()
     runs = api.get(f"/api/v3/checks/{backup_uuid}/runs/")["runs"]
     assert len(runs) == 1
-    assert runs[0]["rid"] == rid and runs[0]["outcome"] == "on_time"
+    # The run binds to today's 03:00 Berlin tick, hours ago: its outcome is late (DESIGN §2, tick
+    # outcome "late (first run ping after tick + grace)"); no alert, as it is the check's first run.
+    assert runs[0]["rid"] == rid and runs[0]["outcome"] == "late"
+    assert not api.alerts(backup_uuid)
     assert runs[0]["finished"] is not None and 0.5 <= runs[0]["duration"] < 10
 
     sync_ping = api.get(f"/api/v3/checks/{checks['sync']['uuid']}/pings/")["pings"][0]
