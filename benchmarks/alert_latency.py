@@ -33,9 +33,6 @@ import sys
 import tempfile
 import threading
 import time
-import uuid
-from collections.abc import Iterator
-from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -43,12 +40,10 @@ from typing import Any
 
 import asyncpg
 import httpx
+from databases import database
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 API_KEY = "latency-benchmark-key-0123456789"
-PG_ADMIN_URL = os.environ.get(
-    "MONITOR_TEST_POSTGRES_URL", "postgresql+asyncpg://postgres@127.0.0.1:5432/postgres"
-)
 GRACE = 1
 
 
@@ -99,27 +94,6 @@ class Receiver:
         self.server.server_close()
 
 
-async def _pg_admin(sql: str) -> None:
-    conn = await asyncpg.connect(PG_ADMIN_URL.replace("postgresql+asyncpg://", "postgresql://"), timeout=10)
-    try:
-        await conn.execute(sql)
-    finally:
-        await conn.close()
-
-
-@contextmanager
-def database(backend: str, directory: Path) -> Iterator[str]:
-    if backend == "sqlite":
-        yield f"sqlite+aiosqlite:///{directory / 'monitor.db'}"
-        return
-    name = f"monitor_bench_latency_{uuid.uuid4().hex[:10]}"
-    asyncio.run(_pg_admin(f'CREATE DATABASE "{name}"'))
-    try:
-        yield PG_ADMIN_URL.rsplit("/", 1)[0] + "/" + name
-    finally:
-        asyncio.run(_pg_admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-
-
 def alert_rows(url: str) -> list[tuple[str, datetime, datetime, int]]:
     """(check uuid, scheduled, created_at, grace) of every missed alert, instants aware UTC."""
     sql = (
@@ -159,7 +133,7 @@ def bench(backend: str, args: argparse.Namespace) -> dict[str, Any]:
     port = free_port()
     process: subprocess.Popen[bytes] | None = None
     try:
-        with database(backend, work) as url, Receiver() as receiver:
+        with database(backend, work, prefix="monitor_bench_latency") as url, Receiver() as receiver:
             env = {k: v for k, v in os.environ.items() if not k.startswith("MONITOR_")}
             env.update(
                 PYTHONPATH=str(REPO_ROOT),

@@ -37,20 +37,16 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import httpx
+from databases import database
 
 HERE = Path(__file__).resolve().parent
 REPO_ROOT = HERE.parent
 API_KEY = "benchmark-key-0123456789abcdef"
-PG_ADMIN_URL = os.environ.get(
-    "MONITOR_TEST_POSTGRES_URL", "postgresql+asyncpg://postgres@127.0.0.1:5432/postgres"
-)
 
 LUA = """
 local paths = {%(paths)s}
@@ -156,29 +152,6 @@ def child_env(**extra: str) -> dict[str, str]:
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO_ROOT), env.get("PYTHONPATH", "")) if p)
     env.update(extra)
     return env
-
-
-async def _pg_admin(sql: str) -> None:
-    import asyncpg
-
-    conn = await asyncpg.connect(PG_ADMIN_URL.replace("postgresql+asyncpg://", "postgresql://"), timeout=10)
-    try:
-        await conn.execute(sql)
-    finally:
-        await conn.close()
-
-
-@contextmanager
-def database(backend: str, directory: Path) -> Iterator[str]:
-    if backend == "sqlite":
-        yield f"sqlite+aiosqlite:///{directory / 'monitor.db'}"
-        return
-    name = f"monitor_bench_{uuid.uuid4().hex[:10]}"
-    asyncio.run(_pg_admin(f'CREATE DATABASE "{name}"'))
-    try:
-        yield PG_ADMIN_URL.rsplit("/", 1)[0] + "/" + name
-    finally:
-        asyncio.run(_pg_admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
 
 
 async def create_checks(base: str, count: int) -> list[str]:
