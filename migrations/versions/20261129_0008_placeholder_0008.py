@@ -1,0 +1,25 @@
+"""issue-6 bundled scheduler (tick claims)
+
+Placeholder reserved so parallel work keeps one linear revision chain; the owning issue fills it in.
+
+Revision ID: 0008
+Revises: 0007
+Create Date: 2026-11-29 13:00:00
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+revision: str = "0008"
+down_revision: str | None = "0007"
+branch_labels: str | Sequence[str] | None = None
+depends_on: str | Sequence[str] | None = None
+
+
+def upgrade() -> None:
+    pass
+
+
+def downgrade() -> None:
+    pass
