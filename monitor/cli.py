@@ -76,6 +76,26 @@ def _parser() -> argparse.ArgumentParser:
     explain.add_argument("--dialect", default="unix")
     explain.add_argument("--count", type=int, default=5)
     explain.add_argument("--after", help="ISO 8601 instant (default now)")
+
+    scheduler = sub.add_parser("scheduler", help="run the jobs of a jobs file (the bundled scheduler)")
+    db(scheduler)
+    scheduler.add_argument("--jobs", required=True, type=Path, help="the jobs file (TOML [[jobs]] tables)")
+    scheduler.add_argument(
+        "--check", action="store_true", help="validate the file, print each job's next ticks (JSON), exit"
+    )
+    scheduler.add_argument("--count", type=int, default=5, help="next ticks shown by --check")
+    scheduler.add_argument(
+        "--shutdown-grace",
+        type=float,
+        default=float(os.environ.get("MONITOR_SCHEDULER_SHUTDOWN_GRACE", "30")),
+        help="on SIGTERM, seconds running jobs may take before they are terminated",
+    )
+    scheduler.add_argument(
+        "--liveness-interval",
+        type=float,
+        default=float(os.environ.get("MONITOR_SCHEDULER_LIVENESS_INTERVAL", "60")),
+        help="seconds between pings of the scheduler's own liveness check",
+    )
     return parser
 
 
@@ -126,6 +146,8 @@ def _dispatch(args: argparse.Namespace) -> int:
         with contextlib.suppress(asyncio.CancelledError):
             asyncio.run(_worker(_settings(args), command))
         return 0
+    if command == "scheduler":
+        return _scheduler(args)
     raise AssertionError(command)
 
 
@@ -333,6 +355,25 @@ def _cron_explain(args: argparse.Namespace) -> int:
         print(json.dumps({"error": str(error)}))
         return 2
     print(json.dumps(result, indent=2))
+    return 0
+
+
+def _scheduler(args: argparse.Namespace) -> int:
+    from monitor import scheduler
+
+    jobs = scheduler.load_jobs(args.jobs)
+    if args.check:
+        count = max(1, min(args.count, 100))
+        print(json.dumps(scheduler.next_ticks_report(jobs, datetime.now(UTC), count), indent=2))
+        return 0
+    asyncio.run(
+        scheduler.serve(
+            _settings(args),
+            jobs,
+            shutdown_grace=args.shutdown_grace,
+            liveness_interval=args.liveness_interval,
+        )
+    )
     return 0
 
 

@@ -309,3 +309,23 @@ outages = Table(
     Column("ended_at", UTCDateTime(), nullable=False),
 )
 """Spans with no live HTTP process (DESIGN §6 self-outage guard): deadlines inside are unknown."""
+
+job_claims = Table(
+    "job_claims",
+    metadata,
+    Column("job", String(100), primary_key=True),
+    Column("tick", UTCDateTime(), primary_key=True),
+    Column("attempt", Integer(), nullable=False, default=1),
+    Column("state", String(16), nullable=False),
+    Column("token", BigInteger(), nullable=False),
+    Column("holder", String(200), nullable=False),
+    Column("run_id", String(36), nullable=True),
+    Column("reason", String(32), nullable=True),
+    Column("claimed_at", UTCDateTime(), nullable=False),
+    Column("started_at", UTCDateTime(), nullable=True),
+    Column("finished_at", UTCDateTime(), nullable=True),
+    Column("exit_status", Integer(), nullable=True),
+)
+"""Bundled-scheduler ticks (DESIGN §8): one row per (job, tick), inserted with ON CONFLICT DO
+NOTHING under the job's lease ``job-<name>``, so each tick is claimed once across replicas.
+``state``: claimed → started → finished, or skipped; ``token`` is the claimant's fencing token."""

@@ -1,0 +1,135 @@
+"""``monitor scheduler --jobs FILE``: the bundled scheduler (DESIGN §8).
+
+* :func:`load_jobs` reads and validates a jobs file (TOML ``[[jobs]]`` tables,
+  :mod:`monitor.domain.jobs`).
+* :func:`next_ticks_report` is what ``--check`` prints.
+* :func:`serve` runs the loop of :mod:`monitor.scheduler.runner` until SIGTERM.
+
+The planning rules are pure, in :mod:`monitor.domain.planning`; claims are
+:mod:`monitor.storage.claims`; leases are :mod:`monitor.storage.leases` (``job-<name>``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import signal
+import tomllib
+from collections.abc import Sequence
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from monitor.domain import schedules
+from monitor.domain.clock import SystemClock
+from monitor.domain.errors import ValidationError
+from monitor.domain.jobs import Job, parse_jobs
+from monitor.settings import Settings
+
+logger = logging.getLogger(__name__)
+
+
+def load_jobs(path: Path) -> list[Job]:
+    """Read and validate the jobs file at ``path``.
+
+    Raises:
+        ValidationError: the file cannot be read (field ``jobs``), is not TOML (the parser's
+            message with line and column), or a job is invalid (``jobs[<i>].<key>: …``).
+    """
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as error:
+        raise ValidationError("jobs", f"cannot read {path}: {error}") from None
+    try:
+        document = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as error:
+        raise ValidationError("jobs", f"{path} is not valid TOML: {error}") from None
+    return parse_jobs(document)
+
+
+def next_ticks_report(jobs: Sequence[Job], now: datetime, count: int = 5) -> dict[str, Any]:
+    """``--check``: every job with its schedule and its next ``count`` ticks after ``now``."""
+    out = []
+    for job in jobs:
+        out.append(
+            {
+                "name": job.name,
+                "schedule": job.schedule.expression,
+                "dialect": job.schedule.dialect.value,
+                "tz": job.schedule.tz,
+                "concurrency_policy": job.concurrency_policy.value,
+                "catchup": job.catchup.value,
+                "next": [schedules.format_utc(t) for t in job.schedule.next_ticks(now, count)],
+            }
+        )
+    return {"jobs": out}
+
+
+async def serve(
+    settings: Settings,
+    jobs: Sequence[Job],
+    *,
+    shutdown_grace: float = 30.0,
+    liveness_interval: float = 60.0,
+    stop: asyncio.Event | None = None,
+) -> None:
+    """Run the scheduler until SIGTERM/SIGINT (or ``stop``), then shut down cleanly.
+
+    Reads ``settings.database_url`` (claims, leases), ``settings.base_url`` and
+    ``settings.api_key`` (checks and pings; without a key runs are not reported) and
+    ``settings.lease_ttl``.
+    """
+    from monitor.scheduler.reporter import HttpReporter, NullReporter, Reporter
+    from monitor.scheduler.runner import Scheduler
+    from monitor.storage.engine import make_engine, migrate
+
+    stop = stop or asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        with contextlib.suppress(NotImplementedError, RuntimeError):
+            loop.add_signal_handler(signum, stop.set)
+    engine = make_engine(settings.database_url)
+    try:
+        await migrate(engine)
+    finally:
+        await engine.dispose()
+    # On PostgreSQL the server ends a fenced transaction left idle for a TTL (a stalled holder),
+    # so a new holder is never kept waiting longer (as the evaluator's sweep engine, DESIGN §6).
+    engine = make_engine(settings.database_url, pool_size=3, idle_in_transaction_timeout=settings.lease_ttl)
+    reporter: Reporter
+    if settings.api_key:
+        reporter = HttpReporter(
+            settings.base_url, settings.api_key, jobs, liveness_interval=liveness_interval
+        )
+    else:
+        logger.warning(
+            "MONITOR_API_KEY is not set: runs are not reported to the monitor",
+            extra={"action": "reporting_disabled"},
+        )
+        reporter = NullReporter()
+    scheduler = Scheduler(
+        engine, jobs, SystemClock(), reporter, lease_ttl=timedelta(seconds=settings.lease_ttl)
+    )
+
+    async def liveness() -> None:
+        while True:
+            reporter.liveness()
+            await asyncio.sleep(liveness_interval)
+
+    pinger = asyncio.create_task(liveness(), name="scheduler-liveness")
+    logger.info(
+        "scheduler started: %d jobs, holder %s",
+        len(jobs),
+        scheduler.holder,
+        extra={"action": "scheduler_started", "jobs": [j.name for j in jobs]},
+    )
+    try:
+        await scheduler.run(stop, shutdown_grace=shutdown_grace)
+    finally:
+        pinger.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await pinger
+        await asyncio.to_thread(reporter.close, 10.0)
+        await engine.dispose()
+        logger.info("scheduler stopped", extra={"action": "scheduler_stopped"})

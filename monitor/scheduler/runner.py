@@ -1,0 +1,379 @@
+"""The bundled scheduler's loop: leases per job, claims per tick, runs, reports (DESIGN §8).
+
+Every round (at most :data:`ROUND` seconds apart, and at each next tick of a held job):
+
+1. For each job whose lease ``job-<name>`` this process does not hold, try to take it
+   (never waiting). On taking it, read the job's newest claimed tick — the new holder runs
+   every unclaimed tick after it, in order, with its original time — and its *orphans*
+   (``claimed`` rows of an older token: their claimant lost the lease before recording the
+   start), which run again as attempt 2.
+2. For each held job: the unclaimed ticks up to now (the *backlog*, bounded by
+   ``max_catchup``) and the queued ones go through :func:`monitor.domain.planning.plan`;
+   skipped ticks are claimed as ``skipped`` and reported with a ``skip`` ping; started ones
+   are claimed, marked ``started`` (both fenced by the lease token), spawned, and reported.
+
+A separate task renews the leases every TTL/3; a lease found lost forgets the job's queue
+(those ticks are unclaimed, so the next holder runs them). A fenced write refused as stale
+steps down from the lease. Runs already started go on and are reported whatever happens to
+the lease: their start was recorded, so no one runs them again.
+
+Shutdown (:meth:`Scheduler.run` returns when ``stop`` is set): take no new ticks, let running
+jobs finish for up to ``shutdown_grace`` seconds, terminate the rest, report them, release the
+leases.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import socket
+import uuid
+import zlib
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from monitor.domain import planning, schedules
+from monitor.domain.clock import Clock
+from monitor.domain.errors import StaleLease
+from monitor.domain.jobs import Job
+from monitor.scheduler import executor
+from monitor.scheduler.reporter import Reporter
+from monitor.storage import claims
+from monitor.storage import leases as lease_store
+
+logger = logging.getLogger(__name__)
+
+ROUND = 0.2
+"""Longest sleep between two rounds, seconds (a round also wakes at a held job's next tick)."""
+
+
+def holder_name() -> str:
+    """``<host>:<pid>``, how leases name this process."""
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+@dataclass(kw_only=True, slots=True)
+class Slot:
+    """One job's state in this process."""
+
+    job: Job
+    rules: planning.Rules
+    token: int | None = None
+    through: datetime | None = None
+    """The newest tick claimed or planned; unclaimed ticks after it are the backlog."""
+    queue: list[planning.Due] = field(default_factory=list)
+    orphans: dict[datetime, claims.Claim] = field(default_factory=dict)
+    runs: set[executor.Execution] = field(default_factory=set)
+
+    def forget(self) -> None:
+        """The lease is gone: forget what only a holder may act on."""
+        self.token = None
+        self.through = None
+        self.queue.clear()
+        self.orphans.clear()
+
+
+class Scheduler:
+    """One process's scheduler.
+
+    Args:
+        engine: the database of claims and leases (on PostgreSQL, one whose sessions end a
+            transaction idle for a TTL, as :func:`run_scheduler` makes).
+        jobs: the jobs.
+        clock: the clock (every instant planned with comes from it).
+        reporter: where runs are reported.
+        lease_ttl: lease TTL; the handover window is two TTLs.
+        holder: ``<host>:<pid>`` (default this process's).
+        base_env: the environment runs inherit (default the scheduler's own).
+    """
+
+    def __init__(
+        self,
+        engine: AsyncEngine,
+        jobs: Sequence[Job],
+        clock: Clock,
+        reporter: Reporter,
+        *,
+        lease_ttl: timedelta,
+        holder: str | None = None,
+        base_env: Mapping[str, str] | None = None,
+    ) -> None:
+        self.engine = engine
+        self.clock = clock
+        self.reporter = reporter
+        self.ttl = lease_ttl
+        self.handover_window = 2 * lease_ttl
+        self.holder = holder or holder_name()
+        self.base_env = base_env
+        self.leases = lease_store.open_leases(engine, self.holder, lease_ttl)
+        slots = [Slot(job=job, rules=planning.Rules.of(job)) for job in jobs]
+        start = zlib.crc32(self.holder.encode()) % max(1, len(slots))
+        self.slots = slots[start:] + slots[:start]  # replicas try the jobs in different orders
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    # ------------------------------------------------------------------ leases
+
+    def _fence(self, slot: Slot) -> claims.Fence:
+        assert slot.token is not None
+        return claims.Fence(lease=slot.job.lease_name, token=slot.token, holder=self.holder)
+
+    async def _take(self, slot: Slot) -> None:
+        name = slot.job.lease_name
+        free = await self.leases.free([name], self.clock.now())
+        if not free:
+            return
+        now = self.clock.now()
+        token = await self.leases.acquire(name, now)
+        if token is None:
+            return
+        async with self.engine.connect() as conn:
+            last = await claims.last_claimed(conn, slot.job.name)
+            orphans = await claims.orphans(conn, slot.job.name, token)
+        slot.token = token
+        slot.through = last if last is not None else now
+        slot.queue.clear()
+        slot.orphans = {o.tick: o for o in orphans}
+        logger.info(
+            "lease_acquired %s (token %d, last claimed tick %s, %d orphaned)",
+            name,
+            token,
+            schedules.format_utc(last) if last else "none",
+            len(orphans),
+            extra={"action": "lease_acquired", "lease": name, "token": token},
+        )
+
+    async def _step_down(self, slot: Slot, error: StaleLease) -> None:
+        logger.warning(
+            "fenced_write_rejected %s: %s",
+            slot.job.lease_name,
+            error,
+            extra={"action": "fenced_write_rejected", "lease": slot.job.lease_name, "token": error.token},
+        )
+        slot.forget()
+        await self.leases.step_down(slot.job.lease_name)
+
+    async def renew_forever(self) -> None:
+        """Renew the held leases every TTL/3; a lost lease forgets its job's queue."""
+        period = self.ttl.total_seconds() / 3
+        while True:
+            await asyncio.sleep(period)
+            try:
+                lost = await self.leases.renew(self.clock.now())
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                logger.exception("lease renewal failed", extra={"action": "lease_renewal_failed"})
+                continue
+            held = self.leases.held
+            for slot in self.slots:
+                if slot.token is not None and (
+                    slot.job.lease_name in lost or slot.job.lease_name not in held
+                ):
+                    slot.forget()
+
+    # ------------------------------------------------------------------ one round
+
+    async def round(self) -> None:
+        """Take free job leases, then plan and act for every held job."""
+        for slot in self.slots:
+            try:
+                if slot.token is None:
+                    await self._take(slot)
+                if slot.token is not None:
+                    await self._step(slot)
+            except StaleLease as error:
+                await self._step_down(slot, error)
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                logger.exception(
+                    "scheduler round failed for %s",
+                    slot.job.name,
+                    extra={"action": "scheduler_failed", "job": slot.job.name},
+                )
+
+    def next_wake(self, now: datetime) -> float:
+        """Seconds to sleep before the next round (at most :data:`ROUND`)."""
+        wake = ROUND
+        for slot in self.slots:
+            if slot.token is None:
+                continue
+            tick = slot.job.schedule.next_tick(now)
+            if tick is not None:
+                wake = min(wake, max(0.0, (tick - now).total_seconds()))
+        return wake
+
+    async def _step(self, slot: Slot) -> None:
+        job = slot.job
+        now = self.clock.now()
+        assert slot.through is not None
+        ticks, more = planning.overdue_ticks(job.schedule, slot.through, now, job.max_catchup)
+        if more:
+            logger.warning(
+                "%s: more than max_catchup=%d ticks were missed; only the newest are considered",
+                job.name,
+                job.max_catchup,
+                extra={"action": "catchup_capped", "job": job.name},
+            )
+        backlog = [planning.Due(tick=o.tick, attempt=o.attempt + 1) for o in slot.orphans.values()]
+        backlog += [planning.Due(tick=tick) for tick in ticks]
+        self._reap(slot)
+        if not backlog and not slot.queue:
+            return
+        plan = planning.plan(
+            slot.rules,
+            running=len(slot.runs),
+            queued=slot.queue,
+            backlog=backlog,
+            now=now,
+            handover_window=self.handover_window,
+        )
+        if ticks:
+            slot.through = max(slot.through, ticks[-1])
+        slot.queue = list(plan.queue)
+        if plan.terminate_running:
+            for run in list(slot.runs):
+                await run.terminate(f"replaced by the tick {schedules.format_utc(plan.start[0].tick)}")
+        for due, reason in plan.skip:
+            await self._skip(slot, due, reason, now)
+        for due in plan.start:
+            await self._start(slot, due)
+
+    def _reap(self, slot: Slot) -> None:
+        slot.runs = {r for r in slot.runs if r.task is None or not r.task.done()}
+
+    async def _skip(self, slot: Slot, due: planning.Due, reason: planning.SkipReason, now: datetime) -> None:
+        fence = self._fence(slot)
+        orphan = slot.orphans.pop(due.tick, None)
+        async with self.engine.begin() as conn:
+            if orphan is not None:
+                done = await claims.retake(
+                    conn, fence, orphan, now=now, run_id=None, state=claims.ClaimState.SKIPPED, reason=reason
+                )
+            else:
+                done = await claims.claim(
+                    conn,
+                    fence,
+                    slot.job.name,
+                    due.tick,
+                    now=now,
+                    run_id=None,
+                    state=claims.ClaimState.SKIPPED,
+                    reason=reason.value,
+                )
+        if not done:
+            return
+        logger.info(
+            "tick_skipped %s %s (%s)",
+            slot.job.name,
+            schedules.format_utc(due.tick),
+            reason,
+            extra={"action": "tick_skipped", "job": slot.job.name, "reason": reason.value},
+        )
+        self.reporter.skip(slot.job, due.tick, due.attempt, reason.value)
+
+    async def _start(self, slot: Slot, due: planning.Due) -> None:
+        job = slot.job
+        fence = self._fence(slot)
+        rid = str(uuid.uuid4())
+        orphan = slot.orphans.pop(due.tick, None)
+        now = self.clock.now()
+        async with self.engine.begin() as conn:
+            if orphan is not None:
+                taken = await claims.retake(conn, fence, orphan, now=now, run_id=rid)
+            else:
+                taken = await claims.claim(conn, fence, job.name, due.tick, now=now, run_id=rid)
+        if not taken:
+            return
+        # A second transaction on purpose: a holder that loses the lease between the claim and
+        # this write leaves the tick ``claimed`` for the next holder to run (attempt 2).
+        now = self.clock.now()
+        async with self.engine.begin() as conn:
+            if not await claims.mark_started(conn, fence, job.name, due.tick, now):
+                return
+        attempt = orphan.attempt + 1 if orphan is not None else due.attempt
+        context = executor.RunContext(
+            job=job.name, tick=due.tick, run_id=rid, token=fence.token, attempt=attempt
+        )
+        execution = executor.Execution(context=context)
+        execution.task = asyncio.create_task(executor.execute(execution, job, self.base_env))
+        slot.runs.add(execution)
+        logger.info(
+            "run_started %s %s attempt %d token %d",
+            job.name,
+            schedules.format_utc(due.tick),
+            attempt,
+            fence.token,
+            extra={"action": "run_started", "job": job.name, "rid": rid, "token": fence.token},
+        )
+        self.reporter.start(job, due.tick, attempt, rid)
+        watcher = asyncio.create_task(self._finish(slot, execution))
+        self._tasks.add(watcher)
+        watcher.add_done_callback(self._tasks.discard)
+
+    async def _finish(self, slot: Slot, execution: executor.Execution) -> None:
+        context = execution.context
+        assert execution.task is not None
+        try:
+            outcome = await execution.task
+        except asyncio.CancelledError:
+            raise
+        except Exception as error:
+            logger.exception("run failed to execute", extra={"action": "run_error", "job": context.job})
+            outcome = executor.Outcome(exit_status=1, output=f"{error}\n".encode(), duration=0.0)
+        slot.runs.discard(execution)
+        logger.info(
+            "run_finished %s %s exit %d in %.2fs",
+            context.job,
+            schedules.format_utc(context.tick),
+            outcome.exit_status,
+            outcome.duration,
+            extra={"action": "run_finished", "job": context.job, "rid": context.run_id},
+        )
+        self.reporter.finish(
+            slot.job, context.tick, context.attempt, context.run_id, outcome.exit_status, outcome.output
+        )
+        try:
+            await claims.mark_finished(
+                self.engine, context.job, context.tick, context.token, self.clock.now(), outcome.exit_status
+            )
+        except Exception:
+            logger.exception("could not record a run's end", extra={"action": "claim_finish_failed"})
+
+    # ------------------------------------------------------------------ the loop
+
+    @property
+    def running(self) -> int:
+        """Runs in progress, all jobs."""
+        return sum(len(s.runs) for s in self.slots)
+
+    async def run(self, stop: asyncio.Event, *, shutdown_grace: float = 30.0) -> None:
+        """Rounds until ``stop`` is set, then the clean shutdown of the module docstring."""
+        renewer = asyncio.create_task(self.renew_forever(), name="job-lease-renewal")
+        try:
+            while not stop.is_set():
+                await self.round()
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(stop.wait(), self.next_wake(self.clock.now()))
+            logger.info(
+                "scheduler stopping: %d runs in progress",
+                self.running,
+                extra={"action": "scheduler_stopping", "running": self.running},
+            )
+            if self._tasks:
+                await asyncio.wait(set(self._tasks), timeout=shutdown_grace)
+            for slot in self.slots:
+                for execution in list(slot.runs):
+                    await execution.terminate("scheduler shutting down")
+            if self._tasks:
+                await asyncio.wait(set(self._tasks), timeout=executor.TERMINATE_GRACE + 1)
+        finally:
+            renewer.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await renewer
+            await self.leases.close()

@@ -1,0 +1,231 @@
+"""Tick claims and the scheduler's rounds on real SQLite and PostgreSQL, with an injected clock.
+
+Claims are unique per (job, tick) and fenced by the job's lease; a tick whose claimant lost the
+lease before recording the start runs again as attempt 2; after 10 ticks of downtime each
+catch-up setting runs the right ticks, in order, with their original times (issue 6, test 3);
+Forbid/BufferAll/Replace act on real processes. Commands really run (``sh -c``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from monitor.domain.clock import FrozenClock
+from monitor.domain.errors import StaleLease
+from monitor.domain.jobs import Job, parse_job
+from monitor.scheduler.runner import Scheduler
+from monitor.storage import claims
+
+T0 = datetime(2026, 7, 18, 2, 0, tzinfo=UTC)
+TTL = timedelta(seconds=5)
+
+
+def at(seconds: float) -> datetime:
+    return T0 + timedelta(seconds=seconds)
+
+
+class RecordingReporter:
+    """Keeps every report in order (the real one pings the monitor; see the e2e tests)."""
+
+    def __init__(self) -> None:
+        self.events: list[tuple[Any, ...]] = []
+
+    def start(self, job: Job, tick: datetime, attempt: int, rid: str) -> None:
+        self.events.append(("start", job.name, tick, attempt))
+
+    def finish(
+        self, job: Job, tick: datetime, attempt: int, rid: str, exit_status: int, output: bytes
+    ) -> None:
+        self.events.append(("finish", job.name, tick, attempt, exit_status, output))
+
+    def skip(self, job: Job, tick: datetime, attempt: int, reason: str) -> None:
+        self.events.append(("skip", job.name, tick, reason))
+
+    def liveness(self) -> None:
+        self.events.append(("liveness",))
+
+    def close(self, timeout: float) -> None:
+        pass
+
+    def of(self, kind: str) -> list[tuple[Any, ...]]:
+        return [e for e in self.events if e[0] == kind]
+
+
+def make_job(out: Path, **keys: Any) -> Job:
+    raw = {
+        "name": "tick",
+        "schedule": "*/2 * * * * *",
+        "dialect": "seconds",
+        "command": f'echo "$MONITOR_SCHEDULED_TIME $MONITOR_ATTEMPT $MONITOR_FENCING_TOKEN" >> {out}',
+        **keys,
+    }
+    return parse_job(raw, 0)
+
+
+def make_scheduler(
+    engine: AsyncEngine, job: Job, clock: FrozenClock, holder: str
+) -> tuple[Scheduler, RecordingReporter]:
+    reporter = RecordingReporter()
+    return Scheduler(engine, [job], clock, reporter, lease_ttl=TTL, holder=holder), reporter
+
+
+async def settle(scheduler: Scheduler) -> None:
+    """Wait for every run started so far to end and be reported."""
+    for _ in range(200):
+        if not scheduler._tasks:
+            return
+        await asyncio.sleep(0.02)
+    raise AssertionError("runs did not finish")
+
+
+async def test_a_tick_is_claimed_once_and_only_under_the_current_token(engine: AsyncEngine) -> None:
+    clock = FrozenClock(T0)
+    scheduler, _ = make_scheduler(engine, make_job(Path("/dev/null")), clock, "a:1")
+    try:
+        token = await scheduler.leases.acquire("job-tick", clock.now())
+        assert token is not None
+        fence = claims.Fence(lease="job-tick", token=token, holder="a:1")
+        async with engine.begin() as conn:
+            assert await claims.claim(conn, fence, "tick", at(2), now=clock.now(), run_id="r1")
+        async with engine.begin() as conn:
+            assert not await claims.claim(conn, fence, "tick", at(2), now=clock.now(), run_id="r2")
+        stale = claims.Fence(lease="job-tick", token=token - 1, holder="a:1")
+        with pytest.raises(StaleLease):
+            async with engine.begin() as conn:
+                await claims.claim(conn, stale, "tick", at(4), now=clock.now(), run_id="r3")
+        (row,) = await claims.list_claims(engine, "tick")
+        assert (row.tick, row.run_id, row.state, row.token) == (at(2), "r1", claims.ClaimState.CLAIMED, token)
+        async with engine.connect() as conn:
+            assert await claims.last_claimed(conn, "tick") == at(2)
+    finally:
+        await scheduler.leases.close()
+
+
+async def test_a_tick_claimed_by_a_holder_that_lost_its_lease_runs_again_as_attempt_2(
+    engine: AsyncEngine, tmp_path: Path
+) -> None:
+    out = tmp_path / "out.txt"
+    clock = FrozenClock(at(2.1))
+    job = make_job(out)
+    a, _ = make_scheduler(engine, job, clock, "a:1")
+    b, reports = make_scheduler(engine, job, clock, "b:2")
+    try:
+        token_a = await a.leases.acquire("job-tick", clock.now())
+        assert token_a is not None
+        async with engine.begin() as conn:
+            fence = claims.Fence(lease="job-tick", token=token_a, holder="a:1")
+            assert await claims.claim(conn, fence, "tick", at(2), now=clock.now(), run_id="lost")
+        await a.leases.release("job-tick")  # A loses the lease before recording the start
+        clock.set(at(2.5))
+        await b.round()  # B takes the lease: the claimed, unstarted tick is an orphan
+        with pytest.raises(StaleLease):  # A can no longer record a start
+            async with engine.begin() as conn:
+                await claims.mark_started(conn, fence, "tick", at(2), clock.now())
+        await settle(b)
+        (row,) = await claims.list_claims(engine, "tick")
+        assert (row.attempt, row.state, row.holder, row.exit_status) == (
+            2,
+            claims.ClaimState.FINISHED,
+            "b:2",
+            0,
+        )
+        assert row.token > token_a
+        assert out.read_text().split() == ["2026-07-18T02:00:02Z", "2", str(row.token)]
+        assert reports.of("start") == [("start", "tick", at(2), 2)]
+    finally:
+        await a.leases.close()
+        await b.leases.close()
+
+
+@pytest.mark.parametrize(
+    ("catchup", "ran", "skipped"),
+    [
+        pytest.param("all", list(range(2, 22, 2)), [], id="all"),
+        pytest.param("latest", [20], list(range(2, 20, 2)), id="latest"),
+        pytest.param("none", [], list(range(2, 22, 2)), id="none"),
+    ],
+)
+async def test_after_ten_ticks_of_downtime_catchup_runs_the_right_ticks_in_order(
+    engine: AsyncEngine, tmp_path: Path, catchup: str, ran: list[int], skipped: list[int]
+) -> None:
+    out = tmp_path / "out.txt"
+    clock = FrozenClock(at(0.1))
+    job = make_job(out, catchup=catchup)
+    first, _ = make_scheduler(engine, job, clock, "a:1")
+    try:
+        token = await first.leases.acquire("job-tick", clock.now())
+        assert token is not None
+        async with engine.begin() as conn:  # the last tick run before the scheduler went down
+            fence = claims.Fence(lease="job-tick", token=token, holder="a:1")
+            await claims.claim(conn, fence, "tick", at(0), now=clock.now(), run_id="r0")
+            await claims.mark_started(conn, fence, "tick", at(0), clock.now())
+    finally:
+        await first.leases.close()
+    clock.set(at(21))  # down for 10 ticks (2 … 20 s)
+    restarted, reports = make_scheduler(engine, job, clock, "b:2")
+    try:
+        for _ in range(10):  # rounds every 0.5 s up to 25.5 s: ticks 22 and 24 run on time
+            await restarted.round()
+            await settle(restarted)
+            clock.advance(0.5)
+    finally:
+        await restarted.leases.close()
+    expected = [*ran, 22, 24]
+    assert [e[2] for e in reports.of("start")] == [at(s) for s in expected]
+    assert [e[2] for e in reports.of("skip")] == [at(s) for s in skipped]
+    assert {e[3] for e in reports.of("skip")} <= {"catchup"}
+    written = [line.split()[0] for line in out.read_text().splitlines()] if out.exists() else []
+    assert sorted(written) == [f"2026-07-18T02:00:{s:02d}Z" for s in expected]
+    rows = {int((c.tick - T0).total_seconds()): c.state for c in await claims.list_claims(engine, "tick")}
+    assert all(rows[s] is claims.ClaimState.SKIPPED for s in skipped)
+    assert all(rows[s] is claims.ClaimState.FINISHED for s in expected)
+
+
+async def test_forbid_skips_bufferall_queues_replace_terminates(engine: AsyncEngine, tmp_path: Path) -> None:
+    """A job that sleeps until told to stop, on a 2 s schedule, with the clock driven by hand."""
+    clock = FrozenClock(at(1.9))
+    jobs = [
+        parse_job(
+            {
+                "name": name,
+                "schedule": "*/2 * * * * *",
+                "dialect": "seconds",
+                "command": "sleep 30 & wait",
+                "concurrency_policy": policy,
+            },
+            i,
+        )
+        for i, (name, policy) in enumerate(
+            [("forbid", "Forbid"), ("buffer", "BufferAll"), ("replace", "Replace")]
+        )
+    ]
+    reporter = RecordingReporter()
+    scheduler = Scheduler(engine, jobs, clock, reporter, lease_ttl=TTL, holder="a:1")
+    try:
+        for now in (1.9, 2.05, 4.05, 6.05):  # the first round takes the leases
+            clock.set(at(now))
+            await scheduler.round()
+            await asyncio.sleep(0.05)
+        starts = {(e[1], int((e[2] - T0).total_seconds())) for e in reporter.of("start")}
+        skips = {(e[1], int((e[2] - T0).total_seconds()), e[3]) for e in reporter.of("skip")}
+        assert {s for s in starts if s[0] == "forbid"} == {("forbid", 2)}
+        assert {s for s in skips if s[0] == "forbid"} == {("forbid", 4, "forbid"), ("forbid", 6, "forbid")}
+        assert {s for s in starts if s[0] == "buffer"} == {("buffer", 2)}
+        buffer_slot = next(s for s in scheduler.slots if s.job.name == "buffer")
+        assert [int((d.tick - T0).total_seconds()) for d in buffer_slot.queue] == [4, 6]
+        assert {s for s in starts if s[0] == "replace"} == {("replace", 2), ("replace", 4), ("replace", 6)}
+        await asyncio.sleep(0.3)
+        finished = [(e[1], int((e[2] - T0).total_seconds()), e[4]) for e in reporter.of("finish")]
+        assert ("replace", 2, 143) in finished and ("replace", 4, 143) in finished  # SIGTERM: 128 + 15
+    finally:
+        for slot in scheduler.slots:
+            for run in list(slot.runs):
+                await run.terminate("test over")
+        await settle(scheduler)
+        await scheduler.leases.close()
