@@ -16,7 +16,8 @@ Usage::
 Configuration: ``MONITOR_BASE_URL``, ``MONITOR_PING_KEY`` (checks named by slug) or
 ``MONITOR_API_KEY``, ``MONITOR_SCHEDULED_TIME`` (default ``--scheduled``), ``MONITOR_RUN_ID``
 (used as the run id when it is a UUID, e.g. under the bundled scheduler), ``MONITOR_CHECK``
-(default ``--check``).
+(default ``--check``), ``MONITOR_TIMEOUT`` and ``MONITOR_RETRIES`` (defaults of ``--timeout``
+and ``--retries``).
 """
 
 from __future__ import annotations
@@ -87,8 +88,18 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--scheduled", help="the tick this run belongs to (default $MONITOR_SCHEDULED_TIME)")
     parser.add_argument("--create", action="store_true", help="create a check named by slug if missing")
     parser.add_argument("--base-url", help="the monitor's address (default $MONITOR_BASE_URL)")
-    parser.add_argument("--timeout", type=float, default=10.0, help="seconds per ping, retries included")
-    parser.add_argument("--retries", type=int, default=3, help="retries of a ping (default 3)")
+    parser.add_argument(
+        "--timeout",
+        type=float,
+        default=float(os.environ.get("MONITOR_TIMEOUT") or 10.0),
+        help="seconds per ping, retries included (env MONITOR_TIMEOUT, default 10)",
+    )
+    parser.add_argument(
+        "--retries",
+        type=int,
+        default=int(os.environ.get("MONITOR_RETRIES") or 3),
+        help="retries of a ping (env MONITOR_RETRIES, default 3)",
+    )
     parser.add_argument("command", nargs=argparse.REMAINDER, help="-- COMMAND [ARGS…]")
     return parser
 
