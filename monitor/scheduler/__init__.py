@@ -85,6 +85,7 @@ async def serve(
     from monitor.storage.engine import make_engine, migrate
 
     stop = stop or asyncio.Event()
+    logging.getLogger("httpx").setLevel(logging.WARNING)  # one INFO line per ping otherwise
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):
         with contextlib.suppress(NotImplementedError, RuntimeError):

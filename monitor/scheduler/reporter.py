@@ -31,6 +31,8 @@ QUEUE_LIMIT = 10_000
 """Pings waiting for the monitor; beyond it the oldest are dropped (logged)."""
 UPSERT_BACKOFF = (0.5, 1.0, 2.0, 5.0)
 """Seconds between attempts to upsert a job's check while the monitor is unreachable."""
+REGISTER = "register"
+"""A queue item that only upserts the job's check."""
 
 
 class Reporter(Protocol):
@@ -134,6 +136,8 @@ class HttpReporter:
         self._closing = threading.Event()
         self._thread = threading.Thread(target=self._drain, name="monitor-reporter", daemon=True)
         self._thread.start()
+        for job in jobs:  # upsert every job's check at boot, before its first tick
+            self._put(_Ping(slug=job.name, kind=REGISTER))
 
     # ------------------------------------------------------------------ producers (event loop)
 
@@ -236,7 +240,7 @@ class HttpReporter:
         while uuid is None and not self._closing.is_set():
             time.sleep(1.0)
             uuid = self._uuid(ping.slug)
-        if uuid is None:
+        if uuid is None or ping.kind == REGISTER:
             return
         result = self._client.ping(
             uuid,

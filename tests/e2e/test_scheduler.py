@@ -1,0 +1,457 @@
+"""The bundled scheduler with real processes (issue 6, DESIGN §8).
+
+One throwaway PostgreSQL database and one real ``monitor serve`` are shared by the module;
+each test starts its own ``monitor scheduler`` replicas (TTL 1 s) on its own jobs file, and
+jobs run as real shell commands on ``seconds`` schedules. What the tests read back: the files
+the jobs write, the ``job_claims`` rows, ``/ready`` (which replica holds ``job-<name>``) and the
+monitor's own API (runs, pings, alerts) — the scheduler reports there like any client.
+
+1. Three replicas, ``*/2 * * * * *``: every tick exactly once, no gaps, across a SIGKILL of
+   the lease holder; the runs API shows each run bound to its tick with outcome and duration.
+2. A 5 s job on a 2 s schedule under each concurrency policy.
+3. Ten ticks of downtime, restarted under each catch-up setting.
+4. Fenced billing: a replica stalled past its lease has its stale write refused.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import os
+import signal
+import sys
+import time
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import asyncpg
+import pytest
+
+from tests.support.process import (
+    REPO_ROOT,
+    MonitorProcess,
+    checkout_env,
+    curl_api,
+    throwaway_postgres,
+    wait_until,
+)
+from tests.support.receivers import free_port
+
+pytestmark = pytest.mark.e2e
+
+API_KEY = "scheduler-e2e-key-0123456789"
+TTL = "1"
+EXAMPLE = REPO_ROOT / "examples" / "fenced_billing"
+
+
+def iso(instant: datetime) -> str:
+    return instant.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def parse(text: str) -> datetime:
+    return datetime.fromisoformat(text.replace("Z", "+00:00"))
+
+
+@dataclass
+class Stack:
+    url: str
+    directory: Path
+    monitor: MonitorProcess
+    started: int = 0
+
+    def scheduler(self, name: str, jobs: str, *, grace: float = 5.0) -> MonitorProcess:
+        """Start ``monitor scheduler`` on a jobs file holding ``jobs``."""
+        path = self.directory / f"{name}.toml"
+        path.write_text(jobs)
+        self.started += 1
+        env = checkout_env(
+            MONITOR_DATABASE_URL=self.url,
+            MONITOR_BASE_URL=self.monitor.base,
+            MONITOR_API_KEY=API_KEY,
+            MONITOR_LEASE_TTL=TTL,
+            MONITOR_SCHEDULER_LIVENESS_INTERVAL="5",
+        )
+        argv = [
+            sys.executable,
+            "-m",
+            "monitor",
+            "scheduler",
+            "--jobs",
+            str(path),
+            "--shutdown-grace",
+            str(grace),
+        ]
+        return MonitorProcess(
+            argv, env=env, cwd=self.directory, logs=self.directory, name=f"{name}{self.started}"
+        ).start()
+
+    def api(self, path: str) -> Any:
+        status, body = curl_api(self.monitor.base, "GET", path, API_KEY)
+        assert status == 200, (path, status, body)
+        return body
+
+    def check(self, slug: str) -> dict[str, Any]:
+        checks = self.api(f"/api/v3/checks/?slug={slug}")["checks"]
+        assert len(checks) == 1, checks  # replicas booting together made one check
+        return dict(checks[0])
+
+    def runs(self, slug: str) -> list[dict[str, Any]]:
+        return list(self.api(f"/api/v3/checks/{self.check(slug)['uuid']}/runs/?limit=1000")["runs"])
+
+    def lease(self, name: str) -> dict[str, Any] | None:
+        status, ready = curl_api(self.monitor.base, "GET", "/ready", None)
+        assert status == 200, ready
+        return next((row for row in ready["leases"] if row["name"] == name), None)
+
+    def claims(self, job: str) -> list[dict[str, Any]]:
+        async def go() -> list[dict[str, Any]]:
+            conn = await asyncpg.connect(self.url.replace("postgresql+asyncpg://", "postgresql://"))
+            try:
+                rows = await conn.fetch("SELECT * FROM job_claims WHERE job = $1 ORDER BY tick", job)
+            finally:
+                await conn.close()
+            out = []
+            for r in rows:
+                row = dict(r)
+                for key in ("tick", "claimed_at", "started_at", "finished_at"):
+                    if row[key] is not None:
+                        row[key] = row[key].replace(tzinfo=UTC)
+                out.append(row)
+            return out
+
+        return asyncio.run(go())
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+    directory = tmp_path_factory.mktemp("scheduler")
+    with throwaway_postgres("monitor_sched") as url:
+        monitor = MonitorProcess.serve(
+            free_port(),
+            env=checkout_env(
+                MONITOR_DATABASE_URL=url,
+                MONITOR_API_KEY=API_KEY,
+                MONITOR_LEASE_TTL=TTL,
+                MONITOR_EVALUATE_INTERVAL="0.2",
+            ),
+            cwd=directory,
+            logs=directory,
+            name="serve",
+        ).start()
+        try:
+            monitor.wait_healthy()
+            yield Stack(url=url, directory=directory, monitor=monitor)
+        finally:
+            monitor.close()
+
+
+def lines(path: Path) -> list[list[str]]:
+    return [line.split() for line in path.read_text().splitlines()] if path.exists() else []
+
+
+def stop(*processes: MonitorProcess) -> None:
+    for p in processes:
+        if p.proc is not None and p.proc.poll() is None:
+            assert p.terminate(15) == 0, p.describe()
+
+
+def echo_job(name: str, out: Path, schedule: str = "*/2 * * * * *", **keys: str) -> str:
+    extra = "".join(f'{k} = "{v}"\n' for k, v in keys.items())
+    return (
+        f'[[jobs]]\nname = "{name}"\nschedule = "{schedule}"\ndialect = "seconds"\n{extra}'
+        f"command = 'echo \"$MONITOR_SCHEDULED_TIME $MONITOR_ATTEMPT $MONITOR_FENCING_TOKEN\" >> {out}'\n"
+    )
+
+
+def test_three_replicas_run_every_tick_once_across_a_sigkill_of_the_holder(stack: Stack) -> None:
+    out = stack.directory / "every2s.txt"
+    replicas = [stack.scheduler("replica", echo_job("every2s", out)) for _ in range(3)]
+    victim: MonitorProcess | None = None
+    try:
+        wait_until(lambda: len(lines(out)) >= 5, timeout=20, what="5 ticks")
+        # kill between ticks (mid-period) so no run is in flight when the holder dies
+        time.sleep((1.0 - time.time() % 2) % 2 or 0.01)
+        holder = stack.lease("job-every2s")
+        assert holder is not None and holder["holder"], holder
+        pid = int(holder["holder"].rsplit(":", 1)[1])
+        (victim,) = [p for p in replicas if p.proc is not None and p.proc.pid == pid]
+        victim.proc.kill()  # type: ignore[union-attr]
+        victim.proc.wait(5)  # type: ignore[union-attr]
+        killed_at = datetime.now(UTC)
+        wait_until(
+            lambda: any(parse(line[0]) >= killed_at + timedelta(seconds=9) for line in lines(out)),
+            timeout=20,
+            what="5 ticks after the kill",
+        )
+        after = stack.lease("job-every2s")
+        assert after is not None and after["holder"] != holder["holder"]
+        assert int(after["token"]) > int(holder["token"])
+    finally:
+        stop(*[p for p in replicas if p is not victim])
+        for p in replicas:
+            p.close()
+    rows = lines(out)
+    ticks = [parse(r[0]) for r in rows]
+    counts = Counter(ticks)
+    assert all(c == 1 for c in counts.values()), counts  # exactly once
+    expected = [
+        ticks[0] + timedelta(seconds=2 * i)
+        for i in range(int((max(ticks) - ticks[0]).total_seconds()) // 2 + 1)
+    ]
+    assert sorted(ticks) == expected  # no gaps
+    attempts = Counter(r[1] for r in rows)
+    assert set(attempts) <= {"1", "2"} and attempts["2"] <= 1, attempts
+    tokens = sorted({int(r[2]) for r in rows})
+    assert len(tokens) == 2, tokens  # the first holder's and its successor's
+
+    # 4. the monitor's runs API: every run bound to its tick, with outcome and duration
+    def all_reported() -> list[dict[str, Any]] | None:
+        runs = [r for r in stack.runs("every2s") if r["outcome"] is not None]
+        return runs if len(runs) >= len(ticks) else None
+
+    runs = wait_until(all_reported, timeout=10, what="every run reported")
+    by_tick = {parse(r["scheduled"]): r for r in runs}
+    assert set(by_tick) == set(ticks)
+    for tick in ticks:
+        run = by_tick[tick]
+        assert run["outcome"] == "on_time" and run["exit_status"] == 0, run
+        assert run["duration"] is not None and 0 <= run["duration"] < 2, run
+        assert tick <= parse(run["started"]) < tick + timedelta(seconds=1.5), run
+    # the replicas ping the scheduler's own liveness check (a dead scheduler is itself an alert)
+    liveness = stack.check("monitor-scheduler")
+    assert liveness["kind"] == "simple" and liveness["n_pings"] >= 3 and liveness["status"] == "up", liveness
+    token_of = {parse(r[0]): r[2] for r in rows}
+    table = ["| scheduled | started | finished | outcome | duration s | token |", "|---|---|---|---|---|---|"]
+    for run in sorted(runs, key=lambda r: r["scheduled"]):
+        table.append(
+            f"| {run['scheduled']} | {run['started']} | {run['finished']} | {run['outcome']} | "
+            f"{run['duration']} | {token_of[parse(run['scheduled'])]} |"
+        )
+    (stack.directory / "timeline.md").write_text("\n".join(table) + "\n")
+    print("\n".join(table))
+    print(f"SIGKILLed holder {holder['holder']} (token {holder['token']}) at {iso(killed_at)}")
+
+
+POLICY_JOBS = "".join(
+    f'[[jobs]]\nname = "pol-{policy.lower()}"\nschedule = "*/2 * * * * *"\ndialect = "seconds"\n'
+    f'command = ["sleep", "5"]\nconcurrency_policy = "{policy}"\n\n'
+    for policy in ("Allow", "Forbid", "Replace", "BufferOne", "BufferAll")
+)
+
+
+def _overlapping(rows: list[dict[str, Any]]) -> bool:
+    spans = sorted(
+        (r["started_at"], r["finished_at"] or datetime.max.replace(tzinfo=UTC))
+        for r in rows
+        if r["started_at"]
+    )
+    return any(b[0] < a[1] for a, b in itertools.pairwise(spans))
+
+
+def test_a_5s_job_on_a_2s_schedule_under_each_policy(stack: Stack) -> None:
+    scheduler = stack.scheduler("policies", POLICY_JOBS, grace=0.5)
+    try:
+        wait_until(lambda: stack.claims("pol-allow"), timeout=15, what="the first tick")
+        first = stack.claims("pol-allow")[0]["tick"]
+        wait_until(
+            lambda: datetime.now(UTC) > first + timedelta(seconds=12.5),
+            timeout=20,
+            interval=0.2,
+            what="6 ticks",
+        )
+        claims = {
+            p: stack.claims(f"pol-{p}") for p in ("allow", "forbid", "replace", "bufferone", "bufferall")
+        }
+    finally:
+        stop(scheduler)
+        scheduler.close()
+    window = [first + timedelta(seconds=2 * i) for i in range(7)]  # ticks 0 … 12 s
+
+    def ran(p: str) -> list[dict[str, Any]]:
+        return [r for r in claims[p] if r["started_at"] is not None]
+
+    def skipped(p: str) -> dict[datetime, str]:
+        return {r["tick"]: r["reason"] for r in claims[p] if r["state"] == "skipped"}
+
+    # Allow: every tick starts on time, runs overlap, and the monitor raises overlap alerts
+    assert [r["tick"] for r in ran("allow")][:7] == window
+    assert _overlapping(ran("allow"))
+    uuid = stack.check("pol-allow")["uuid"]
+    alerts = wait_until(
+        lambda: [a for a in stack.api(f"/api/v3/checks/{uuid}/alerts/")["alerts"] if a["kind"] == "overlap"],
+        timeout=10,
+        what="overlap alerts",
+    )
+    assert {parse(a["scheduled"]) for a in alerts} <= set(window[1:])
+    # Forbid: never two at once; the ticks that came due meanwhile are skipped and reported
+    assert not _overlapping(ran("forbid"))
+    assert [r["tick"] for r in ran("forbid")][:3] == [window[0], window[3], window[6]]
+    assert skipped("forbid") == {t: "forbid" for t in (window[1], window[2], window[4], window[5])}
+    forbid_uuid = stack.check("pol-forbid")["uuid"]
+    pings = stack.api(f"/api/v3/checks/{forbid_uuid}/pings/?limit=1000")["pings"]
+    assert {parse(p["scheduled"]) for p in pings if p["type"] == "skip"} >= {window[1], window[2]}
+    # Replace: every tick starts; each run is terminated (SIGTERM: exit 143) by the next
+    assert [r["tick"] for r in ran("replace")][:7] == window
+    terminated = [r for r in ran("replace") if r["tick"] in window[:6]]
+    assert all(r["exit_status"] == 143 for r in terminated), terminated
+    replace_runs = {parse(r["scheduled"]): r for r in stack.runs("pol-replace")}
+    assert all(
+        replace_runs[t]["outcome"] == "failed" and replace_runs[t]["exit_status"] == 143 for t in window[:6]
+    )
+    # BufferOne: one tick waits for the run in progress, later ones are skipped
+    one = ran("bufferone")
+    assert not _overlapping(one)
+    assert [r["tick"] for r in one][:3] == [window[0], window[1], window[3]]
+    assert one[1]["started_at"] >= window[0] + timedelta(seconds=5)  # started when tick 0's run ended
+    early = {t: r for t, r in skipped("bufferone").items() if t <= window[4]}  # tick 10 s races run 2's end
+    assert early == {window[2]: "buffer_full", window[4]: "buffer_full"}
+    # BufferAll: every tick queued and run in order, none skipped
+    every = ran("bufferall")
+    assert not _overlapping(every) and not skipped("bufferall")
+    assert [r["tick"] for r in every] == window[: len(every)] and len(every) >= 3
+
+
+CATCHUP_JOBS = "".join(
+    echo_job(f"catch-{mode}", Path("{dir}") / f"catch-{mode}.txt", "* * * * * *", catchup=mode)
+    for mode in ("all", "latest", "none")
+)
+
+
+def test_ten_ticks_of_downtime_under_each_catchup_setting(stack: Stack) -> None:
+    jobs = CATCHUP_JOBS.replace("{dir}", str(stack.directory))
+    outs = {m: stack.directory / f"catch-{m}.txt" for m in ("all", "latest", "none")}
+    first = stack.scheduler("catchup", jobs)
+    try:
+        wait_until(lambda: all(len(lines(o)) >= 2 for o in outs.values()), timeout=15, what="2 ticks each")
+    finally:
+        stop(first)
+        first.close()
+    stopped_at = datetime.now(UTC)
+    time.sleep(10.5)  # ten ticks of a one-second schedule go by
+    second = stack.scheduler("catchup", jobs)
+    try:
+        wait_until(
+            lambda: all(
+                any(parse(r[0]) > stopped_at + timedelta(seconds=13) for r in lines(o)) for o in outs.values()
+            ),
+            timeout=15,
+            what="ticks after the restart",
+        )
+        claims = {m: stack.claims(f"catch-{m}") for m in outs}
+    finally:
+        stop(second)
+        second.close()
+    for mode, rows in claims.items():
+        ran_before = [r["tick"] for r in rows if r["tick"] <= stopped_at and r["state"] != "skipped"]
+        last_before = max(ran_before)
+        restart = min(r["claimed_at"] for r in rows if r["tick"] > last_before)  # the new holder's first act
+        missed = [r for r in rows if last_before < r["tick"] <= restart]
+        assert len(missed) >= 10, (mode, missed)
+        ticks = [r["tick"] for r in missed]
+        assert ticks == [last_before + timedelta(seconds=i + 1) for i in range(len(ticks))]  # none lost
+        ran = [r["tick"] for r in missed if r["state"] == "finished"]
+        skipped = [r["tick"] for r in missed if r["state"] == "skipped"]
+        if mode == "all":
+            assert ran == ticks and not skipped
+        elif mode == "latest":
+            assert ran == ticks[-1:] and skipped == ticks[:-1]
+        else:
+            assert not ran and skipped == ticks
+        assert {r["reason"] for r in missed if r["state"] == "skipped"} <= {"catchup"}
+        # the runs happened with their original scheduled times, in order
+        written = [parse(line[0]) for line in lines(outs[mode])]
+        assert [t for t in written if last_before < t <= restart] == ran
+        started = [r for r in missed if r["state"] == "finished"]
+        assert [r["tick"] for r in sorted(started, key=lambda r: r["started_at"])] == ran
+        # and every skipped one reached the monitor as a skip ping
+        uuid = stack.check(f"catch-{mode}")["uuid"]
+        pings = wait_until(
+            lambda uuid=uuid, n=len(skipped): (
+                [
+                    p
+                    for p in stack.api(f"/api/v3/checks/{uuid}/pings/?limit=1000")["pings"]
+                    if p["type"] == "skip"
+                ]
+                if n
+                else [True]
+            ),
+            timeout=10,
+            what="skip pings",
+        )
+        if skipped:
+            assert {parse(p["scheduled"]) for p in pings} == set(skipped)
+
+
+def test_fenced_billing_refuses_a_stalled_replicas_stale_write(stack: Stack) -> None:
+    """examples/fenced_billing: stall the lease holder and its run past the TTL (SIGSTOP)."""
+    db = stack.directory / "billing.db"
+    trace = stack.directory / "billing.trace"
+    jobs = (
+        '[[jobs]]\nname = "billing"\nschedule = "*/3 * * * * *"\ndialect = "seconds"\n'
+        f'command = ["{sys.executable}", "{EXAMPLE / "bill.py"}"]\nconcurrency_policy = "Forbid"\n'
+        f'[jobs.env]\nBILLING_DB = "{db}"\nBILLING_TRACE = "{trace}"\nBILLING_WORK_SECONDS = "2"\n'
+    )
+    replicas = [stack.scheduler("billing", jobs) for _ in range(2)]
+    stalled: list[int] = []
+    try:
+        start = wait_until(lambda: lines(trace), timeout=15, what="a billing run")[0]
+        token, job_pid, tick = int(start[1]), int(start[2]), start[3]
+        holder = stack.lease("job-billing")
+        assert holder is not None and int(holder["token"]) == token
+        holder_pid = int(holder["holder"].rsplit(":", 1)[1])
+        for pid in (holder_pid, job_pid):  # the replica and its run stall mid-work
+            os.kill(pid, signal.SIGSTOP)
+            stalled.append(pid)
+        # PostgreSQL ends the stalled holder's lease session within a TTL; the other replica
+        # takes the lease with a higher token and runs the next tick, which charges
+        new = wait_until(
+            lambda: (row := stack.lease("job-billing")) and int(row["token"]) > token and row,
+            timeout=10,
+            what="the takeover",
+        )
+        assert new["holder"] != holder["holder"]
+        wait_until(lambda: _charges(db, int(new["token"])), timeout=10, what="a charge under the new token")
+        for pid in stalled:
+            os.kill(pid, signal.SIGCONT)
+        stalled.clear()
+        wait_until(
+            lambda: _query(db, "SELECT tick, token, highest FROM rejections"), timeout=10, what="the refusal"
+        )
+        assert _query(db, "SELECT tick, token, highest FROM rejections") == [(tick, token, int(new["token"]))]
+        assert all(row[1] >= int(new["token"]) for row in _query(db, "SELECT tick, token FROM charges"))
+        assert tick not in {row[0] for row in _query(db, "SELECT tick, token FROM charges")}
+        # the refused run reached the monitor as a failed run with the refusal as its output
+        run = wait_until(
+            lambda: next((r for r in stack.runs("billing") if r["scheduled"] == tick and r["outcome"]), None),
+            timeout=10,
+            what="the refused run's report",
+        )
+        assert run["outcome"] == "failed" and run["exit_status"] == 3, run
+    finally:
+        for pid in stalled:
+            os.kill(pid, signal.SIGCONT)
+        stop(*replicas)
+        for p in replicas:
+            p.close()
+
+
+def _query(db: Path, sql: str) -> list[tuple[Any, ...]]:
+    import sqlite3
+
+    if not db.exists():
+        return []
+    conn = sqlite3.connect(db, timeout=10)
+    try:
+        return list(conn.execute(sql).fetchall())
+    except sqlite3.OperationalError:  # the tables do not exist yet
+        return []
+    finally:
+        conn.close()
+
+
+def _charges(db: Path, token: int) -> list[tuple[Any, ...]]:
+    return [row for row in _query(db, "SELECT tick, token FROM charges") if row[1] == token]

@@ -1,0 +1,135 @@
+"""Running a tick for real: the run's environment, output tail, kill_after, HTTP jobs, clean
+shutdown, and ``monitor scheduler --check`` (DESIGN §8)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from monitor import cli
+from monitor.domain.clock import SystemClock
+from monitor.domain.jobs import parse_job
+from monitor.scheduler import executor
+from monitor.scheduler.reporter import idempotency_key
+from monitor.scheduler.runner import Scheduler
+from monitor.storage import claims, leases
+from tests.integration.test_scheduler_claims import RecordingReporter
+from tests.support.receivers import HttpReceiver
+
+TICK = datetime(2026, 7, 18, 3, 0, tzinfo=UTC)
+
+
+def context(**changes: Any) -> executor.RunContext:
+    values: dict[str, Any] = {"job": "nightly", "tick": TICK, "run_id": "rid-1", "token": 42, "attempt": 1}
+    values.update(changes)
+    return executor.RunContext(**values)
+
+
+async def run(raw: dict[str, Any], ctx: executor.RunContext | None = None, **base: str) -> executor.Outcome:
+    job = parse_job({"name": "nightly", "schedule": "0 3 * * *", **raw}, 0)
+    execution = executor.Execution(context=ctx or context())
+    return await executor.execute(execution, job, {"PATH": "/usr/bin:/bin", **base})
+
+
+async def test_the_run_gets_its_environment_and_not_the_schedulers_secrets() -> None:
+    outcome = await run(
+        {"command": "env | grep -E '^(MONITOR_|EXTRA)' | sort", "env": {"EXTRA": "x"}},
+        MONITOR_API_KEY="secret-key",
+        MONITOR_DATABASE_URL="postgresql://x",
+    )
+    assert outcome.exit_status == 0
+    assert outcome.output.decode().splitlines() == [
+        "EXTRA=x",
+        "MONITOR_ATTEMPT=1",
+        "MONITOR_FENCING_TOKEN=42",
+        "MONITOR_IDEMPOTENCY_KEY=nightly:2026-07-18T03:00:00Z",
+        "MONITOR_RUN_ID=rid-1",
+        "MONITOR_SCHEDULED_TIME=2026-07-18T03:00:00Z",
+    ]
+    assert idempotency_key("nightly", TICK, 2, "start") == "nightly:2026-07-18T03:00:00Z:2:start"
+
+
+async def test_exit_status_output_tail_and_missing_command() -> None:
+    outcome = await run(
+        {"command": ["sh", "-c", "head -c 150000 /dev/zero | tr '\\0' a; echo; echo end; exit 7"]}
+    )
+    assert outcome.exit_status == 7
+    assert len(outcome.output) == executor.OUTPUT_TAIL and outcome.output.endswith(b"a\nend\n")
+    outcome = await run({"command": ["/nonexistent/job"]})
+    assert outcome.exit_status == 127 and b"/nonexistent/job" in outcome.output
+
+
+async def test_kill_after_terminates_the_whole_process_group() -> None:
+    started = asyncio.get_running_loop().time()
+    outcome = await run({"command": "sleep 30 & sleep 30; echo never", "kill_after": 0.3})
+    assert asyncio.get_running_loop().time() - started < 5
+    assert outcome.exit_status == 143 and outcome.terminated == "kill_after 0.3s"
+    assert b"never" not in outcome.output and b"terminated: kill_after 0.3s" in outcome.output
+
+
+async def test_an_http_job_calls_its_url_with_idempotency_key_and_token() -> None:
+    with HttpReceiver(path="/warm") as receiver:
+        ok = await run({"http": {"method": "POST", "url": receiver.http_url, "body": "{}"}})
+        receiver.status = 500
+        failed = await run({"http": {"url": receiver.http_url}})
+    assert (ok.exit_status, failed.exit_status) == (0, 1)
+    assert failed.output.startswith(b"HTTP 500")
+    first = receiver.requests[0]
+    assert (first.method, first.body) == ("POST", b"{}")
+    assert first.headers["idempotency-key"] == "nightly:2026-07-18T03:00:00Z"
+    assert first.headers["x-monitor-fencing-token"] == "42"
+
+
+@pytest.mark.parametrize(("grace", "exit_status"), [(5.0, 0), (0.2, 143)])
+async def test_sigterm_lets_running_jobs_finish_up_to_the_grace_then_releases_leases(
+    engine: AsyncEngine, grace: float, exit_status: int
+) -> None:
+    """Stop while a run is in progress: it finishes (or is terminated), is reported, leases go."""
+    job = parse_job(
+        {"name": "slow", "schedule": "* * * * * *", "dialect": "seconds", "command": "sleep 1.2"}, 0
+    )
+    reporter = RecordingReporter()
+    scheduler = Scheduler(
+        engine, [job], SystemClock(), reporter, lease_ttl=timedelta(seconds=5), holder="t:1"
+    )
+    stop = asyncio.Event()
+    task = asyncio.create_task(scheduler.run(stop, shutdown_grace=grace))
+    for _ in range(300):
+        if reporter.of("start"):
+            break
+        await asyncio.sleep(0.01)
+    stop.set()
+    await asyncio.wait_for(task, 15)
+    (start,) = reporter.of("start")
+    (finish,) = reporter.of("finish")  # no new tick was taken after the stop
+    assert finish[2] == start[2] and finish[4] == exit_status
+    (row,) = [c for c in await claims.list_claims(engine, "slow") if c.state is not claims.ClaimState.SKIPPED]
+    assert (row.state, row.exit_status) == (claims.ClaimState.FINISHED, exit_status)
+    (lease,) = [r for r in await leases.list_leases(engine) if r["name"] == "job-slow"]
+    assert lease["holder"] is None  # released: another replica may take it at once
+
+
+def test_check_prints_next_ticks_and_refuses_a_bad_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    good = tmp_path / "jobs.toml"
+    good.write_text('[[jobs]]\nname = "a"\nschedule = "30 2 * * *"\ntz = "Europe/Berlin"\ncommand = "true"\n')
+    assert cli.main(["scheduler", "--jobs", str(good), "--check", "--count", "3"]) == 0
+    (job,) = json.loads(capsys.readouterr().out)["jobs"]
+    assert (job["name"], job["tz"], len(job["next"])) == ("a", "Europe/Berlin", 3)
+    assert all(t.endswith(("T00:30:00Z", "T01:30:00Z")) for t in job["next"])
+    bad = tmp_path / "bad.toml"
+    bad.write_text('[[jobs]]\nname = "a"\nschedule = "0 0 * * 8"\ncommand = "true"\n')
+    assert cli.main(["scheduler", "--jobs", str(bad), "--check"]) == 2
+    assert "jobs[0].schedule: field 5 (day of week): 8 is out of range 0-7" in capsys.readouterr().err
+    broken = tmp_path / "broken.toml"
+    broken.write_text("[[jobs]\n")
+    assert cli.main(["scheduler", "--jobs", str(broken), "--check"]) == 2
+    err = capsys.readouterr().err
+    assert "jobs: " in err and "is not valid TOML" in err
