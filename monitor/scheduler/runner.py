@@ -3,8 +3,11 @@
 Every round (at most :data:`ROUND` seconds apart, and at each next tick of a held job):
 
 1. For each job whose lease ``job-<name>`` this process does not hold, try to take it
-   (never waiting). On taking it, read the job's newest claimed tick — the new holder runs
-   every unclaimed tick after it, in order, with its original time — and its *orphans*
+   (never waiting), up to the fair share ``ceil(jobs / live scheduler replicas)`` (replicas
+   announce themselves in ``replicas`` every TTL/3, as evaluators do; above its share a replica
+   gives up one idle job lease per round). On taking it, read the job's newest claimed
+   tick — the new holder runs every unclaimed tick after it, in order, with its original
+   time — and its *orphans*
    (``claimed`` rows of an older token: their claimant lost the lease before recording the
    start), which run again as attempt 2.
 2. For each held job: the unclaimed ticks up to now (the *backlog*, bounded by
@@ -27,6 +30,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import math
 import os
 import socket
 import uuid
@@ -43,13 +47,15 @@ from monitor.domain.errors import StaleLease
 from monitor.domain.jobs import Job
 from monitor.scheduler import executor
 from monitor.scheduler.reporter import Reporter
-from monitor.storage import claims
+from monitor.storage import claims, replicas
 from monitor.storage import leases as lease_store
 
 logger = logging.getLogger(__name__)
 
 ROUND = 0.2
 """Longest sleep between two rounds, seconds (a round also wakes at a held job's next tick)."""
+ROLE = "scheduler"
+"""The role scheduler replicas announce in the ``replicas`` table (fair share of the jobs)."""
 
 
 def holder_name() -> str:
@@ -115,6 +121,8 @@ class Scheduler:
         start = zlib.crc32(self.holder.encode()) % max(1, len(slots))
         self.slots = slots[start:] + slots[:start]  # replicas try the jobs in different orders
         self._tasks: set[asyncio.Task[None]] = set()
+        self.live = 1
+        """Live scheduler replicas (this one included), from the last heartbeat."""
 
     # ------------------------------------------------------------------ leases
 
@@ -157,11 +165,46 @@ class Scheduler:
         slot.forget()
         await self.leases.step_down(slot.job.lease_name)
 
+    @property
+    def share(self) -> int:
+        """Most job leases this replica takes: ``ceil(jobs / live replicas)``."""
+        return math.ceil(len(self.slots) / max(1, self.live))
+
+    async def announce(self) -> None:
+        """Heartbeat in ``replicas``; learn how many scheduler replicas are live."""
+        try:
+            self.live = await replicas.announce(self.engine, self.holder, ROLE, self.clock.now(), self.ttl)
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            logger.exception("replica heartbeat failed", extra={"action": "replica_heartbeat_failed"})
+
+    async def _release_extra(self) -> None:
+        """Above the fair share (replicas joined): give up one idle job lease per round."""
+        held = [s for s in self.slots if s.token is not None]
+        if len(held) <= self.share:
+            return
+        idle = [s for s in held if not s.runs and not s.queue]
+        if not idle:
+            return
+        slot = idle[-1]
+        name = slot.job.lease_name
+        slot.forget()
+        await self.leases.release(name)
+        logger.info(
+            "lease_released %s (fair share %d of %d live)",
+            name,
+            self.share,
+            self.live,
+            extra={"action": "lease_released", "lease": name},
+        )
+
     async def renew_forever(self) -> None:
         """Renew the held leases every TTL/3; a lost lease forgets its job's queue."""
         period = self.ttl.total_seconds() / 3
         while True:
             await asyncio.sleep(period)
+            await self.announce()
             try:
                 lost = await self.leases.renew(self.clock.now())
             except asyncio.CancelledError:
@@ -179,10 +222,10 @@ class Scheduler:
     # ------------------------------------------------------------------ one round
 
     async def round(self) -> None:
-        """Take free job leases, then plan and act for every held job."""
+        """Take free job leases (up to the fair share), then plan and act for every held job."""
         for slot in self.slots:
             try:
-                if slot.token is None:
+                if slot.token is None and sum(s.token is not None for s in self.slots) < self.share:
                     await self._take(slot)
                 if slot.token is not None:
                     await self._step(slot)
@@ -196,6 +239,12 @@ class Scheduler:
                     slot.job.name,
                     extra={"action": "scheduler_failed", "job": slot.job.name},
                 )
+        try:
+            await self._release_extra()
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            logger.exception("could not release a job lease", extra={"action": "lease_release_failed"})
 
     def next_wake(self, now: datetime) -> float:
         """Seconds to sleep before the next round (at most :data:`ROUND`)."""
@@ -354,6 +403,7 @@ class Scheduler:
 
     async def run(self, stop: asyncio.Event, *, shutdown_grace: float = 30.0) -> None:
         """Rounds until ``stop`` is set, then the clean shutdown of the module docstring."""
+        await self.announce()
         renewer = asyncio.create_task(self.renew_forever(), name="job-lease-renewal")
         try:
             while not stop.is_set():
@@ -377,3 +427,5 @@ class Scheduler:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await renewer
             await self.leases.close()
+            with contextlib.suppress(Exception):
+                await replicas.retire(self.engine, self.holder)

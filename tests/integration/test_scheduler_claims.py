@@ -229,3 +229,26 @@ async def test_forbid_skips_bufferall_queues_replace_terminates(engine: AsyncEng
                 await run.terminate("test over")
         await settle(scheduler)
         await scheduler.leases.close()
+
+
+async def test_replicas_share_the_jobs_fairly(engine: AsyncEngine) -> None:
+    """A replica holding every job gives idle ones up, one a round, once another is live."""
+    clock = FrozenClock(at(0))
+    jobs = [parse_job({"name": f"j{i}", "schedule": "0 0 1 1 *", "command": "true"}, i) for i in range(4)]
+    a = Scheduler(engine, jobs, clock, RecordingReporter(), lease_ttl=TTL, holder="a:1")
+    b = Scheduler(engine, jobs, clock, RecordingReporter(), lease_ttl=TTL, holder="b:2")
+    try:
+        await a.announce()
+        await a.round()
+        assert len(a.leases.held) == 4
+        await b.announce()
+        await a.announce()
+        assert (a.live, a.share) == (2, 2)
+        for _ in range(3):
+            await a.round()
+            await b.round()
+        assert len(a.leases.held) == 2 and len(b.leases.held) == 2
+        assert set(a.leases.held).isdisjoint(b.leases.held)
+    finally:
+        await a.leases.close()
+        await b.leases.close()

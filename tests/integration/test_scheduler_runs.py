@@ -133,3 +133,40 @@ def test_check_prints_next_ticks_and_refuses_a_bad_file(
     assert cli.main(["scheduler", "--jobs", str(broken), "--check"]) == 2
     err = capsys.readouterr().err
     assert "jobs: " in err and "is not valid TOML" in err
+
+
+def test_the_readme_jobs_file_is_valid() -> None:
+    """The README's full example stays true to the parser (every key of DESIGN §8)."""
+    import re
+    import tomllib
+
+    from monitor.domain.jobs import KEYS, parse_jobs
+    from tests.support.process import REPO_ROOT
+
+    readme = (REPO_ROOT / "README.md").read_text()
+    (block,) = re.findall(r"```toml\n(# jobs\.toml.*?)```", readme, re.S)
+    document = tomllib.loads(block)
+    jobs = parse_jobs(document)
+    assert [j.name for j in jobs] == ["billing", "cleanup", "warm-cache"]
+    assert set().union(*(set(raw) for raw in document["jobs"])) == KEYS
+
+
+def test_an_unreachable_monitor_never_holds_a_run_up() -> None:
+    """Reporting is queued for a background thread: every call returns at once."""
+    import time
+
+    from monitor.scheduler.reporter import HttpReporter
+    from tests.support.receivers import free_port
+
+    job = parse_job({"name": "a", "schedule": "* * * * *", "command": "true"}, 0)
+    reporter = HttpReporter(f"http://127.0.0.1:{free_port()}", "k" * 20, [job])
+    began = time.monotonic()
+    for _ in range(100):
+        reporter.start(job, TICK, 1, "rid")
+        reporter.finish(job, TICK, 1, "rid", 0, b"out")
+        reporter.skip(job, TICK, 1, "forbid")
+    reporter.liveness()
+    assert time.monotonic() - began < 0.5
+    began = time.monotonic()
+    reporter.close(0.2)
+    assert time.monotonic() - began < 2
