@@ -20,6 +20,7 @@ from collections.abc import Sequence
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
+from zoneinfo import ZoneInfo
 
 from monitor.domain import schedules
 from monitor.domain.clock import SystemClock
@@ -49,9 +50,11 @@ def load_jobs(path: Path) -> list[Job]:
 
 
 def next_ticks_report(jobs: Sequence[Job], now: datetime, count: int = 5) -> dict[str, Any]:
-    """``--check``: every job with its schedule and its next ``count`` ticks after ``now``."""
+    """``--check``: every job with its schedule and its next ``count`` ticks after ``now``, each as
+    ``{"utc": "…Z", "local": "…+02:00"}`` (as ``monitor cron explain`` shows them)."""
     out = []
     for job in jobs:
+        zone = ZoneInfo(job.schedule.tz)
         out.append(
             {
                 "name": job.name,
@@ -60,7 +63,10 @@ def next_ticks_report(jobs: Sequence[Job], now: datetime, count: int = 5) -> dic
                 "tz": job.schedule.tz,
                 "concurrency_policy": job.concurrency_policy.value,
                 "catchup": job.catchup.value,
-                "next": [schedules.format_utc(t) for t in job.schedule.next_ticks(now, count)],
+                "next": [
+                    {"utc": schedules.format_utc(t), "local": t.astimezone(zone).isoformat()}
+                    for t in job.schedule.next_ticks(now, count)
+                ],
             }
         )
     return {"jobs": out}

@@ -54,6 +54,10 @@ logger = logging.getLogger(__name__)
 
 ROUND = 0.2
 """Longest sleep between two rounds, seconds (a round also wakes at a held job's next tick)."""
+CLAIM_RETENTION = timedelta(days=1)
+"""Finished and skipped claims older than this are pruned (the monitor keeps the run history)."""
+PRUNE_EVERY = timedelta(minutes=10)
+"""How often a holder prunes its jobs' old claims."""
 ROLE = "scheduler"
 """The role scheduler replicas announce in the ``replicas`` table (fair share of the jobs)."""
 
@@ -122,6 +126,7 @@ class Scheduler:
         self.slots = slots[start:] + slots[:start]  # replicas try the jobs in different orders
         self._tasks: set[asyncio.Task[None]] = set()
         self.live = 1
+        self._pruned_at: datetime | None = None
         """Live scheduler replicas (this one included), from the last heartbeat."""
 
     # ------------------------------------------------------------------ leases
@@ -239,12 +244,36 @@ class Scheduler:
                     slot.job.name,
                     extra={"action": "scheduler_failed", "job": slot.job.name},
                 )
+        await self._prune()
         try:
             await self._release_extra()
         except asyncio.CancelledError:
             raise
         except Exception:
             logger.exception("could not release a job lease", extra={"action": "lease_release_failed"})
+
+    async def _prune(self) -> None:
+        now = self.clock.now()
+        if self._pruned_at is not None and now - self._pruned_at < PRUNE_EVERY:
+            return
+        self._pruned_at = now
+        for slot in self.slots:
+            if slot.token is None:
+                continue
+            try:
+                removed = await claims.prune(self.engine, slot.job.name, now - CLAIM_RETENTION)
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                logger.exception("claim pruning failed", extra={"action": "claims_prune_failed"})
+                continue
+            if removed:
+                logger.info(
+                    "pruned %d old claims of %s",
+                    removed,
+                    slot.job.name,
+                    extra={"action": "claims_pruned", "job": slot.job.name, "count": removed},
+                )
 
     def next_wake(self, now: datetime) -> float:
         """Seconds to sleep before the next round (at most :data:`ROUND`)."""

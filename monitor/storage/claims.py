@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
 
-from sqlalchemy import func, select, update
+from sqlalchemy import delete, func, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from monitor.storage import leases, repositories
@@ -221,3 +221,22 @@ async def list_claims(engine: AsyncEngine, job: str | None = None) -> list[Claim
     async with engine.connect() as conn:
         rows = (await conn.execute(query)).all()
     return [_claim(r) for r in rows]
+
+
+async def prune(engine: AsyncEngine, job: str, before: datetime) -> int:
+    """Delete ``job``'s finished and skipped claims of ticks before ``before``; returns how many.
+
+    The newest claim of the job is always kept (it is where the next holder resumes), and
+    ``claimed`` / ``started`` rows are kept (an orphan still has to run; a started run has to end).
+    """
+    async with engine.begin() as conn:
+        newest = await last_claimed(conn, job)
+        if newest is None:
+            return 0
+        result = await conn.execute(
+            delete(t.job_claims)
+            .where(t.job_claims.c.job == job)
+            .where(t.job_claims.c.tick < min(before, newest))
+            .where(t.job_claims.c.state.in_([ClaimState.FINISHED.value, ClaimState.SKIPPED.value]))
+        )
+    return int(result.rowcount or 0)

@@ -252,3 +252,30 @@ async def test_replicas_share_the_jobs_fairly(engine: AsyncEngine) -> None:
     finally:
         await a.leases.close()
         await b.leases.close()
+
+
+async def test_old_claims_are_pruned_but_the_newest_and_unfinished_stay(engine: AsyncEngine) -> None:
+    clock = FrozenClock(at(0))
+    scheduler, _ = make_scheduler(engine, make_job(Path("/dev/null")), clock, "a:1")
+    try:
+        token = await scheduler.leases.acquire("job-tick", clock.now())
+        assert token is not None
+        fence = claims.Fence(lease="job-tick", token=token, holder="a:1")
+        async with engine.begin() as conn:
+            for s in (2, 4, 6, 8):
+                await claims.claim(conn, fence, "tick", at(s), now=clock.now(), run_id=f"r{s}")
+            await claims.mark_started(conn, fence, "tick", at(4), clock.now())
+            await claims.claim(
+                conn, fence, "tick", at(10), now=clock.now(), run_id=None, state=claims.ClaimState.SKIPPED
+            )
+        await claims.mark_finished(engine, "tick", at(4), token, clock.now(), 0)
+        async with engine.begin() as conn:
+            await claims.mark_started(conn, fence, "tick", at(6), clock.now())
+        assert await claims.prune(engine, "tick", at(100)) == 1  # only the finished tick 4
+        left = {
+            int((c.tick - T0).total_seconds()): c.state.value
+            for c in await claims.list_claims(engine, "tick")
+        }
+        assert left == {2: "claimed", 6: "started", 8: "claimed", 10: "skipped"}
+    finally:
+        await scheduler.leases.close()

@@ -123,7 +123,8 @@ def test_check_prints_next_ticks_and_refuses_a_bad_file(
     assert cli.main(["scheduler", "--jobs", str(good), "--check", "--count", "3"]) == 0
     (job,) = json.loads(capsys.readouterr().out)["jobs"]
     assert (job["name"], job["tz"], len(job["next"])) == ("a", "Europe/Berlin", 3)
-    assert all(t.endswith(("T00:30:00Z", "T01:30:00Z")) for t in job["next"])
+    assert all(t["utc"].endswith(("T00:30:00Z", "T01:30:00Z")) for t in job["next"])
+    assert all(t["local"][10:] in ("T02:30:00+02:00", "T02:30:00+01:00") for t in job["next"])
     bad = tmp_path / "bad.toml"
     bad.write_text('[[jobs]]\nname = "a"\nschedule = "0 0 * * 8"\ncommand = "true"\n')
     assert cli.main(["scheduler", "--jobs", str(bad), "--check"]) == 2
