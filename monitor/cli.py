@@ -76,6 +76,10 @@ def _parser() -> argparse.ArgumentParser:
     explain.add_argument("--dialect", default="unix")
     explain.add_argument("--count", type=int, default=5)
     explain.add_argument("--after", help="ISO 8601 instant (default now)")
+
+    from monitor import crontab_import  # issue 7
+
+    crontab_import.add_parser(sub)
     return parser
 
 
@@ -121,6 +125,10 @@ def _dispatch(args: argparse.Namespace) -> int:
         return _replay(args.file)
     if command == "cron":
         return _cron_explain(args)
+    if command == "import-crontab":
+        from monitor import crontab_import
+
+        return crontab_import.run(args)
     if command in ("evaluate", "notify"):
         # SIGTERM cancels the worker: leases are released and the engine disposed, then exit 0.
         with contextlib.suppress(asyncio.CancelledError):
