@@ -110,6 +110,8 @@ def _program_slug(command: str) -> str:
         if not rest or rest[0] in NOT_THE_JOB:
             continue
         name = rest[0].rsplit("/", 1)[-1]
+        if name in ("sh", "bash", "dash", "zsh") and "-c" in rest[1:-1]:
+            return _program_slug(rest[rest.index("-c", 1) + 1])  # the inline script's program
         scripts = [w for w in rest[1:] if not w.startswith("-")]
         if re.fullmatch(r"(python|perl|ruby|php|node|bash|sh)[0-9.]*", name) and scripts:
             name = scripts[0].rsplit("/", 1)[-1]  # the script, not its interpreter

@@ -36,9 +36,12 @@ CRON_TZ=Europe/Berlin
 """
 
 
-def _import(monitor: Monitor, path: Path, *extra: str) -> subprocess.CompletedProcess[str]:
+def _import(
+    monitor: Monitor, path: Path, *extra: str, system: bool = True
+) -> subprocess.CompletedProcess[str]:
+    form = ["--system"] if system else []
     return subprocess.run(
-        [sys.executable, "-m", "monitor", "import-crontab", str(path), "--system", *extra],
+        [sys.executable, "-m", "monitor", "import-crontab", str(path), *form, *extra],
         env=monitor.env(),
         capture_output=True,
         text=True,
@@ -156,3 +159,20 @@ def test_missing_file_and_missing_key_are_clear_errors(monitor: Monitor, tmp_pat
         check=False,
     )
     assert proc.returncode == 2 and "api_key:" in proc.stderr
+
+
+def test_curl_style_line_reports_start_and_exit_status_when_run(monitor: Monitor, tmp_path: Path) -> None:
+    path = tmp_path / "crontab"
+    path.write_text("CRON_TZ=Asia/Tokyo\n*/10 * * * * cd /tmp && sh -c 'printf \"the output\"; exit 4'\n")
+    proc = _import(monitor, path, "--style", "curl", "--prefix", "curlstyle", system=False)
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert lines[0] == "CRON_TZ=Asia/Tokyo"  # no MONITOR_BASE_URL line: the URLs are in the commands
+    [check] = monitor.api("GET", "checks/?slug=curlstyle-printf")["checks"]
+    assert (check["schedule"], check["tz"], check["grace"]) == ("*/10 * * * *", "Asia/Tokyo", 150)
+    command = lines[1].removeprefix("*/10 * * * * ")
+    ran = subprocess.run(["/bin/sh", "-c", command], capture_output=True, timeout=30, check=False)
+    assert ran.returncode == 0, ran.stderr  # the last curl's status, as in any crontab curl line
+    pings = monitor.pings(check["uuid"])
+    assert [(p["type"], p["exit_status"]) for p in pings] == [("start", None), ("fail", 4)]
+    assert pings[0]["rid"] == pings[1]["rid"]

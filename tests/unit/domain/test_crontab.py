@@ -25,6 +25,7 @@ def _one(text: str, *, system: bool = False) -> crontab.Line:
         pytest.param("FOO=1 nice -n 10 /opt/x/Job.PL", "job", id="assignment-and-wrapper"),
         pytest.param("test -x /a || ( cd / && run-parts /etc/cron.daily )", "run-parts-cron-daily", id="or"),
         pytest.param('echo "unbalanced', "echo", id="bad-quoting"),
+        pytest.param("cd /tmp && sh -c '/opt/x/report.py --all; exit 4'", "report", id="sh-c"),
     ],
 )
 def test_slug_names_the_program_that_does_the_work(command: str, slug: str) -> None:
