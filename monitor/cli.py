@@ -96,6 +96,10 @@ def _parser() -> argparse.ArgumentParser:
         default=float(os.environ.get("MONITOR_SCHEDULER_LIVENESS_INTERVAL", "60")),
         help="seconds between pings of the scheduler's own liveness check",
     )
+
+    from monitor import crontab_import  # issue 7
+
+    crontab_import.add_parser(sub)
     return parser
 
 
@@ -141,6 +145,10 @@ def _dispatch(args: argparse.Namespace) -> int:
         return _replay(args.file)
     if command == "cron":
         return _cron_explain(args)
+    if command == "import-crontab":
+        from monitor import crontab_import
+
+        return crontab_import.run(args)
     if command in ("evaluate", "notify"):
         # SIGTERM cancels the worker: leases are released and the engine disposed, then exit 0.
         with contextlib.suppress(asyncio.CancelledError):

@@ -135,7 +135,11 @@ def test_bad_arguments_never_raise(monitor: Monitor, caplog: pytest.LogCaptureFi
         bad_status = client.ping(str(uuid.uuid4()), exit_status=256)
         bad_slug = client.ping("Not A Slug")
         skip_without_tick = client.ping(_slug(), "skip")
-    assert not any(r.ok for r in (bad_kind, bad_status, bad_slug, skip_without_tick))
+        not_a_string = client.ping(None, "start")  # type: ignore[arg-type]
+        with client.run(None) as run:  # type: ignore[arg-type]
+            pass
+    assert not any(r.ok for r in (bad_kind, bad_status, bad_slug, skip_without_tick, not_a_string))
+    assert run.finished is not None and run.finished.error is not None
     assert bad_kind.error is not None and bad_kind.error.startswith("kind:")
     assert bad_status.error is not None and bad_status.error.startswith("exit_status:")
     assert skip_without_tick.error is not None and skip_without_tick.error.startswith("scheduled:")

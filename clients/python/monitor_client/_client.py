@@ -36,8 +36,9 @@ F = TypeVar("F", bound=Callable[..., Any])
 USER_AGENT = f"monitor-client/{__version__}"
 
 
-def _refused(error: PlanError, body_limit: int) -> PingResult:
-    return PingResult(False, None, body_limit, str(error))
+def _refused(error: Exception, body_limit: int) -> PingResult:
+    text = str(error) if isinstance(error, PlanError) else f"{type(error).__name__}: {error}"
+    return PingResult(False, None, body_limit, text)
 
 
 class _Base:
@@ -232,7 +233,7 @@ class Client(_Base):
                 body_limit=self.body_limit,
                 uuid=target,
             )
-        except PlanError as error:
+        except Exception as error:  # bad arguments end as a refused result too
             return self._note(f"{kind} ping of {check}", _refused(error, self.body_limit))
         result, _ = self._send(plan)
         return self._note(f"{kind} ping of {check}", result)
@@ -259,7 +260,7 @@ class Client(_Base):
         """
         try:
             plan = _common.upsert_plan(self.settings, slug, fields)
-        except PlanError as error:
+        except Exception as error:  # bad arguments end as a refused result too
             self._note(f"upsert of {slug}", _refused(error, self.body_limit))
             return None
         result, response = self._send(plan)
@@ -275,7 +276,7 @@ class Client(_Base):
                 plan = _common.api_plan(self.settings, "GET", f"checks/{check.lower()}")
             else:
                 plan = _common.api_plan(self.settings, "GET", "checks/", {"slug": check})
-        except PlanError as error:
+        except Exception as error:  # bad arguments end as a refused result too
             self._note(f"lookup of {check}", _refused(error, self.body_limit))
             return None
         result, response = self._send(plan)
@@ -491,7 +492,7 @@ class AsyncClient(_Base):
                 body_limit=self.body_limit,
                 uuid=target,
             )
-        except PlanError as error:
+        except Exception as error:  # bad arguments end as a refused result too
             return self._note(f"{kind} ping of {check}", _refused(error, self.body_limit))
         result, _ = await self._send(plan)
         return self._note(f"{kind} ping of {check}", result)
@@ -508,7 +509,7 @@ class AsyncClient(_Base):
         """As :meth:`Client.upsert_check`."""
         try:
             plan = _common.upsert_plan(self.settings, slug, fields)
-        except PlanError as error:
+        except Exception as error:  # bad arguments end as a refused result too
             self._note(f"upsert of {slug}", _refused(error, self.body_limit))
             return None
         result, response = await self._send(plan)
@@ -524,7 +525,7 @@ class AsyncClient(_Base):
                 plan = _common.api_plan(self.settings, "GET", f"checks/{check.lower()}")
             else:
                 plan = _common.api_plan(self.settings, "GET", "checks/", {"slug": check})
-        except PlanError as error:
+        except Exception as error:  # bad arguments end as a refused result too
             self._note(f"lookup of {check}", _refused(error, self.body_limit))
             return None
         result, response = await self._send(plan)

@@ -137,7 +137,12 @@ def tail(body: str | bytes | None, limit: int) -> bytes | None:
     """The last ``limit`` bytes of ``body`` (a str is UTF-8 encoded first)."""
     if body is None:
         return None
-    data = body.encode("utf-8", "replace") if isinstance(body, str) else bytes(body)
+    if isinstance(body, str):
+        data = body.encode("utf-8", "replace")
+    elif isinstance(body, bytes | bytearray | memoryview):
+        data = bytes(body)
+    else:  # not what the signature says; send its text rather than bytes(int) zeros
+        data = str(body).encode("utf-8", "replace")
     if limit > 0 and len(data) > limit:
         data = data[-limit:]
     return data
@@ -163,6 +168,8 @@ def ping_plan(
         PlanError: unknown ``kind``, ``exit_status`` outside 0-255, a slug without a ping key,
             an invalid slug.
     """
+    if not isinstance(check, str):
+        raise PlanError(f"check: {check!r} is not a uuid or slug string")
     if exit_status is not None:
         if isinstance(exit_status, bool) or not isinstance(exit_status, int) or not 0 <= exit_status <= 255:
             raise PlanError(f"exit_status: {exit_status!r} is not an integer 0-255")
