@@ -93,7 +93,7 @@ class Scheduler:
 
     Args:
         engine: the database of claims and leases (on PostgreSQL, one whose sessions end a
-            transaction idle for a TTL, as :func:`run_scheduler` makes).
+            transaction idle for a TTL, as :func:`monitor.scheduler.serve` makes).
         jobs: the jobs.
         clock: the clock (every instant planned with comes from it).
         reporter: where runs are reported.
@@ -126,8 +126,8 @@ class Scheduler:
         self.slots = slots[start:] + slots[:start]  # replicas try the jobs in different orders
         self._tasks: set[asyncio.Task[None]] = set()
         self.live = 1
-        self._pruned_at: datetime | None = None
         """Live scheduler replicas (this one included), from the last heartbeat."""
+        self._pruned_at: datetime | None = None
 
     # ------------------------------------------------------------------ leases
 
