@@ -192,10 +192,22 @@ class HttpReporter:
         self._put(_Ping(slug=LIVENESS_SLUG, kind="success"))
 
     def close(self, timeout: float) -> None:
-        """Send what is queued (up to ``timeout`` seconds), then stop the thread."""
+        """Send what is queued (up to ``timeout`` seconds), then stop the thread; pings still
+        queued after that are dropped (logged), and the thread ends after its request in flight."""
         self._queue.put(None)
         self._thread.join(timeout)
         self._closing.set()
+        if self._thread.is_alive():
+            logger.warning(
+                "monitor unreachable: %d pings not sent",
+                self._queue.qsize(),
+                extra={"action": "pings_dropped", "count": self._queue.qsize()},
+            )
+
+    @property
+    def alive(self) -> bool:
+        """Whether the background thread still runs."""
+        return self._thread.is_alive()
 
     # ------------------------------------------------------------------ the thread
 
@@ -210,7 +222,7 @@ class HttpReporter:
         if known is not None:
             return known
         for attempt, delay in enumerate((0.0, *UPSERT_BACKOFF)):
-            if delay and self._closing.wait(delay):
+            if self._closing.wait(delay):
                 return None
             try:
                 check = self._client.upsert_check(slug, **self._fields(slug))
@@ -262,9 +274,9 @@ class HttpReporter:
             )
 
     def _drain(self) -> None:
-        while True:
+        while not self._closing.is_set():
             ping = self._queue.get()
-            if ping is None:
+            if ping is None or self._closing.is_set():
                 return
             try:
                 self._send(ping)

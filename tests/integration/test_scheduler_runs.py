@@ -160,7 +160,7 @@ def test_an_unreachable_monitor_never_holds_a_run_up() -> None:
     from tests.support.receivers import free_port
 
     job = parse_job({"name": "a", "schedule": "* * * * *", "command": "true"}, 0)
-    reporter = HttpReporter(f"http://127.0.0.1:{free_port()}", "k" * 20, [job])
+    reporter = HttpReporter(f"http://127.0.0.1:{free_port()}", "k" * 20, [job])  # the default client
     began = time.monotonic()
     for _ in range(100):
         reporter.start(job, TICK, 1, "rid")
@@ -171,3 +171,8 @@ def test_an_unreachable_monitor_never_holds_a_run_up() -> None:
     began = time.monotonic()
     reporter.close(0.2)
     assert time.monotonic() - began < 2
+    for _ in range(100):  # the thread ends after its request in flight (retries included)
+        if not reporter.alive:
+            break
+        time.sleep(0.1)
+    assert not reporter.alive
