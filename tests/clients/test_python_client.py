@@ -87,7 +87,12 @@ def test_slug_without_ping_key_is_looked_up_with_the_api_key(monitor: Monitor) -
         assert client.ping(slug).ok
         assert client.ping(slug, "log", body="x").ok
         unknown = client.ping(_slug())
+        fresh = _slug()
+        provisioned = client.ping(fresh, "start", create=True)  # upserted through the API, then pinged
     assert [p["type"] for p in monitor.pings(check["uuid"])] == ["success", "log"]
+    assert provisioned.ok
+    [made] = monitor.api("GET", f"checks/?slug={fresh}")["checks"]
+    assert [p["type"] for p in monitor.pings(made["uuid"])] == ["start"]
     assert not unknown.ok and unknown.status is None and "no check with slug" in str(unknown.error)
 
 
