@@ -106,6 +106,12 @@ class PlanError(ValueError):
     """A ping that cannot be sent as asked (bad kind, slug without a key …); never leaves the client."""
 
 
+def slugify(name: str, default: str) -> str:
+    """A check slug for a job's name: lower case, ``[a-z0-9_-]``, at most 100 characters."""
+    slug = re.sub(r"[^a-z0-9_-]+", "-", name.lower()).strip("-")
+    return slug[:100] or default
+
+
 def is_uuid(check: str) -> bool:
     return bool(UUID_RE.match(check))
 

@@ -28,11 +28,11 @@ monitor that is down never fails a task.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from monitor_client import _common
 from monitor_client._client import Client
 from monitor_client._common import failure_body
 
@@ -42,9 +42,8 @@ SKIPPED_ENTRIES = frozenset({"celery.backend_cleanup"})
 
 
 def slugify(name: str) -> str:
-    """A check slug for a beat entry name: lower case, ``[a-z0-9_-]``, at most 100 characters."""
-    slug = re.sub(r"[^a-z0-9_-]+", "-", name.lower()).strip("-")
-    return slug[:100] or "celery-task"
+    """A check slug for a beat entry name (``[a-z0-9_-]``, at most 100 characters)."""
+    return _common.slugify(name, "celery-task")
 
 
 def entry_tick(entry: Any) -> datetime:
