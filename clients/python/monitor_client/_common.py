@@ -321,17 +321,17 @@ class WarnOnce:
         if not self.failing:
             self.failing = True
             logger.warning(
-                "monitor: %s not delivered (%s); the job goes on, further failures are logged at debug",
+                "%s not delivered to the monitor (%s); the job goes on, further failures are logged at debug",
                 what,
                 result.error,
                 extra={"action": "monitor_ping_failed"},
             )
         else:
-            logger.debug("monitor: %s not delivered (%s)", what, result.error)
+            logger.debug("%s not delivered to the monitor (%s)", what, result.error)
 
     def succeeded(self) -> None:
         if self.failing:
-            logger.info("monitor: reachable again", extra={"action": "monitor_reachable"})
+            logger.info("the monitor is reachable again", extra={"action": "monitor_reachable"})
         self.failing = False
 
 
