@@ -142,10 +142,10 @@ def enable(
         original = scheduler.apply_async
         tz = str(getattr(scheduler.app.conf, "timezone", None) or "UTC")
 
-        def apply_async(entry: Any, producer: Any = None, advance: bool = True, **kwargs: Any) -> Any:
+        def tagged_options(entry: Any) -> dict[str, Any] | None:
             if entry.name in SKIPPED_ENTRIES:
-                return original(entry, producer=producer, advance=advance, **kwargs)
-            options = dict(entry.options)
+                return None
+            options = dict(entry.options or {})
             headers = dict(options.get("headers") or {})
             headers[HEADER_CHECK] = names.get(entry.name) or slugify(entry.name)
             try:
@@ -153,8 +153,24 @@ def enable(
             except Exception:  # a schedule type without an estimate: no tick, still a run
                 headers.pop(HEADER_SCHEDULED, None)
             options["headers"] = headers
-            tagged = entry.__class__(**dict(entry, options=options))
-            return original(tagged, producer=producer, advance=advance, **kwargs)
+            return options
+
+        def apply_async(entry: Any, producer: Any = None, advance: bool = True, **kwargs: Any) -> Any:
+            try:
+                options = tagged_options(entry)
+            except Exception:  # never keep beat from sending the task
+                options = None
+            if options is None:
+                return original(entry, producer=producer, advance=advance, **kwargs)
+            # The entry's options are swapped for this one send (beat sends from one thread)
+            # rather than the entry rebuilt: schedulers such as django-celery-beat have entry
+            # classes with other constructors.
+            saved = entry.options
+            entry.options = options
+            try:
+                return original(entry, producer=producer, advance=advance, **kwargs)
+            finally:
+                entry.options = saved
 
         scheduler.apply_async = apply_async
         if upsert and client.settings.api_key:
