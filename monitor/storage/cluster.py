@@ -124,7 +124,7 @@ async def adopt_shard_count(engine: AsyncEngine, configured: int, now: datetime,
         logger.info(
             "shard_count_recorded shards=%d",
             stored,
-            extra={"action": "shard_count_recorded", "shards": stored, "process": process},
+            extra={"action": "shard_count_recorded", "shards": stored, "role": process},
         )
     elif stored != configured:
         logger.warning(
@@ -139,7 +139,7 @@ async def adopt_shard_count(engine: AsyncEngine, configured: int, now: datetime,
                 "action": "shard_count_mismatch",
                 "configured": configured,
                 "stored": stored,
-                "process": process,
+                "role": process,
             },
         )
     return stored
