@@ -10,6 +10,7 @@ upgraded from revision 0004 loses its pre-sharding ``evaluator`` lease row and `
 
 from __future__ import annotations
 
+import json
 import logging
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -21,6 +22,7 @@ from sqlalchemy import delete, insert, select
 from sqlalchemy.engine import Connection
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from monitor import cli
 from monitor.domain.checks import PingKind
 from monitor.domain.clock import FrozenClock
 from monitor.domain.errors import StaleLease, ValidationError
@@ -248,3 +250,25 @@ async def test_upgrade_from_0004_leaves_no_stale_lease_in_ready_and_metrics(empt
         assert all(shard == 0 for shard in (await _shards(engine)).values())
     finally:
         await engine.dispose()
+
+
+def test_reshard_command_shows_changes_and_refuses_a_bad_count(
+    database_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    def run(*args: str) -> tuple[int, str, str]:
+        code = cli.main(["reshard", "--database-url", database_url, *args])
+        out, err = capsys.readouterr()
+        return code, out, err
+
+    assert run() == (0, '{"shards": null}\n', "")  # nothing recorded yet
+    code, out, _ = run("5")
+    assert code == 0 and json.loads(out) == {
+        "shards_before": None,
+        "shards": 5,
+        "checks_moved": 0,
+        "leases_removed": [],
+    }
+    assert run() == (0, '{"shards": 5}\n', "")
+    code, out, err = run("0")
+    assert (code, out) == (2, "") and "shards: must be between 1 and 4096, got 0" in err
+    assert run() == (0, '{"shards": 5}\n', "")
