@@ -6,10 +6,10 @@ Each round, every ``MONITOR_EVALUATE_INTERVAL`` s:
    ``MONITOR_SHARDS``: :mod:`monitor.storage.cluster`; ``monitor reshard N`` changes it while
    evaluators run, and each follows within a round, releasing — and deleting the rows of —
    leases of shards that no longer exist). Announce this replica (``replicas`` heartbeat),
-   compute the fair share ``ceil(shards / live evaluators)``, release the extra shard leases when others have
-   joined, and try free ones up to the share (a dead replica's shards are free once its
-   session ends — at once after SIGKILL, within one TTL after a stall — and its share is
-   redistributed once its heartbeat is one TTL old).
+   compute the fair share ``ceil(shards / live evaluators)``, release the extra shard leases
+   when others have joined, and try free ones up to the share (a dead replica's shards are
+   free once its session ends — at once after SIGKILL, within one TTL after a stall — and its
+   share is redistributed once its heartbeat is one TTL old).
 2. **Plan** the next sweep: the shard leases held now, with their fencing tokens.
 3. **Sleep**, then **sweep** the plan: one :func:`evaluate_due` per shard, each transaction
    fenced by :func:`monitor.storage.leases.check_fence`. The plan is not re-checked against the
