@@ -1,25 +1,30 @@
 """Replicas with different ``MONITOR_SHARDS`` on one PostgreSQL database, and ``monitor reshard``
 while they run (issue 5, DESIGN §6). Real processes, TTL 1 s, interval 0.2 s.
 
-An HTTP-only ``monitor serve`` (``MONITOR_SHARDS=4``) records the count; two ``monitor
-evaluate`` processes start with 4 and 9. The one configured with 9 logs
-``shard_count_mismatch`` and uses 4, so only ``shard-0`` … ``shard-3`` exist and every check
-gets exactly one ``missed`` alert. Then ``monitor reshard`` (the CLI's ``main``) reshards to 6
-(the evaluators follow: new checks in shards 4 and 5 are alerted too, old ones are not alerted
-again) and to 2 (``/ready`` lists only ``shard-0`` and ``shard-1``).
+The migration step records ``MONITOR_SHARDS=4`` (as the deploy's migration job does); an
+HTTP-only ``monitor serve`` and two ``monitor evaluate`` processes start with 4, 4 and 9. The
+one configured with 9 logs ``shard_count_mismatch`` and uses 4, so only ``shard-0`` …
+``shard-3`` exist and every check gets exactly one ``missed`` alert. Then ``monitor reshard``
+(the CLI's ``main``) reshards to 6 (the evaluators follow: new checks in shards 4 and 5 are
+alerted too, old ones are not alerted again) and to 2 (``/ready`` lists only ``shard-0`` and
+``shard-1``).
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import sys
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 
 import httpx
 import pytest
 
 from monitor import cli
+from monitor.storage import cluster
+from monitor.storage.engine import make_engine, migrate
 from tests.e2e.test_evaluation_ha import (
     API_KEY,
     _worker_env,
@@ -36,7 +41,7 @@ from tests.support.receivers import free_port
 pytestmark = pytest.mark.e2e
 
 RECORDED = 4
-"""``MONITOR_SHARDS`` of the first process (the HTTP one): the count the database records."""
+"""``MONITOR_SHARDS`` of the first process (the migration step): the count the database records."""
 SCHEDULE = {"schedule": "* * * * * *", "dialect": "seconds", "grace": 1}
 
 
@@ -67,6 +72,17 @@ def _held_by(url: str, pids: set[int], count: int) -> bool:
     )
 
 
+async def _migrate_like_the_deploy_job(url: str) -> None:
+    """What ``monitor migrate`` with ``MONITOR_SHARDS=4`` does (the compose/Kubernetes migration
+    job, the first process on the database): migrate, record the shard count."""
+    engine = make_engine(url)
+    try:
+        await migrate(engine)
+        await cluster.adopt_shard_count(engine, RECORDED, datetime.now(UTC), process="migrate")
+    finally:
+        await engine.dispose()
+
+
 @pytest.fixture
 def mismatched(tmp_path: Path) -> Iterator[tuple[str, MonitorProcess, list[MonitorProcess]]]:
     with throwaway_postgres("monitor_shards") as url:
@@ -94,10 +110,10 @@ def mismatched(tmp_path: Path) -> Iterator[tuple[str, MonitorProcess, list[Monit
             for shards in (RECORDED, 9)
         ]
         try:
-            http.start()
-            http.wait_healthy()  # migrated, shard count recorded, default project created
-            for evaluator in evaluators:
-                evaluator.start()
+            asyncio.run(_migrate_like_the_deploy_job(url))  # records MONITOR_SHARDS=4 first
+            for process in [http, *evaluators]:  # all three start together
+                process.start()
+            http.wait_healthy()  # default project created
             yield url, http, evaluators
         finally:
             for process in [*evaluators, http]:
