@@ -8,8 +8,10 @@
 #   3. ping its exit status with the last Ping-Body-Limit bytes of output (from the start
 #      ping's answer; 100000 by default) as the body;
 #   4. exit with COMMAND's status (128+N when signal N ended it).
-# SIGTERM, SIGINT and SIGHUP are forwarded to COMMAND. The monitor being down never stops
-# COMMAND: a failed ping prints one warning on stderr.
+# SIGTERM and SIGHUP are forwarded to COMMAND, SIGINT as SIGTERM (a background command of a
+# non-interactive shell ignores SIGINT). The monitor being down never stops COMMAND: a failed
+# ping prints one warning on stderr. The whole output passes through a temporary file (for its
+# tail); a job printing gigabytes needs that much room in $TMPDIR.
 #
 # CHECK is a check's uuid, or its slug (then MONITOR_PING_KEY is needed).
 # Environment:

@@ -329,3 +329,14 @@ job_claims = Table(
 """Bundled-scheduler ticks (DESIGN §8): one row per (job, tick), inserted with ON CONFLICT DO
 NOTHING under the job's lease ``job-<name>``, so each tick is claimed once across replicas.
 ``state``: claimed → started → finished, or skipped; ``token`` is the claimant's fencing token."""
+
+cluster_settings = Table(
+    "cluster_settings",
+    metadata,
+    Column("id", Integer(), primary_key=True, autoincrement=False),
+    Column("shards", Integer(), nullable=False),
+    Column("changed_at", UTCDateTime(), nullable=False),
+)
+"""One row (``id`` 1): settings every replica must share. ``shards`` is the evaluator shard
+count, the source of truth over each process's ``MONITOR_SHARDS`` (DESIGN §6,
+:mod:`monitor.storage.cluster`); ``changed_at`` is when it was recorded or last resharded."""

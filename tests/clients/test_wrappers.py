@@ -135,24 +135,24 @@ def test_sigterm_is_forwarded_to_the_command(monitor: Monitor, kind: str, tmp_pa
 
 
 @pytest.mark.parametrize("kind", ["python", "shell"])
-def test_command_killed_by_sigterm_reports_143(monitor: Monitor, kind: str) -> None:
+def test_command_killed_by_sigterm_reports_143(monitor: Monitor, kind: str, tmp_path: Path) -> None:
     slug = _slug()
-    proc = subprocess.Popen(
-        _wrapper(kind, slug, "sleep", "30"),
-        env=_env(monitor, kind),
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
+    out = tmp_path / "out"
+    with out.open("wb") as sink:
+        proc = subprocess.Popen(
+            _wrapper(kind, slug, "sh", "-c", "echo started; exec sleep 30"),
+            env=_env(monitor, kind),
+            stdout=sink,
+            stderr=subprocess.STDOUT,
+        )
     try:
-        check = wait_until(
-            lambda: monitor.api("GET", f"checks/?slug={slug}")["checks"], timeout=15, what="the start ping"
-        )[0]
-        time.sleep(0.2)  # the start ping is answered before the command is spawned
+        wait_until(lambda: b"started" in out.read_bytes(), timeout=15, what="the command to start")
         proc.send_signal(signal.SIGTERM)
-        assert proc.wait(15) == 143
+        assert proc.wait(15) == 143, out.read_text()
     finally:
         if proc.poll() is None:
             proc.kill()
+    check = _check(monitor, slug)
     assert [(p["type"], p["exit_status"]) for p in monitor.pings(check["uuid"])] == [
         ("start", None),
         ("fail", 143),

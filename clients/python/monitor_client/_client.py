@@ -93,6 +93,36 @@ class _Base:
         """A slug with no ping key but an API key: ping its uuid, found through the API."""
         return not _common.is_uuid(check) and not self.settings.ping_key and bool(self.settings.api_key)
 
+    def _known_uuid(self, slug: str) -> str | None:
+        with self._lock:
+            return self._uuids.get(slug)
+
+    def _ping_plan(self, check: str, kind: str, target: str | None, **options: Any) -> Plan:
+        """The ping's request; ``target`` is the looked-up uuid of a slug (``PlanError`` if none)."""
+        if self._needs_lookup(check) and target is None:
+            raise PlanError(f"check: no check with slug {check!r} (and create is off)")
+        return _common.ping_plan(
+            self.settings, check, kind, body_limit=self.body_limit, uuid=target, **options
+        )
+
+    @staticmethod
+    def _lookup_plan(settings: Settings, check: str) -> Plan:
+        if _common.is_uuid(check):
+            return _common.api_plan(settings, "GET", f"checks/{check.lower()}")
+        return _common.api_plan(settings, "GET", "checks/", {"slug": check})
+
+    def _check_from(
+        self, what: str, result: PingResult, response: httpx.Response | None
+    ) -> dict[str, Any] | None:
+        """The check JSON of a management API answer (a check, or a one-check list), remembered."""
+        self._note(what, result)
+        data = _json(response) if result.ok else None
+        if isinstance(data, dict) and "checks" in data:
+            checks = data["checks"]
+            data = checks[0] if isinstance(checks, list) and checks else None
+        self._remember(data)
+        return data if isinstance(data, dict) else None
+
 
 def _response_attempt(response: httpx.Response, body_limit: int) -> Attempt:
     return _common.judge_response(response.status_code, response.headers, response.text, body_limit)
@@ -216,31 +246,27 @@ class Client(_Base):
             PingResult: ``ok`` when stored; otherwise ``error`` says why (a warning is logged
             once per outage).
         """
+        what = f"{kind} ping of {check}"
         try:
             target = self._uuid_for(check, create) if self._needs_lookup(check) else None
-            if self._needs_lookup(check) and target is None:
-                raise PlanError(f"check: no check with slug {check!r} (and create is off)")
-            plan = _common.ping_plan(
-                self.settings,
+            plan = self._ping_plan(
                 check,
                 kind,
+                target,
                 scheduled=scheduled,
                 rid=rid,
                 body=body,
                 exit_status=exit_status,
                 headers=headers,
                 create=create,
-                body_limit=self.body_limit,
-                uuid=target,
             )
         except Exception as error:  # bad arguments end as a refused result too
-            return self._note(f"{kind} ping of {check}", _refused(error, self.body_limit))
+            return self._note(what, _refused(error, self.body_limit))
         result, _ = self._send(plan)
-        return self._note(f"{kind} ping of {check}", result)
+        return self._note(what, result)
 
     def _uuid_for(self, slug: str, create: bool) -> str | None:
-        with self._lock:
-            known = self._uuids.get(slug)
+        known = self._known_uuid(slug)
         if known is not None:
             return known
         found = self.upsert_check(slug) if create else self.get_check(slug)
@@ -264,29 +290,17 @@ class Client(_Base):
             self._note(f"upsert of {slug}", _refused(error, self.body_limit))
             return None
         result, response = self._send(plan)
-        self._note(f"upsert of {slug}", result)
-        check = _json(response) if result.ok else None
-        self._remember(check)
-        return check if isinstance(check, dict) else None
+        return self._check_from(f"upsert of {slug}", result, response)
 
     def get_check(self, check: str) -> dict[str, Any] | None:
         """The check as JSON (by uuid, or by slug through ``?slug=``), or ``None`` if not found."""
         try:
-            if _common.is_uuid(check):
-                plan = _common.api_plan(self.settings, "GET", f"checks/{check.lower()}")
-            else:
-                plan = _common.api_plan(self.settings, "GET", "checks/", {"slug": check})
+            plan = self._lookup_plan(self.settings, check)
         except Exception as error:  # bad arguments end as a refused result too
             self._note(f"lookup of {check}", _refused(error, self.body_limit))
             return None
         result, response = self._send(plan)
-        self._note(f"lookup of {check}", result)
-        data = _json(response) if result.ok else None
-        if isinstance(data, dict) and "checks" in data:
-            checks = data["checks"]
-            data = checks[0] if isinstance(checks, list) and checks else None
-        self._remember(data)
-        return data if isinstance(data, dict) else None
+        return self._check_from(f"lookup of {check}", result, response)
 
     def run(self, check: str, scheduled: Scheduled = None, create: bool = False) -> Run:
         """A context manager around one run: ``start`` with a fresh ``rid``, then the finish.
@@ -475,31 +489,27 @@ class AsyncClient(_Base):
         create: bool = False,
     ) -> PingResult:
         """Send one ping; never raises. Arguments as :meth:`Client.ping`."""
+        what = f"{kind} ping of {check}"
         try:
             target = await self._uuid_for(check, create) if self._needs_lookup(check) else None
-            if self._needs_lookup(check) and target is None:
-                raise PlanError(f"check: no check with slug {check!r} (and create is off)")
-            plan = _common.ping_plan(
-                self.settings,
+            plan = self._ping_plan(
                 check,
                 kind,
+                target,
                 scheduled=scheduled,
                 rid=rid,
                 body=body,
                 exit_status=exit_status,
                 headers=headers,
                 create=create,
-                body_limit=self.body_limit,
-                uuid=target,
             )
         except Exception as error:  # bad arguments end as a refused result too
-            return self._note(f"{kind} ping of {check}", _refused(error, self.body_limit))
+            return self._note(what, _refused(error, self.body_limit))
         result, _ = await self._send(plan)
-        return self._note(f"{kind} ping of {check}", result)
+        return self._note(what, result)
 
     async def _uuid_for(self, slug: str, create: bool) -> str | None:
-        with self._lock:
-            known = self._uuids.get(slug)
+        known = self._known_uuid(slug)
         if known is not None:
             return known
         found = await self.upsert_check(slug) if create else await self.get_check(slug)
@@ -513,29 +523,17 @@ class AsyncClient(_Base):
             self._note(f"upsert of {slug}", _refused(error, self.body_limit))
             return None
         result, response = await self._send(plan)
-        self._note(f"upsert of {slug}", result)
-        check = _json(response) if result.ok else None
-        self._remember(check)
-        return check if isinstance(check, dict) else None
+        return self._check_from(f"upsert of {slug}", result, response)
 
     async def get_check(self, check: str) -> dict[str, Any] | None:
         """As :meth:`Client.get_check`."""
         try:
-            if _common.is_uuid(check):
-                plan = _common.api_plan(self.settings, "GET", f"checks/{check.lower()}")
-            else:
-                plan = _common.api_plan(self.settings, "GET", "checks/", {"slug": check})
+            plan = self._lookup_plan(self.settings, check)
         except Exception as error:  # bad arguments end as a refused result too
             self._note(f"lookup of {check}", _refused(error, self.body_limit))
             return None
         result, response = await self._send(plan)
-        self._note(f"lookup of {check}", result)
-        data = _json(response) if result.ok else None
-        if isinstance(data, dict) and "checks" in data:
-            checks = data["checks"]
-            data = checks[0] if isinstance(checks, list) and checks else None
-        self._remember(data)
-        return data if isinstance(data, dict) else None
+        return self._check_from(f"lookup of {check}", result, response)
 
     def run(self, check: str, scheduled: Scheduled = None, create: bool = False) -> AsyncRun:
         """As :meth:`Client.run`, used with ``async with``."""

@@ -106,6 +106,12 @@ class PlanError(ValueError):
     """A ping that cannot be sent as asked (bad kind, slug without a key …); never leaves the client."""
 
 
+def slugify(name: str, default: str) -> str:
+    """A check slug for a job's name: lower case, ``[a-z0-9_-]``, at most 100 characters."""
+    slug = re.sub(r"[^a-z0-9_-]+", "-", name.lower()).strip("-")
+    return slug[:100] or default
+
+
 def is_uuid(check: str) -> bool:
     return bool(UUID_RE.match(check))
 
@@ -315,17 +321,17 @@ class WarnOnce:
         if not self.failing:
             self.failing = True
             logger.warning(
-                "monitor: %s not delivered (%s); the job goes on, further failures are logged at debug",
+                "%s not delivered to the monitor (%s); the job goes on, further failures are logged at debug",
                 what,
                 result.error,
                 extra={"action": "monitor_ping_failed"},
             )
         else:
-            logger.debug("monitor: %s not delivered (%s)", what, result.error)
+            logger.debug("%s not delivered to the monitor (%s)", what, result.error)
 
     def succeeded(self) -> None:
         if self.failing:
-            logger.info("monitor: reachable again", extra={"action": "monitor_reachable"})
+            logger.info("the monitor is reachable again", extra={"action": "monitor_reachable"})
         self.failing = False
 
 

@@ -29,22 +29,21 @@ APScheduler 4 replaces these events and is not covered.
 
 from __future__ import annotations
 
-import re
 import threading
 import uuid
 from collections.abc import Mapping
 from datetime import datetime, timedelta
 from typing import Any
 
+from monitor_client import _common
 from monitor_client._client import Client
 
 NAMESPACE = uuid.UUID("8a0f3c52-41d4-4c1e-9a57-53c0d3b1e4a7")
 
 
 def slugify(name: str) -> str:
-    """A check slug for a job id: lower case, ``[a-z0-9_-]``, at most 100 characters."""
-    slug = re.sub(r"[^a-z0-9_-]+", "-", name.lower()).strip("-")
-    return slug[:100] or "apscheduler-job"
+    """A check slug for a job id (``[a-z0-9_-]``, at most 100 characters)."""
+    return _common.slugify(name, "apscheduler-job")
 
 
 def run_id(job_id: str, fire_time: datetime) -> str:

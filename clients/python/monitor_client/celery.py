@@ -28,11 +28,11 @@ monitor that is down never fails a task.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from monitor_client import _common
 from monitor_client._client import Client
 from monitor_client._common import failure_body
 
@@ -42,9 +42,8 @@ SKIPPED_ENTRIES = frozenset({"celery.backend_cleanup"})
 
 
 def slugify(name: str) -> str:
-    """A check slug for a beat entry name: lower case, ``[a-z0-9_-]``, at most 100 characters."""
-    slug = re.sub(r"[^a-z0-9_-]+", "-", name.lower()).strip("-")
-    return slug[:100] or "celery-task"
+    """A check slug for a beat entry name (``[a-z0-9_-]``, at most 100 characters)."""
+    return _common.slugify(name, "celery-task")
 
 
 def entry_tick(entry: Any) -> datetime:
@@ -143,10 +142,10 @@ def enable(
         original = scheduler.apply_async
         tz = str(getattr(scheduler.app.conf, "timezone", None) or "UTC")
 
-        def apply_async(entry: Any, producer: Any = None, advance: bool = True, **kwargs: Any) -> Any:
+        def tagged_options(entry: Any) -> dict[str, Any] | None:
             if entry.name in SKIPPED_ENTRIES:
-                return original(entry, producer=producer, advance=advance, **kwargs)
-            options = dict(entry.options)
+                return None
+            options = dict(entry.options or {})
             headers = dict(options.get("headers") or {})
             headers[HEADER_CHECK] = names.get(entry.name) or slugify(entry.name)
             try:
@@ -154,8 +153,24 @@ def enable(
             except Exception:  # a schedule type without an estimate: no tick, still a run
                 headers.pop(HEADER_SCHEDULED, None)
             options["headers"] = headers
-            tagged = entry.__class__(**dict(entry, options=options))
-            return original(tagged, producer=producer, advance=advance, **kwargs)
+            return options
+
+        def apply_async(entry: Any, producer: Any = None, advance: bool = True, **kwargs: Any) -> Any:
+            try:
+                options = tagged_options(entry)
+            except Exception:  # never keep beat from sending the task
+                options = None
+            if options is None:
+                return original(entry, producer=producer, advance=advance, **kwargs)
+            # The entry's options are swapped for this one send (beat sends from one thread)
+            # rather than the entry rebuilt: schedulers such as django-celery-beat have entry
+            # classes with other constructors.
+            saved = entry.options
+            entry.options = options
+            try:
+                return original(entry, producer=producer, advance=advance, **kwargs)
+            finally:
+                entry.options = saved
 
         scheduler.apply_async = apply_async
         if upsert and client.settings.api_key:

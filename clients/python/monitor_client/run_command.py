@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import selectors
 import signal
 import subprocess
 import sys
@@ -59,19 +60,35 @@ class Tail:
             return bytes(self._data[-self.limit :]) if self.limit else b""
 
 
-def _pump(source: BinaryIO, sink: BinaryIO, tail: Tail) -> None:
-    """Copy ``source`` to ``sink`` as it arrives, keeping the tail."""
-    while True:
-        chunk = os.read(source.fileno(), 65536)
-        if not chunk:
-            break
-        tail.write(chunk)
-        try:
-            sink.write(chunk)
-            sink.flush()
-        except (OSError, ValueError):  # our own stdout closed: keep draining the child
-            pass
-    source.close()
+def _pump(streams: list[tuple[BinaryIO, BinaryIO]], tail: Tail) -> None:
+    """Copy each (source, sink) pair as data arrives, keeping the tail of both in arrival order.
+
+    One thread reads both pipes, and when both have data the one registered first (stdout) is
+    read first: a command that writes its output and then an error line gets them in that
+    order in the tail (two reader threads could swap them).
+    """
+    selector = selectors.DefaultSelector()
+    order = {source.fileno(): index for index, (source, _) in enumerate(streams)}
+    for source, sink in streams:
+        selector.register(source.fileno(), selectors.EVENT_READ, (source, sink))
+    try:
+        while selector.get_map():
+            ready = sorted(selector.select(), key=lambda event: order[event[0].fd])
+            for key, _ in ready:
+                source, sink = key.data
+                chunk = os.read(key.fd, 65536)
+                if not chunk:
+                    selector.unregister(key.fd)
+                    source.close()
+                    continue
+                tail.write(chunk)
+                try:
+                    sink.write(chunk)
+                    sink.flush()
+                except (OSError, ValueError):  # our own stdout closed: keep draining the child
+                    pass
+    finally:
+        selector.close()
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -153,17 +170,13 @@ def _execute(command: list[str], rid: str, scheduled: str | None, limit: int) ->
 
     previous = {sig: signal.signal(sig, forward) for sig in FORWARDED}
     assert proc.stdout is not None and proc.stderr is not None
-    pumps = [
-        threading.Thread(target=_pump, args=(proc.stdout, sys.stdout.buffer, tail), daemon=True),
-        threading.Thread(target=_pump, args=(proc.stderr, sys.stderr.buffer, tail), daemon=True),
-    ]
-    for pump in pumps:
-        pump.start()
+    streams = [(proc.stdout, sys.stdout.buffer), (proc.stderr, sys.stderr.buffer)]
+    pump = threading.Thread(target=_pump, args=(streams, tail), daemon=True)
+    pump.start()
     try:
         code = proc.wait()
-        for pump in pumps:
-            # a background grandchild may hold the pipes open: do not wait for it
-            pump.join(timeout=2.0)
+        # a background grandchild may hold the pipes open: do not wait for it
+        pump.join(timeout=2.0)
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
