@@ -168,9 +168,12 @@ async def get_check(conn: AsyncConnection, project_ids: Sequence[int], uuid: str
     return dict(row)
 
 
-def window_bounds(row: dict[str, Any], choice: str, now: datetime) -> tuple[datetime, datetime]:
+def window_bounds(
+    row: dict[str, Any], choice: str, now: datetime, first_run: datetime | None = None
+) -> tuple[datetime, datetime]:
     """``(since, until)`` of the timeline: a fixed span ending a little after ``now``, or for
-    ``auto`` the span of the schedule's last 30 ticks (a simple check: 30 periods)."""
+    ``auto`` the span of the schedule's last 30 ticks (a simple check: 30 periods), starting no
+    earlier than two ticks before ``first_run`` (the tick of the check's first run)."""
     spec = repositories.spec_of(row)
     span = WINDOWS.get(choice)
     if span is None:
@@ -188,6 +191,16 @@ def window_bounds(row: dict[str, Any], choice: str, now: datetime) -> tuple[date
                     break
                 first, cursor = found, found
             span = max(now - first, timedelta(minutes=1))
+        if first_run is not None and first_run > now - span:
+            before = first_run
+            for _ in range(2):
+                earlier = (
+                    None
+                    if isinstance(schedule, SimpleSchedule)
+                    else schedule.tick_at_or_before(before - timedelta(microseconds=1))
+                )
+                before = earlier or before
+            span = max(now - before, timedelta(minutes=1))
     margin = span / 20
     return now - span - margin, now + margin
 
@@ -265,3 +278,16 @@ async def project_badge_key(conn: AsyncConnection, project_id: int) -> str:
         await conn.execute(select(t.projects.c.badge_key).where(t.projects.c.id == project_id))
     ).scalar_one()
     return key
+
+
+async def first_run_tick(conn: AsyncConnection, check_id: int) -> datetime | None:
+    """The tick of the check's oldest run (through ``ix_runs_check_scheduled``)."""
+    found: datetime | None = (
+        await conn.execute(
+            select(t.runs.c.scheduled)
+            .where(t.runs.c.check_id == check_id)
+            .order_by(t.runs.c.scheduled)
+            .limit(1)
+        )
+    ).scalar_one_or_none()
+    return found

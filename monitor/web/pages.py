@@ -226,7 +226,8 @@ class DashboardController(Controller):
                 started=row["id"] in started,
                 channels=channels[row["id"]],
             )
-            since, until = dashboard.window_bounds(row, window, now)
+            first_run = await dashboard.first_run_tick(conn, row["id"]) if window == "auto" else None
+            since, until = dashboard.window_bounds(row, window, now, first_run)
             views = await dashboard.timeline(conn, row, since, until, now)
             pings = await _recent_pings(conn, row["id"])
             alerts = await history.list_alerts(conn, row["id"], 50)

@@ -108,12 +108,15 @@ class TickMark:
     runs: tuple[RunBar, ...] = field(default_factory=tuple)
 
 
-def _lanes(bars: Sequence[RunBar], now: datetime, gap: timedelta) -> list[int]:
-    """Greedy interval partitioning: runs overlapping in time (plus ``gap``) get different lanes."""
+def _lanes(bars: Sequence[RunBar], now: datetime, per_px: timedelta) -> list[int]:
+    """Greedy interval partitioning: runs overlapping in time get different lanes; a bar's
+    reach includes its label (``per_px``: the time one pixel spans) so labels never collide."""
     ends: list[datetime] = []
     out: list[int] = []
+    gap = per_px * 2
     for bar in bars:
-        end = bar.end or now
+        label = ", ".join(bar.flags)
+        end = max(bar.end or now, bar.start + per_px * 4) + per_px * (len(label) * 6 + 6 if label else 0)
         for lane, lane_end in enumerate(ends):
             if lane_end + gap < bar.start:
                 ends[lane] = max(end, bar.start)
@@ -146,7 +149,7 @@ def timeline_svg(
         return left + max(0.0, min(1.0, ratio)) * inner
 
     bars = sorted((b for t in ticks for b in t.runs), key=lambda b: (b.start, b.scheduled))
-    lanes = _lanes(bars, now, span / inner * 2)
+    lanes = _lanes(bars, now, span / inner)
     lane_count = max(lanes, default=-1) + 1
     axis_y, tick_y, lanes_y, lane_h = 18, 40, 62, 22
     height = lanes_y + max(1, lane_count) * lane_h + 34
