@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import and_, func, select, union
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from monitor.domain import detection
@@ -72,29 +72,41 @@ async def _books(
 
 
 async def _recent_books(conn: AsyncConnection, check_ids: Sequence[int]) -> dict[int, RunBook]:
-    """Each check's runs and marks of its newest :data:`STRIP_TICKS` recorded ticks."""
-    books: dict[int, RunBook] = {}
-    for cid in check_ids:
-        # newest ticks first; a tick can have several runs, so over-fetch runs a little
-        run_ticks = select(t.runs.c.scheduled).where(t.runs.c.check_id == cid)
-        mark_ticks = select(t.tick_marks.c.scheduled).where(t.tick_marks.c.check_id == cid)
-        newest = sorted(
-            {
-                r[0]
-                for r in await conn.execute(
-                    run_ticks.order_by(t.runs.c.scheduled.desc()).limit(STRIP_TICKS * 4)
-                )
-            }
-            | {
-                r[0]
-                for r in await conn.execute(
-                    mark_ticks.order_by(t.tick_marks.c.scheduled.desc()).limit(STRIP_TICKS)
-                )
-            },
-            reverse=True,
-        )[:STRIP_TICKS]
-        since = newest[-1] if newest else None
-        books[cid] = (await _books(conn, [cid], since))[cid] if since is not None else RunBook()
+    """Each check's runs and marks of its newest :data:`STRIP_TICKS` recorded ticks, in three
+    queries whatever the number of checks (a window function ranks each check's ticks)."""
+    books = {cid: RunBook() for cid in check_ids}
+    if not check_ids:
+        return books
+    ids = list(check_ids)
+    ticks = union(
+        select(t.runs.c.check_id, t.runs.c.scheduled).where(t.runs.c.check_id.in_(ids)),
+        select(t.tick_marks.c.check_id, t.tick_marks.c.scheduled).where(t.tick_marks.c.check_id.in_(ids)),
+    ).subquery()
+    ranked = select(
+        ticks.c.check_id,
+        ticks.c.scheduled,
+        func.row_number()
+        .over(partition_by=ticks.c.check_id, order_by=ticks.c.scheduled.desc())
+        .label("rank"),
+    ).subquery()
+    since = (
+        select(ranked.c.check_id, func.min(ranked.c.scheduled).label("since"))
+        .where(ranked.c.rank <= STRIP_TICKS)
+        .group_by(ranked.c.check_id)
+        .subquery()
+    )
+    runs = select(t.runs).join(
+        since, and_(since.c.check_id == t.runs.c.check_id, t.runs.c.scheduled >= since.c.since)
+    )
+    marks = select(t.tick_marks).join(
+        since, and_(since.c.check_id == t.tick_marks.c.check_id, t.tick_marks.c.scheduled >= since.c.since)
+    )
+    for row in (await conn.execute(runs)).mappings():
+        books[row["check_id"]].add(repositories.run_of(row))
+    for row in (await conn.execute(marks)).mappings():
+        books[row["check_id"]].marks[row["scheduled"]] = TickMark(
+            scheduled=row["scheduled"], outcome=Outcome(row["outcome"])
+        )
     return books
 
 
@@ -208,18 +220,21 @@ def window_bounds(
 async def timeline(
     conn: AsyncConnection, row: dict[str, Any], since: datetime, until: datetime, now: datetime
 ) -> list[TickView]:
-    """Ticks in ``[since, until]``: the schedule's (a cron check's, at most 500) and every tick
-    with a run or a mark, oldest first, each with its runs and outcome."""
+    """Ticks in ``[since, until]``: the schedule's (a cron check's newest 500 at most) and every
+    tick with a run or a mark, oldest first, each with its runs and outcome."""
     spec = repositories.spec_of(row)
     book = (await _books(conn, [row["id"]], since))[row["id"]]
     ticks = {r.scheduled for r in book.runs.values() if r.scheduled <= until}
     ticks |= {m for m in book.marks if m <= until}
     schedule = spec.schedule
     if not isinstance(schedule, SimpleSchedule):
-        for n, tick in enumerate(schedule.ticks_between(since, until)):
-            if n >= MAX_WINDOW_TICKS:
+        # newest first, so a dense schedule over a wide window shows its latest 500 ticks
+        cursor = schedule.tick_at_or_before(until)
+        for _ in range(MAX_WINDOW_TICKS):
+            if cursor is None or cursor < since:
                 break
-            ticks.add(tick)
+            ticks.add(cursor)
+            cursor = schedule.tick_at_or_before(cursor - timedelta(microseconds=1))
     return [_view(book, tick, now, spec.max_runtime) for tick in sorted(ticks)]
 
 

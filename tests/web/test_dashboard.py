@@ -7,7 +7,7 @@ is in ``test_browser.py``.
 from __future__ import annotations
 
 import re
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -19,6 +19,7 @@ from tests.conftest import Api
 from tests.support.app import create_check
 
 PASSWORD = "correct horse battery"
+START = datetime(2026, 7, 18, 2, 0, tzinfo=UTC)
 CSRF = re.compile(r'name="csrf_token" value="([^"]+)"')
 
 
@@ -206,3 +207,20 @@ async def test_pages_render(api: Api, path: str) -> None:
     await log_in(api)
     page = await api.client.get(path)
     assert page.status_code == 200, page.text
+
+
+async def test_strip_shows_the_newest_thirty_ticks_with_outcomes(api: Api) -> None:
+    check = await create_check(api, name="minutely", schedule="* * * * *", grace=30)
+    other = await create_check(api, name="quiet", schedule="* * * * *", grace=30)
+    await api.client.get(f"/ping/{other['uuid']}")
+    for minute in range(35):
+        api.clock.set(START + timedelta(minutes=minute, seconds=2))
+        kind = "/fail" if minute == 34 else ""
+        assert (await api.client.get(f"/ping/{check['uuid']}{kind}")).status_code == 200
+    await make_user(api)
+    await log_in(api)
+    rows = (await api.client.get("/fragments/checks")).text
+    mine = rows[rows.index("minutely") :]
+    cells = re.findall(r'class="cell" data-outcome="([a-z_]+)"', mine.split("</tr>")[0])
+    assert len(cells) == 30 and cells[-1] == "failed" and set(cells[:-1]) == {"on_time"}
+    assert "#tick-2026-07-18T02:34:00Z" in mine and "#tick-2026-07-18T02:04:00Z" not in mine
