@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import zoneinfo
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from functools import cache
 from typing import Any
 
@@ -154,6 +154,16 @@ def _bars(views: list[dashboard.TickView], max_runtime: timedelta) -> list[svg.T
     return marks
 
 
+def _instant(text: str | None) -> datetime | None:
+    if not text:
+        return None
+    try:
+        value = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return value.astimezone(UTC) if value.tzinfo is not None else None
+
+
 def _explain_context(schedule: str, tz: str, dialect: str, count: str, now: datetime) -> dict[str, Any]:
     context: dict[str, Any] = {
         "schedule": schedule,
@@ -209,7 +219,11 @@ class DashboardController(Controller):
         return _page("_checks_rows.html", session, **context)
 
     @get("/checks/{uuid:str}")
-    async def check_page(self, request: Req, uuid: str, window: str = "auto") -> Template:
+    async def check_page(
+        self, request: Req, uuid: str, window: str = "auto", around: str | None = None
+    ) -> Template:
+        """A check's page; ``around`` (an ISO tick, as in ``#tick-…`` links) centres the window
+        on that tick, so a notification's link to an old tick finds it."""
         session = await require_session(request)
         services = services_of(request.app.state)
         now = services.clock.now()
@@ -228,6 +242,10 @@ class DashboardController(Controller):
             )
             first_run = await dashboard.first_run_tick(conn, row["id"]) if window == "auto" else None
             since, until = dashboard.window_bounds(row, window, now, first_run)
+            centre = _instant(around)
+            if centre is not None:
+                half = (until - since) / 2
+                since, until = centre - half, centre + half
             views = await dashboard.timeline(conn, row, since, until, now)
             pings = await _recent_pings(conn, row["id"])
             alerts = await history.list_alerts(conn, row["id"], 50)

@@ -152,6 +152,10 @@ def test_check_timeline_marks_duplicates_overlaps_missed_late(page: Page, site: 
     # the tick a notification links to is the page's target
     page.goto(f"{site.base}/checks/{sync['uuid']}?window=15m#tick-2026-07-18T02:04:00Z")
     assert page.evaluate("document.querySelector(':target').dataset.outcome") == "missed"
+    # a tick older than the default window: the page re-centres its window on it
+    page.goto(f"{site.base}/checks/{sync['uuid']}#tick-2026-07-18T01:20:00Z")
+    page.wait_for_url(re.compile(r"around=2026-07-18T01"))
+    assert page.evaluate("document.querySelector(':target').id") == "tick-2026-07-18T01:20:00Z"
 
 
 def test_pause_and_resume_buttons(page: Page, site: scenario.Dashboard) -> None:

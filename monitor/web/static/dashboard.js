@@ -34,6 +34,16 @@
     setInterval(function () { if (!document.hidden) { refresh(); } }, Number(rows.dataset.interval || 5000));
   }
 
+  // Check page: a link to a tick outside the default window (#tick-… from a notification)
+  // reloads the page with the window centred on that tick.
+  const hash = window.location.hash;
+  const here = new URLSearchParams(window.location.search);
+  if (document.querySelector("svg.timeline") && hash.indexOf("#tick-") === 0 &&
+      !document.getElementById(hash.slice(1)) && !here.has("around")) {
+    here.set("around", hash.slice(6));
+    window.location.replace(window.location.pathname + "?" + here.toString() + hash);
+  }
+
   // Cron page: explain as you type (the same server-side explain, as an HTML fragment).
   const cron = document.getElementById("cron-form");
   if (cron) {
