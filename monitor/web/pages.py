@@ -28,7 +28,7 @@ from monitor.services import checks as check_service
 from monitor.services import dashboard, history, users
 from monitor.storage import tables as t
 from monitor.web import svg
-from monitor.web.auth import EXCEPTION_HANDLERS, check_csrf, require_session
+from monitor.web.auth import EXCEPTION_HANDLERS, SECURITY_HEADERS, check_csrf, require_session
 from monitor.web.colors import OUTCOME_COLORS, OUTCOME_LABELS, STATUS_COLORS, STATUS_LABELS
 
 Req = Request[Any, Any, Any]
@@ -204,6 +204,7 @@ class DashboardController(Controller):
     path = "/"
     include_in_schema = False
     exception_handlers = {**EXCEPTION_HANDLERS, NotFound: not_found}  # noqa: RUF012
+    response_headers = SECURITY_HEADERS
 
     @get("/")
     async def checks_page(self, request: Req, q: str = "", tag: str = "", status: str = "") -> Template:

@@ -68,6 +68,8 @@ async def test_login_sets_a_strict_session_cookie_and_logout_ends_it(api: Api) -
     assert "Secure" not in cookie  # http base URL
     page = await api.client.get("/")
     assert page.status_code == 200 and "ops@example.com" in page.text
+    assert page.headers["x-frame-options"] == "DENY"
+    assert "script-src 'self'" in page.headers["content-security-policy"]
     # logout without the CSRF token is refused; with it the session ends
     assert (await api.client.post("/logout", data={}, follow_redirects=False)).status_code == 403
     out = await api.client.post("/logout", data={"csrf_token": csrf_of(page.text)}, follow_redirects=False)
