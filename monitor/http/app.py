@@ -40,6 +40,7 @@ from monitor.settings import Settings
 from monitor.storage import cluster, leases
 from monitor.storage import tables as t
 from monitor.storage.engine import make_engine, migrate
+from monitor.web import setup as web_setup
 from monitor.workers.evaluator import run_evaluator
 from monitor.workers.liveness import run_liveness
 from monitor.workers.notifier import run_notifier
@@ -173,6 +174,7 @@ def create_app(
             await engine.dispose()
 
     handlers: list[Any] = [ping, health, ready, metrics, ChecksController, ChannelsController, CronController]
+    handlers += web_setup.route_handlers()  # dashboard, login, badges (issue 9)
     return Litestar(
         route_handlers=handlers,
         lifespan=[lifespan],
@@ -185,6 +187,7 @@ def create_app(
             render_plugins=[ScalarRenderPlugin()],
         ),
         debug=False,
+        template_config=web_setup.template_config(),
     )
 
 

@@ -424,7 +424,7 @@ def check_to_dict(
         update_url=f"{base}/api/v3/checks/{uuid}",
         pause_url=f"{base}/api/v3/checks/{uuid}/pause",
         resume_url=f"{base}/api/v3/checks/{uuid}/resume",
-        # the badge endpoints come with the dashboard (issue 9); until then no dead link
-        badge_url=None,
+        # public and unguessable: the badge uuid is random and separate from the check's uuid
+        badge_url=f"{base}/b/{row['badge_uuid']}.svg",
     )
     return out

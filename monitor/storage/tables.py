@@ -320,3 +320,35 @@ cluster_settings = Table(
 """One row (``id`` 1): settings every replica must share. ``shards`` is the evaluator shard
 count, the source of truth over each process's ``MONITOR_SHARDS`` (DESIGN §6,
 :mod:`monitor.storage.cluster`); ``changed_at`` is when it was recorded or last resharded."""
+# -- dashboard (issue 9): users, their projects, login sessions ------------------------------
+
+users = Table(
+    "users",
+    metadata,
+    Column("id", ID, primary_key=True, autoincrement=True),
+    Column("email", String(254), nullable=False, unique=True),
+    Column("password_hash", String(200), nullable=False),
+    Column("created_at", UTCDateTime(), nullable=False),
+    # login throttling: consecutive wrong passwords and the instant before which logins are refused
+    Column("failed_logins", Integer(), nullable=False, default=0),
+    Column("locked_until", UTCDateTime(), nullable=True),
+)
+"""Dashboard users (passwords hashed with argon2id); a user sees the projects linked below."""
+
+user_projects = Table(
+    "user_projects",
+    metadata,
+    Column("user_id", ID, ForeignKey("users.id", ondelete="CASCADE"), primary_key=True),
+    Column("project_id", ID, ForeignKey("projects.id", ondelete="CASCADE"), primary_key=True),
+)
+
+web_sessions = Table(
+    "web_sessions",
+    metadata,
+    # SHA-256 of the cookie's random token: a leaked table does not log anyone in
+    Column("token_hash", String(64), primary_key=True),
+    Column("user_id", ID, ForeignKey("users.id", ondelete="CASCADE"), nullable=False, index=True),
+    Column("csrf_token", String(64), nullable=False),
+    Column("created_at", UTCDateTime(), nullable=False),
+    Column("expires_at", UTCDateTime(), nullable=False),
+)
