@@ -16,6 +16,8 @@ WORKDIR /src
 COPY pyproject.toml README.md ./
 COPY monitor ./monitor
 COPY migrations ./migrations
+# the client package ships inside the monitor wheel too (issue 7; DESIGN §8)
+COPY clients/python/monitor_client ./clients/python/monitor_client
 # the wheel of this project only; its dependencies are resolved in the runtime stage
 RUN pip wheel --no-deps --wheel-dir /dist .
 

@@ -32,6 +32,9 @@ test-slow: install
 lint: install
 	$(BIN)/ruff check monitor tests
 	$(BIN)/mypy --strict monitor
+	$(BIN)/ruff check clients
+	$(BIN)/mypy --strict clients/python/monitor_client
+	$(BIN)/shellcheck -s sh clients/shell/monitor-run.sh
 
 bench: install
 	$(BIN)/python benchmarks/ping_throughput.py

@@ -104,6 +104,10 @@ def _parser() -> argparse.ArgumentParser:
     user_create.add_argument(
         "--password-stdin", action="store_true", help="read the password from standard input"
     )
+
+    from monitor import crontab_import  # issue 7
+
+    crontab_import.add_parser(sub)
     return parser
 
 
@@ -156,6 +160,10 @@ def _dispatch(args: argparse.Namespace) -> int:
     if command == "reshard":
         print(json.dumps(asyncio.run(_reshard(_settings(args), args.shards))))
         return 0
+    if command == "import-crontab":
+        from monitor import crontab_import
+
+        return crontab_import.run(args)
     if command in ("evaluate", "notify"):
         # SIGTERM cancels the worker: leases are released and the engine disposed, then exit 0.
         with contextlib.suppress(asyncio.CancelledError):

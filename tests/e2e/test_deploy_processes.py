@@ -331,7 +331,8 @@ def test_dockerfile_multi_stage_non_root_monitor_entrypoint() -> None:
     check = healthcheck_command()
     assert "curl" not in " ".join(check) and "/health" in check[-1]
     ignored = (REPO_ROOT / ".dockerignore").read_text().split()
-    for needed in ("pyproject.toml", "README.md", "monitor/", "migrations/"):
+    client = "clients/python/monitor_client/"  # shipped inside the monitor wheel (issue 7)
+    for needed in ("pyproject.toml", "README.md", "monitor/", "migrations/", client):
         assert f"!{needed}" in ignored  # the build stage sees what the wheel needs
 
 

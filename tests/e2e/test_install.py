@@ -136,7 +136,8 @@ def test_installed_wheel_works_from_an_empty_directory(
         [
             str(installed / "python"),
             "-c",
-            "import monitor, monitor.storage.engine as e; print(monitor.__file__); print(e.migrations_dir())",
+            "import monitor, monitor.storage.engine as e, monitor_client; print(monitor.__file__); "
+            "print(e.migrations_dir()); print(monitor_client.__file__)",
         ],
         cwd=empty_dir,
         env=env,
@@ -196,6 +197,18 @@ def test_installed_wheel_works_from_an_empty_directory(
             )
         )
         assert made["projects"] == ["default"]
+        # the wheel ships the client too (issue 7): its monitor-run reports a run
+        ran = subprocess.run(
+            [str(installed / "monitor-run"), "--check", check["uuid"], "--", "sh", "-c", "echo hi; exit 3"],
+            cwd=empty_dir,
+            env={**env, "MONITOR_BASE_URL": server.base},
+            capture_output=True,
+            timeout=60,
+            check=False,
+        )
+        assert ran.returncode == 3 and ran.stdout == b"hi\n", ran.stderr
+        status, stored = curl_api(server.base, "GET", f"/api/v3/checks/{check['uuid']}", API_KEY)
+        assert status == 200 and stored["n_pings"] == 3
         assert server.terminate() == 0, server.describe()
     finally:
         server.close()
@@ -205,3 +218,33 @@ def test_installed_wheel_works_from_an_empty_directory(
     assert checkout_reads == [], "\n".join(checkout_reads)
     assert migration_reads, "the audit hook saw no migration script opened: was it active?"
     assert all(str(installed.parent) in line for line in migration_reads), migration_reads
+
+
+def test_client_distribution_installs_alone_into_a_fresh_venv(tmp_path: Path, empty_dir: Path) -> None:
+    """``pip install ./clients/python`` on a fresh machine (issue 7): httpx is its only dependency."""
+    venv = tmp_path / "client-venv"
+    _run([sys.executable, "-m", "venv", str(venv)], cwd=tmp_path, env=clean_env())
+    python = str(venv / "bin" / "python")
+    _run(
+        [python, "-m", "pip", "install", "-q", str(REPO_ROOT / "clients" / "python")],
+        cwd=tmp_path,
+        env=clean_env(),
+    )
+    env = clean_env()
+    env.pop("PYTHONPATH", None)
+    shown = _run(
+        [
+            python,
+            "-c",
+            "import monitor_client, importlib.util as u; print(monitor_client.__file__); "
+            "print(u.find_spec('monitor')); print(monitor_client.Client().base_url)",
+        ],
+        cwd=empty_dir,
+        env=env,
+    ).split()
+    assert Path(shown[0]).is_relative_to(venv) and shown[1] == "None", shown
+    assert shown[2] == "http://127.0.0.1:8000"
+    installed = _run([python, "-m", "pip", "list", "--format=freeze"], cwd=empty_dir, env=env)
+    assert "monitor-client==0.1.0" in installed and "httpx==" in installed
+    assert (venv / "bin" / "monitor-run").exists()
+    assert (Path(shown[0]).parent / "py.typed").exists()

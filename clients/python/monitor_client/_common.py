@@ -1,0 +1,353 @@
+"""What the sync and async clients share: configuration, request plans, retry policy.
+
+Everything here is pure (no I/O, no clock): a ping call is first turned into a
+:class:`Plan` (method, URL, query, headers, body), and every HTTP answer or transport error
+into an :class:`Attempt` that says whether to retry. The two clients only run the loop.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import random
+import re
+import traceback
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from types import TracebackType
+from typing import Any, Literal
+from urllib.parse import quote
+
+logger = logging.getLogger("monitor_client")
+
+DEFAULT_BASE_URL = "http://127.0.0.1:8000"
+DEFAULT_BODY_LIMIT = 100_000
+#: Seconds to wait for each retry: ``backoff * 2**n``, with "equal jitter" (half fixed, half random).
+RETRYABLE_STATUSES = frozenset({408, 425, 429, 500, 502, 503, 504})
+
+Kind = Literal["success", "start", "fail", "log", "skip"]
+KINDS: frozenset[str] = frozenset({"success", "start", "fail", "log", "skip"})
+Scheduled = datetime | str | int | float | None
+
+UUID_RE = re.compile(r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$")
+SLUG_RE = re.compile(r"^[a-z0-9_-]{1,100}$")
+TRACEBACK_TAIL = 4000
+
+
+@dataclass(frozen=True, slots=True)
+class PingResult:
+    """The outcome of one ping (after retries).
+
+    Attributes:
+        ok: the monitor stored the ping (HTTP 200 or 201).
+        status: the last HTTP status received, or ``None`` when no answer arrived.
+        body_limit: bytes of a ping body the monitor keeps (its ``Ping-Body-Limit`` header;
+            100 000 until a response says otherwise).
+        error: why the ping was not stored (``None`` when ``ok``), e.g. ``"404 not found"`` or
+            ``"unreachable: ConnectError: …"``.
+        text: the monitor's plain-text answer (``"OK"``, ``"Created"``, ``"not found"`` …).
+    """
+
+    ok: bool
+    status: int | None
+    body_limit: int
+    error: str | None
+    text: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    """Resolved client configuration (arguments first, then ``MONITOR_*`` variables)."""
+
+    base_url: str
+    api_key: str | None
+    ping_key: str | None
+    timeout: float
+    retries: int
+    backoff: float
+
+    @classmethod
+    def resolve(
+        cls,
+        base_url: str | None,
+        api_key: str | None,
+        ping_key: str | None,
+        timeout: float,
+        retries: int,
+        backoff: float,
+        env: Mapping[str, str] | None = None,
+    ) -> Settings:
+        env = os.environ if env is None else env
+        url = base_url or env.get("MONITOR_BASE_URL") or DEFAULT_BASE_URL
+        return cls(
+            base_url=url.rstrip("/"),
+            api_key=api_key or env.get("MONITOR_API_KEY") or None,
+            ping_key=ping_key or env.get("MONITOR_PING_KEY") or None,
+            timeout=max(float(timeout), 0.001),
+            retries=max(int(retries), 0),
+            backoff=max(float(backoff), 0.0),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    """One HTTP request to make (possibly several times)."""
+
+    method: str
+    url: str
+    params: dict[str, str] = field(default_factory=dict)
+    headers: dict[str, str] = field(default_factory=dict)
+    content: bytes | None = None
+    json: Any = None
+
+
+class PlanError(ValueError):
+    """A ping that cannot be sent as asked (bad kind, slug without a key …); never leaves the client."""
+
+
+def slugify(name: str, default: str) -> str:
+    """A check slug for a job's name: lower case, ``[a-z0-9_-]``, at most 100 characters."""
+    slug = re.sub(r"[^a-z0-9_-]+", "-", name.lower()).strip("-")
+    return slug[:100] or default
+
+
+def is_uuid(check: str) -> bool:
+    return bool(UUID_RE.match(check))
+
+
+def scheduled_text(value: Scheduled, env: Mapping[str, str] | None = None) -> str | None:
+    """``scheduled`` as the ping API reads it, or ``None`` for none.
+
+    ``None`` falls back to ``$MONITOR_SCHEDULED_TIME`` (set by the bundled scheduler, or by a
+    Kubernetes CronJob through the downward API). An aware ``datetime`` is sent in UTC
+    (``2026-07-19T03:00:00Z``); a naive one is read as local time (Python's
+    ``datetime.astimezone`` convention); ``int``/``float`` are unix seconds (or milliseconds
+    from 10^11, as the server reads them); a ``str`` is sent as it is.
+    """
+    if value is None:
+        env = os.environ if env is None else env
+        return env.get("MONITOR_SCHEDULED_TIME") or None
+    if isinstance(value, datetime):
+        instant = value.astimezone(UTC)
+        timespec = "microseconds" if instant.microsecond else "seconds"
+        return instant.replace(tzinfo=None).isoformat(timespec=timespec) + "Z"
+    if isinstance(value, bool):
+        raise PlanError("scheduled: must be a datetime, ISO 8601 text or unix seconds")
+    if isinstance(value, int | float):
+        return str(value)
+    return str(value)
+
+
+def tail(body: str | bytes | None, limit: int) -> bytes | None:
+    """The last ``limit`` bytes of ``body`` (a str is UTF-8 encoded first)."""
+    if body is None:
+        return None
+    if isinstance(body, str):
+        data = body.encode("utf-8", "replace")
+    elif isinstance(body, bytes | bytearray | memoryview):
+        data = bytes(body)
+    else:  # not what the signature says; send its text rather than bytes(int) zeros
+        data = str(body).encode("utf-8", "replace")
+    if limit > 0 and len(data) > limit:
+        data = data[-limit:]
+    return data
+
+
+def ping_plan(
+    settings: Settings,
+    check: str,
+    kind: str,
+    *,
+    scheduled: Scheduled,
+    rid: str | None,
+    body: str | bytes | None,
+    exit_status: int | None,
+    headers: Mapping[str, str] | None,
+    create: bool,
+    body_limit: int,
+    uuid: str | None = None,
+) -> Plan:
+    """The request for one ping (DESIGN §5 URLs). ``uuid`` overrides a slug's ping-key URL.
+
+    Raises:
+        PlanError: unknown ``kind``, ``exit_status`` outside 0-255, a slug without a ping key,
+            an invalid slug.
+    """
+    if not isinstance(check, str):
+        raise PlanError(f"check: {check!r} is not a uuid or slug string")
+    if exit_status is not None:
+        if isinstance(exit_status, bool) or not isinstance(exit_status, int) or not 0 <= exit_status <= 255:
+            raise PlanError(f"exit_status: {exit_status!r} is not an integer 0-255")
+        action = str(exit_status)
+    elif kind not in KINDS:
+        raise PlanError(f"kind: {kind!r} is not one of {', '.join(sorted(KINDS))}")
+    else:
+        action = "" if kind == "success" else kind
+    params: dict[str, str] = {}
+    if uuid is not None or is_uuid(check):
+        target = (uuid or check).lower()
+        path = f"/ping/{target}"
+    else:
+        if not SLUG_RE.match(check):
+            raise PlanError(f"check: {check!r} is neither a uuid nor a slug ([a-z0-9_-], 1-100 characters)")
+        if not settings.ping_key:
+            raise PlanError(
+                f"check: {check!r} is a slug and no ping key is set (MONITOR_PING_KEY or ping_key=)"
+            )
+        path = f"/ping/{quote(settings.ping_key, safe='')}/{check}"
+        if create:
+            params["create"] = "1"
+    if action:
+        path += f"/{action}"
+    if rid is not None:
+        params["rid"] = str(rid)
+    when = scheduled_text(scheduled)
+    if when is not None:
+        params["scheduled"] = when
+    if action == "skip" and when is None:
+        raise PlanError("scheduled: a skip ping needs the tick it skips")
+    content = tail(body, body_limit)
+    return Plan(
+        method="POST",
+        url=settings.base_url + path,
+        params=params,
+        headers=dict(headers or {}),
+        content=content if content is not None else b"",
+    )
+
+
+def upsert_plan(settings: Settings, slug: str, fields: Mapping[str, Any]) -> Plan:
+    """``POST /api/v3/checks/`` with ``unique: ["slug"]`` (name and slug default to ``slug``).
+
+    Raises:
+        PlanError: no API key.
+    """
+    if not settings.api_key:
+        raise PlanError("api_key: needed to create or update checks (MONITOR_API_KEY or api_key=)")
+    payload: dict[str, Any] = {"name": slug, "slug": slug, **fields}
+    payload.setdefault("unique", ["slug"])
+    return Plan(
+        method="POST",
+        url=settings.base_url + "/api/v3/checks/",
+        headers={"X-Api-Key": settings.api_key},
+        json=payload,
+    )
+
+
+def api_plan(settings: Settings, method: str, path: str, params: Mapping[str, str] | None = None) -> Plan:
+    """A management API call ``method /api/v3/<path>``.
+
+    Raises:
+        PlanError: no API key.
+    """
+    if not settings.api_key:
+        raise PlanError("api_key: needed for the management API (MONITOR_API_KEY or api_key=)")
+    return Plan(
+        method=method,
+        url=settings.base_url + "/api/v3/" + path.lstrip("/"),
+        params=dict(params or {}),
+        headers={"X-Api-Key": settings.api_key},
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class Attempt:
+    """How one try ended: done (stored or refused for good) or worth retrying after ``wait``."""
+
+    result: PingResult
+    retry: bool
+    retry_after: float | None = None
+
+
+def judge_response(status: int, headers: Mapping[str, str], text: str, body_limit: int) -> Attempt:
+    """Classify an HTTP answer: 2xx done; 408/425/429/5xx retry; other 4xx refused for good."""
+    limit = body_limit
+    raw_limit = headers.get("ping-body-limit")
+    if raw_limit is not None and raw_limit.strip().isdigit():
+        limit = int(raw_limit.strip())
+    short = text.strip()[:200]
+    if 200 <= status < 300:
+        return Attempt(PingResult(True, status, limit, None, short), retry=False)
+    retry_after: float | None = None
+    raw_retry = headers.get("retry-after")
+    if raw_retry is not None:
+        try:
+            retry_after = max(float(raw_retry), 0.0)
+        except ValueError:
+            retry_after = None
+    return Attempt(
+        PingResult(False, status, limit, f"{status} {short}".strip(), short),
+        retry=status in RETRYABLE_STATUSES,
+        retry_after=retry_after,
+    )
+
+
+def judge_error(error: BaseException, body_limit: int) -> Attempt:
+    """A transport error (refused, timed out, DNS …): retry."""
+    detail = str(error) or type(error).__name__
+    return Attempt(
+        PingResult(False, None, body_limit, f"unreachable: {type(error).__name__}: {detail}"), retry=True
+    )
+
+
+def backoff_delay(backoff: float, attempt: int, rng: random.Random | None = None) -> float:
+    """Seconds before retry number ``attempt`` (0-based): ``backoff * 2**attempt``, equal jitter."""
+    base = backoff * 2.0**attempt
+    draw = rng.random() if rng is not None else random.random()
+    return base / 2 + draw * base / 2
+
+
+def failure_body(
+    exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+) -> str:
+    """``Type: message`` and the last lines of the traceback (a failed run's ping body)."""
+    if exc_type is None:
+        return ""
+    text = "".join(traceback.format_exception(exc_type, exc, tb))
+    if len(text) > TRACEBACK_TAIL:
+        text = "…" + text[-TRACEBACK_TAIL:]
+    head = f"{exc_type.__name__}: {exc}" if exc is not None and str(exc) else exc_type.__name__
+    return f"{head}\n\n{text}"
+
+
+class WarnOnce:
+    """Log one warning per outage: the first failure warns, later ones log at debug until a success."""
+
+    def __init__(self) -> None:
+        self.failing = False
+
+    def failed(self, what: str, result: PingResult) -> None:
+        if not self.failing:
+            self.failing = True
+            logger.warning(
+                "%s not delivered to the monitor (%s); the job goes on, further failures are logged at debug",
+                what,
+                result.error,
+                extra={"action": "monitor_ping_failed"},
+            )
+        else:
+            logger.debug("%s not delivered to the monitor (%s)", what, result.error)
+
+    def succeeded(self) -> None:
+        if self.failing:
+            logger.info("the monitor is reachable again", extra={"action": "monitor_reachable"})
+        self.failing = False
+
+
+def exit_outcome(exc_type: type[BaseException] | None, exc: BaseException | None) -> tuple[str, int | None]:
+    """The finishing ping of a run: ``("success", None)``, ``("fail", None)`` or an exit status.
+
+    ``SystemExit`` with code 0/None is a success; with an integer code that code is the exit
+    status; any other exception (including ``KeyboardInterrupt``) is a failure.
+    """
+    if exc_type is None:
+        return "success", None
+    if isinstance(exc, SystemExit):
+        code = exc.code
+        if code is None or code == 0:
+            return "success", None
+        if isinstance(code, int) and not isinstance(code, bool) and 0 <= code <= 255:
+            return "fail", code
+        return "fail", None
+    return "fail", None

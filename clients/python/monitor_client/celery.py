@@ -1,0 +1,228 @@
+"""Celery integration: every beat-scheduled task run reported as one run, with its tick.
+
+One call enables it, in the module that defines the Celery app (so beat and the workers both
+run it)::
+
+    from monitor_client import celery as monitor_celery
+
+    app = Celery("billing")
+    monitor_celery.enable(app)          # Client() from MONITOR_* variables
+
+What it does:
+
+* **beat** (``beat_init`` signal): each task beat sends carries two headers, ``monitor_check``
+  (the entry's name as a slug, or ``checks[entry name]``) and ``monitor_scheduled`` (the tick the
+  entry was due at: the crontab time, or ``last_run_at + run_every``, not the moment beat woke
+  up; see :func:`entry_tick`). With an API key, beat also upserts a
+  check per entry at start: a ``crontab`` becomes a cron check in ``app.conf.timezone``, a
+  ``timedelta`` a simple check with that period.
+* **worker** (``task_prerun``, ``task_success``, ``task_failure``, ``task_revoked``): ``start``
+  before the task, then ``success`` or ``fail`` (exception type, message and traceback as body).
+  The run id is the Celery task id, so a retried task (same id) is one run and its repeated
+  ``start`` is stored as a retransmission. Tasks not sent by beat are reported when their
+  name is in ``checks``.
+
+The pings are sent from the worker's task thread and bounded by the client's ``timeout``; a
+monitor that is down never fails a task.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from monitor_client import _common
+from monitor_client._client import Client
+from monitor_client._common import failure_body
+
+HEADER_CHECK = "monitor_check"
+HEADER_SCHEDULED = "monitor_scheduled"
+SKIPPED_ENTRIES = frozenset({"celery.backend_cleanup"})
+
+
+def slugify(name: str) -> str:
+    """A check slug for a beat entry name (``[a-z0-9_-]``, at most 100 characters)."""
+    return _common.slugify(name, "celery-task")
+
+
+def entry_tick(entry: Any) -> datetime:
+    """The instant a beat entry is due at, in UTC (from its schedule and ``last_run_at``).
+
+    For a ``crontab``: the first cron time after the last run, computed in the schedule's zone
+    (``remaining_delta``, exact); for a ``timedelta`` schedule ``last_run_at + run_every``;
+    otherwise beat's own estimate, ``now + remaining_estimate(last_run_at)``.
+    """
+    schedule = entry.schedule
+    last_run_at = entry.last_run_at
+    run_every = getattr(schedule, "run_every", None)
+    tick: datetime
+    if hasattr(schedule, "_orig_minute") and hasattr(schedule, "remaining_delta"):
+        start, delta, _now = schedule.remaining_delta(last_run_at)
+        tick = start + delta
+    elif isinstance(run_every, timedelta) and not getattr(schedule, "relative", False):
+        tick = schedule.maybe_make_aware(last_run_at).astimezone(UTC) + run_every
+    else:
+        tick = schedule.now() + schedule.remaining_estimate(last_run_at)
+    if tick.tzinfo is None:
+        tick = tick.replace(tzinfo=UTC)
+    return tick.astimezone(UTC)
+
+
+def cron_expression(schedule: Any) -> str | None:
+    """A ``crontab`` schedule as a 5-field unix expression, or ``None`` for other schedules."""
+    fields = []
+    for attribute in (
+        "_orig_minute",
+        "_orig_hour",
+        "_orig_day_of_month",
+        "_orig_month_of_year",
+        "_orig_day_of_week",
+    ):
+        if not hasattr(schedule, attribute):
+            return None
+        value = getattr(schedule, attribute)
+        if isinstance(value, str | int):
+            fields.append(str(value).replace(" ", ""))
+        elif isinstance(value, set | frozenset | list | tuple):
+            fields.append(",".join(str(v) for v in sorted(value)))
+        else:
+            return None
+    return " ".join(fields)
+
+
+def check_fields(entry: Any, tz: str) -> dict[str, Any]:
+    """Management API fields for a beat entry's check (schedule and zone, or a period)."""
+    expression = cron_expression(entry.schedule)
+    if expression is not None:
+        return {"schedule": expression, "tz": tz}
+    run_every = getattr(entry.schedule, "run_every", None)
+    if isinstance(run_every, timedelta):
+        return {"timeout": max(int(run_every.total_seconds()), 1)}
+    return {}
+
+
+def _header(task: Any, name: str) -> Any:
+    request = task.request
+    value = getattr(request, name, None)
+    if value is None:
+        headers = getattr(request, "headers", None) or {}
+        value = headers.get(name) if isinstance(headers, Mapping) else None
+    return value
+
+
+def enable(
+    app: Any,
+    client: Client | None = None,
+    *,
+    checks: Mapping[str, str] | None = None,
+    create: bool = True,
+    upsert: bool = True,
+) -> Client:
+    """Report beat-scheduled task runs of ``app`` to the monitor.
+
+    Args:
+        app: the ``celery.Celery`` application.
+        client: the :class:`~monitor_client.Client` to ping with (default ``Client()``).
+        checks: beat entry name or task name → check uuid or slug (default: the entry name,
+            slugified; tasks not sent by beat and not named here are not reported).
+        create: auto-provision a check named by slug on its first ping (ping key URLs).
+        upsert: with an API key, create or update each beat entry's check when beat starts.
+
+    Returns:
+        The client in use.
+    """
+    from celery import signals
+
+    client = client or Client()
+    names = dict(checks or {})
+
+    def on_beat_init(sender: Any = None, **_: Any) -> None:
+        scheduler = sender.scheduler
+        original = scheduler.apply_async
+        tz = str(getattr(scheduler.app.conf, "timezone", None) or "UTC")
+
+        def tagged_options(entry: Any) -> dict[str, Any] | None:
+            if entry.name in SKIPPED_ENTRIES:
+                return None
+            options = dict(entry.options or {})
+            headers = dict(options.get("headers") or {})
+            headers[HEADER_CHECK] = names.get(entry.name) or slugify(entry.name)
+            try:
+                headers[HEADER_SCHEDULED] = entry_tick(entry).isoformat().replace("+00:00", "Z")
+            except Exception:  # a schedule type without an estimate: no tick, still a run
+                headers.pop(HEADER_SCHEDULED, None)
+            options["headers"] = headers
+            return options
+
+        def apply_async(entry: Any, producer: Any = None, advance: bool = True, **kwargs: Any) -> Any:
+            try:
+                options = tagged_options(entry)
+            except Exception:  # never keep beat from sending the task
+                options = None
+            if options is None:
+                return original(entry, producer=producer, advance=advance, **kwargs)
+            # The entry's options are swapped for this one send (beat sends from one thread)
+            # rather than the entry rebuilt: schedulers such as django-celery-beat have entry
+            # classes with other constructors.
+            saved = entry.options
+            entry.options = options
+            try:
+                return original(entry, producer=producer, advance=advance, **kwargs)
+            finally:
+                entry.options = saved
+
+        scheduler.apply_async = apply_async
+        if upsert and client.settings.api_key:
+            for name, entry in list(scheduler.schedule.items()):
+                if name in SKIPPED_ENTRIES:
+                    continue
+                check = names.get(name) or slugify(name)
+                client.upsert_check(check, **check_fields(entry, tz))
+
+    def check_of(task: Any) -> str | None:
+        value = _header(task, HEADER_CHECK)
+        if isinstance(value, str) and value:
+            return value
+        return names.get(task.name)
+
+    def on_prerun(task_id: str | None = None, task: Any = None, **_: Any) -> None:
+        check = check_of(task)
+        if check is None:
+            return
+        scheduled = _header(task, HEADER_SCHEDULED)
+        client.ping(check, "start", rid=task_id, scheduled=scheduled or None, create=create)
+
+    def finish(task: Any, kind: str, body: str | None = None) -> None:
+        check = check_of(task)
+        if check is None:
+            return
+        scheduled = _header(task, HEADER_SCHEDULED)
+        client.ping(check, kind, rid=task.request.id, scheduled=scheduled or None, body=body, create=create)
+
+    def on_success(sender: Any = None, **_: Any) -> None:
+        finish(sender, "success")
+
+    def on_failure(
+        sender: Any = None, exception: BaseException | None = None, einfo: Any = None, **_: Any
+    ) -> None:
+        tb = getattr(einfo, "tb", None)
+        body = failure_body(type(exception) if exception is not None else Exception, exception, tb)
+        finish(sender, "fail", body)
+
+    def on_revoked(sender: Any = None, request: Any = None, terminated: bool = False, **_: Any) -> None:
+        check = _header(sender, HEADER_CHECK) if request is None else getattr(request, HEADER_CHECK, None)
+        check = check or (names.get(sender.name) if sender is not None else None)
+        if not check or request is None:
+            return
+        scheduled = getattr(request, HEADER_SCHEDULED, None)
+        reason = "terminated" if terminated else "revoked"
+        client.ping(check, "fail", rid=request.id, scheduled=scheduled, body=f"task {reason}", create=create)
+
+    uid = f"monitor_client:{id(app)}"
+    signals.beat_init.connect(on_beat_init, weak=False, dispatch_uid=uid + ":beat")
+    signals.task_prerun.connect(on_prerun, weak=False, dispatch_uid=uid + ":prerun")
+    signals.task_success.connect(on_success, weak=False, dispatch_uid=uid + ":success")
+    signals.task_failure.connect(on_failure, weak=False, dispatch_uid=uid + ":failure")
+    signals.task_revoked.connect(on_revoked, weak=False, dispatch_uid=uid + ":revoked")
+    return client

@@ -1,0 +1,147 @@
+#!/bin/sh
+# monitor-run.sh CHECK COMMAND [ARGS...]
+#
+# Run COMMAND and report it to the monitor as one run, with POSIX sh and curl only (for machines
+# without Python; `monitor-run` of the Python client does the same):
+#   1. ping start (with a run id, and the tick from MONITOR_SCHEDULED_TIME when set);
+#   2. run COMMAND, its output passing through (stderr is merged into stdout here);
+#   3. ping its exit status with the last Ping-Body-Limit bytes of output (from the start
+#      ping's answer; 100000 by default) as the body;
+#   4. exit with COMMAND's status (128+N when signal N ended it).
+# SIGTERM and SIGHUP are forwarded to COMMAND, SIGINT as SIGTERM (a background command of a
+# non-interactive shell ignores SIGINT). The monitor being down never stops COMMAND: a failed
+# ping prints one warning on stderr. The whole output passes through a temporary file (for its
+# tail); a job printing gigabytes needs that much room in $TMPDIR.
+#
+# CHECK is a check's uuid, or its slug (then MONITOR_PING_KEY is needed).
+# Environment:
+#   MONITOR_BASE_URL        the monitor's address (default http://127.0.0.1:8000)
+#   MONITOR_PING_KEY        the project's ping key, for a CHECK given by slug
+#   MONITOR_SCHEDULED_TIME  the tick this run belongs to (sent as scheduled=)
+#   MONITOR_RUN_ID          the run id to use (default: a fresh UUID)
+#   MONITOR_CREATE=1        create a check named by slug if it is missing
+#   MONITOR_TIMEOUT         seconds per ping attempt, and for its retries (default 10;
+#                           a ping thus takes at most about twice this)
+#   MONITOR_RETRIES         retries of a ping (default 3)
+
+set -u
+
+if [ "$#" -lt 2 ]; then
+    echo "usage: monitor-run.sh CHECK COMMAND [ARGS...]" >&2
+    exit 2
+fi
+
+check=$1
+shift
+base=${MONITOR_BASE_URL:-http://127.0.0.1:8000}
+base=${base%/}
+timeout=${MONITOR_TIMEOUT:-10}
+retries=${MONITOR_RETRIES:-3}
+
+warned=0
+warn() {
+    if [ "$warned" -eq 0 ]; then
+        echo "monitor-run.sh: $1; the job goes on" >&2
+        warned=1
+    fi
+}
+
+query=""
+param() {
+    if [ -z "$query" ]; then query="?$1"; else query="$query&$1"; fi
+}
+
+case $check in
+    [0-9a-fA-F][0-9a-fA-F][0-9a-fA-F][0-9a-fA-F][0-9a-fA-F][0-9a-fA-F][0-9a-fA-F][0-9a-fA-F]-*-*-*-*)
+        url="$base/ping/$check"
+        ;;
+    *)
+        url="$base/ping/${MONITOR_PING_KEY:-}/$check"
+        if [ "${MONITOR_CREATE:-0}" = 1 ]; then
+            param "create=1"
+        fi
+        if [ -z "${MONITOR_PING_KEY:-}" ]; then
+            warn "$check is a slug and MONITOR_PING_KEY is not set"
+            url=""
+        fi
+        ;;
+esac
+
+rid=${MONITOR_RUN_ID:-}
+if [ -z "$rid" ]; then
+    if [ -r /proc/sys/kernel/random/uuid ]; then
+        rid=$(cat /proc/sys/kernel/random/uuid)
+    elif command -v uuidgen >/dev/null 2>&1; then
+        rid=$(uuidgen | tr 'A-F' 'a-f')
+    fi
+fi
+if [ -n "$rid" ]; then
+    param "rid=$rid"
+fi
+if [ -n "${MONITOR_SCHEDULED_TIME:-}" ]; then
+    param "scheduled=$MONITOR_SCHEDULED_TIME"
+fi
+
+work=$(mktemp -d "${TMPDIR:-/tmp}/monitor-run.XXXXXX") || exit 70
+# shellcheck disable=SC2329 # called by the EXIT trap
+cleanup() {
+    rm -rf "$work"
+}
+trap cleanup EXIT
+
+# send_ping ACTION [BODY_FILE]: one ping, at most $timeout s per attempt; never fails the script.
+send_ping() {
+    [ -n "$url" ] || return 0
+    target="$url$1$query"
+    if [ "$#" -ge 2 ]; then
+        set -- --data-binary "@$2"
+    else
+        set -- --data-binary ""
+    fi
+    if ! curl -fsS -m "$timeout" --retry "$retries" --retry-connrefused --retry-max-time "$timeout" \
+        -o /dev/null -D "$work/headers" -A "monitor-run.sh/0.1.0" "$@" "$target" 2>"$work/curl.err"; then
+        warn "ping not delivered ($(tr '\n' ' ' <"$work/curl.err"))"
+    fi
+}
+
+send_ping /start
+limit=""
+if [ -f "$work/headers" ]; then
+    limit=$(tr -d '\r' <"$work/headers" | sed -n 's/^[Pp]ing-[Bb]ody-[Ll]imit: *\([0-9][0-9]*\).*/\1/p' | tail -n 1)
+fi
+limit=${limit:-100000}
+
+# The command writes into a FIFO that tee copies to our stdout and to the log: so the command
+# runs in the background of this shell and its pid is known, for forwarding signals.
+mkfifo "$work/out" || exit 70
+tee "$work/log" <"$work/out" &
+tee_pid=$!
+export MONITOR_RUN_ID="$rid"
+"$@" >"$work/out" 2>&1 &
+child=$!
+
+# shellcheck disable=SC2329 # called by the signal traps
+forward() {
+    kill "-$1" "$child" 2>/dev/null
+}
+trap 'forward TERM' TERM
+# A background command of a non-interactive shell ignores SIGINT (POSIX), so an interrupt is
+# passed on as SIGTERM.
+trap 'forward TERM' INT
+trap 'forward HUP' HUP
+
+while :; do
+    wait "$child"
+    status=$?
+    # a trapped signal ends `wait` early (status > 128) while the command still runs
+    kill -0 "$child" 2>/dev/null || break
+done
+wait "$tee_pid" 2>/dev/null
+trap - TERM INT HUP
+
+if [ "$status" -gt 255 ]; then
+    status=255
+fi
+tail -c "$limit" "$work/log" >"$work/tail"
+send_ping "/$status" "$work/tail"
+exit "$status"

@@ -1,0 +1,137 @@
+"""``monitor import-crontab FILE``: a check per crontab job, and the crontab rewritten to ping it.
+
+The edge around :mod:`monitor.domain.crontab`: reads the file, upserts one check per job through
+the management API (``monitor_client``, ``unique: ["slug"]``, so running it twice updates the
+same checks), prints the rewritten crontab on stdout and the report on stderr. Lines it cannot
+read stay as they were and are reported with their line numbers; the exit status is then 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, TextIO
+
+from monitor.domain import crontab
+
+
+def add_parser(sub: Any) -> None:
+    """Register ``import-crontab`` on the ``monitor`` command's subparsers."""
+    parser = sub.add_parser(
+        "import-crontab",
+        help="create a check per crontab job; print the crontab rewritten with the pings",
+        description=(
+            "Create (or update) a check per job of a crontab and print the crontab rewritten so "
+            "that each job reports to its check. Lines that cannot be read are left unchanged "
+            "and reported on stderr with their line numbers (exit status 1)."
+        ),
+    )
+    parser.add_argument("file", type=Path, help="a crontab: `crontab -l` output, /etc/crontab, /etc/cron.d/*")
+    form = parser.add_mutually_exclusive_group()
+    form.add_argument(
+        "--system",
+        dest="system",
+        action="store_true",
+        default=None,
+        help="the /etc/crontab format: a user field before the command (default for /etc/crontab, cron.d)",
+    )
+    form.add_argument("--user-crontab", dest="system", action="store_false", help="no user field")
+    parser.add_argument(
+        "--style",
+        choices=["monitor-run", "curl"],
+        default="monitor-run",
+        help="wrap each command in monitor-run (default) or in curl calls",
+    )
+    parser.add_argument("--dry-run", action="store_true", help="parse and print, create no checks")
+    parser.add_argument("--prefix", default="", help="put before every check slug, e.g. the host name")
+    parser.add_argument("--base-url", help="the monitor's address (env MONITOR_BASE_URL)")
+    parser.add_argument("--api-key", help="read-write API key of the project (env MONITOR_API_KEY)")
+
+
+def is_system_crontab(path: Path) -> bool:
+    """``/etc/crontab`` and files in a ``cron.d`` directory have a user field."""
+    resolved = path.resolve()
+    return resolved == Path("/etc/crontab") or resolved.parent.name == "cron.d"
+
+
+def run(args: argparse.Namespace, out: TextIO = sys.stdout, err: TextIO = sys.stderr) -> int:
+    """Carry out ``monitor import-crontab``; returns the exit status (0, 1 some lines unread, 2 error)."""
+    try:
+        text = args.file.read_text(encoding="utf-8", errors="replace")
+    except OSError as error:
+        print(f"monitor import-crontab: cannot read {args.file}: {error.strerror or error}", file=err)
+        return 2
+    system = is_system_crontab(args.file) if args.system is None else bool(args.system)
+    lines = crontab.parse_crontab(text, system=system, now=datetime.now(UTC), prefix=args.prefix)
+    base_url = (args.base_url or os.environ.get("MONITOR_BASE_URL") or "http://127.0.0.1:8000").rstrip("/")
+    api_key = args.api_key or os.environ.get("MONITOR_API_KEY")
+
+    client = None
+    if not args.dry_run:
+        if not api_key:
+            print(
+                "monitor import-crontab: api_key: set MONITOR_API_KEY or --api-key (or use --dry-run)",
+                file=err,
+            )
+            return 2
+        from monitor_client import Client
+
+        client = Client(base_url, api_key=api_key, retries=2)
+
+    rewritten: list[str] = []
+    unread = 0
+    imported = 0
+    if args.style == "monitor-run" and not any(
+        isinstance(x, crontab.Kept) and x.text.strip().startswith("MONITOR_BASE_URL") for x in lines
+    ):
+        rewritten.append(f"MONITOR_BASE_URL={base_url}")
+    try:
+        for line in lines:
+            if isinstance(line, crontab.Kept):
+                rewritten.append(line.text)
+                if line.note:
+                    print(line.note, file=err)
+                continue
+            if isinstance(line, crontab.Unreadable):
+                rewritten.append(line.text)
+                print(f"{line.reason}; left unchanged", file=err)
+                unread += 1
+                continue
+            check_ref, ping_url = line.slug, f"{base_url}/ping/<uuid of {line.slug}>"
+            if client is not None:
+                created = client.upsert_check(line.slug, **_fields(line, args.file))
+                if created is None:
+                    rewritten.append(line.text)
+                    print(
+                        f"line {line.line}: the monitor did not save check {line.slug!r}; left unchanged",
+                        file=err,
+                    )
+                    unread += 1
+                    continue
+                check_ref, ping_url = str(created["uuid"]), str(created["ping_url"])
+            rewritten.append(crontab.rewrite(line, check_ref, style=args.style, ping_url=ping_url))
+            imported += 1
+            what = f"{line.slug} ({line.schedule}, {line.tz}, grace {line.grace}s)"
+            print(f"line {line.line}: {what} -> {check_ref}", file=err)
+    finally:
+        if client is not None:
+            client.close()
+    out.write("\n".join(rewritten) + "\n")
+    verb = "parsed" if args.dry_run else "imported"
+    print(f"{imported} jobs {verb}, {unread} lines left unchanged", file=err)
+    return 1 if unread else 0
+
+
+def _fields(job: crontab.Job, path: Path) -> dict[str, Any]:
+    tags = ["crontab"] + ([f"user-{job.user}"] if job.user else [])
+    return {
+        "name": job.slug if job.user is None else f"{job.slug} ({job.user})",
+        "schedule": job.schedule,
+        "tz": job.tz,
+        "grace": job.grace,
+        "tags": " ".join(tags),
+        "desc": f"imported from {path}, line {job.line}: {job.text.strip()}"[:1000],
+    }

@@ -1,0 +1,274 @@
+"""Reading a crontab (``monitor import-crontab``, issue 7): pure, no I/O, never reads the clock.
+
+Understands what Vixie/cronie crontabs hold: blank lines and ``#`` comments, environment lines
+(``NAME=value``, ``NAME = "value"``), ``CRON_TZ=`` / ``TZ=`` (the zone of the jobs that follow;
+``CRON_TZ`` wins over ``TZ``, as in cronie), 5-field schedules and the ``@daily``-style macros,
+and the user field of ``/etc/crontab`` and ``/etc/cron.d`` files (``system=True``). A job line
+that cannot be read (``@reboot``, a bad expression, a missing command, an unknown zone) becomes an
+:class:`Unreadable` line with its number and the reason; it is never guessed at.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import re
+import shlex
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from monitor.domain import schedules
+from monitor.domain.errors import ScheduleError, ZoneError
+
+ENV_RE = re.compile(r"^\s*([A-Za-z_][A-Za-z0-9_]*)\s*=\s*(.*?)\s*$")
+USER_RE = re.compile(r"^[a-z_][a-z0-9_.-]*\$?$", re.IGNORECASE)
+MACROS = frozenset({"@yearly", "@annually", "@monthly", "@weekly", "@daily", "@midnight", "@hourly"})
+#: grace = a quarter of the shortest gap between ticks, kept within these bounds (seconds)
+GRACE_MIN = 60
+GRACE_MAX = 3600
+MONITORED_RE = re.compile(r"(/ping/|monitor-run|hc-ping\.com)")
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Job:
+    """A job line that can be monitored.
+
+    Attributes:
+        line: 1-based line number in the file.
+        text: the line as written.
+        schedule: the 5-field expression or macro, as written.
+        tz: the IANA zone in force for the line (``CRON_TZ``/``TZ``, default ``"UTC"``).
+        user: the user field (system crontabs), else ``None``.
+        command: the command, as written (shell syntax, cron's ``%`` rules).
+        slug: a check slug unique within the file (from the command's program name).
+        grace: seconds, a quarter of the shortest gap between the schedule's ticks, 60-3600.
+    """
+
+    line: int
+    text: str
+    schedule: str
+    tz: str
+    user: str | None
+    command: str
+    slug: str
+    grace: int
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Unreadable:
+    """A line left as it is, with the reason (``"line 7: @reboot has no schedule to watch"``)."""
+
+    line: int
+    text: str
+    reason: str
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Kept:
+    """A blank, comment or environment line, or a job that is already monitored."""
+
+    line: int
+    text: str
+    note: str | None = None
+
+
+Line = Job | Unreadable | Kept
+
+
+def _zone_value(raw: str) -> str:
+    value = raw.strip()
+    if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
+        value = value[1:-1]
+    return value
+
+
+OPERATORS = frozenset({"&&", "||", ";", "|", "(", ")", "&", "{", "}", ";;"})
+WRAPPERS = frozenset({"nice", "ionice", "timeout", "chronic", "sudo", "exec", "nohup", "env", "time"})
+NOT_THE_JOB = frozenset({"cd", "test", "[", "true", ":", "exit", "sleep", "export"})
+
+
+def _program_slug(command: str) -> str:
+    """A slug naming the job: the program of the first shell segment that does the work
+    (``cd / && run-parts /etc/cron.daily`` → ``run-parts-cron-daily``, ``/opt/backup.sh`` →
+    ``backup``)."""
+    try:
+        lexer = shlex.shlex(command, posix=True, punctuation_chars=True)
+        lexer.whitespace_split = True
+        words = list(lexer)
+    except ValueError:
+        words = command.split()
+    segments: list[list[str]] = [[]]
+    for word in words:
+        if word in OPERATORS:
+            segments.append([])
+        else:
+            segments[-1].append(word)
+    for segment in segments:
+        rest = [w for w in segment if not ("=" in w and not w.startswith(("/", ".", "-")))]
+        while rest and (rest[0] in WRAPPERS or rest[0].startswith("-") or rest[0].isdigit()):
+            rest.pop(0)
+        if not rest or rest[0] in NOT_THE_JOB:
+            continue
+        name = rest[0].rsplit("/", 1)[-1]
+        if name in ("sh", "bash", "dash", "zsh") and "-c" in rest[1:-1]:
+            return _program_slug(rest[rest.index("-c", 1) + 1])  # the inline script's program
+        scripts = [w for w in rest[1:] if not w.startswith("-")]
+        if re.fullmatch(r"(python|perl|ruby|php|node|bash|sh)[0-9.]*", name) and scripts:
+            name = scripts[0].rsplit("/", 1)[-1]  # the script, not its interpreter
+        if name == "run-parts":
+            directories = [w for w in rest[1:] if w.startswith("/")]
+            if directories:
+                name += "-" + directories[-1].rstrip("/").rsplit("/", 1)[-1]
+        name = re.sub(r"\.(sh|py|pl|rb|php|bash)$", "", name.lower())
+        slug = re.sub(r"[^a-z0-9_-]+", "-", name).strip("-")[:80]
+        if slug:
+            return slug
+    return "cron-job"
+
+
+def grace_for(schedule: schedules.CronSchedule, now: datetime) -> int:
+    """A quarter of the shortest gap among the next 12 ticks after ``now``, within 60-3600 s."""
+    ticks = schedule.next_ticks(now, 12)
+    gaps = [(b - a).total_seconds() for a, b in itertools.pairwise(ticks)]
+    shortest = min(gaps) if gaps else timedelta(days=1).total_seconds()
+    return int(min(max(shortest / 4, GRACE_MIN), GRACE_MAX))
+
+
+def parse_crontab(text: str, *, system: bool, now: datetime, prefix: str = "") -> list[Line]:
+    """Read every line of a crontab.
+
+    Args:
+        text: the file's content.
+        system: the ``/etc/crontab`` format (a user field between the schedule and the command).
+        now: an aware instant; grace is derived from the ticks after it.
+        prefix: put before every slug (e.g. the host name: ``web1-backup``), lower-cased.
+
+    Returns:
+        One :class:`Job`, :class:`Unreadable` or :class:`Kept` per line, in order. Job slugs
+        are unique within the file (``backup``, ``backup-2`` …).
+    """
+    result: list[Line] = []
+    cron_tz: str | None = None
+    tz_var: str | None = None
+    used: dict[str, int] = {}
+    for number, raw in enumerate(text.splitlines(), start=1):
+        stripped = raw.strip()
+        if stripped == "" or stripped.startswith("#"):
+            result.append(Kept(line=number, text=raw))
+            continue
+        env = ENV_RE.match(raw)
+        if env and not stripped.startswith("@") and not re.match(r"^[\d*]", stripped):
+            name, value = env.group(1), _zone_value(env.group(2))
+            if name == "CRON_TZ":
+                cron_tz = value or None
+            elif name == "TZ":
+                tz_var = value or None
+            result.append(Kept(line=number, text=raw))
+            continue
+        line = _job(number, raw, stripped, system=system, tz=cron_tz or tz_var or "UTC", now=now)
+        if isinstance(line, Job):
+            base = _prefixed(prefix, line.slug)
+            count = used.get(base, 0) + 1
+            used[base] = count
+            line = dataclasses.replace(line, slug=base if count == 1 else f"{base}-{count}")
+        result.append(line)
+    return result
+
+
+def _prefixed(prefix: str, slug: str) -> str:
+    clean = re.sub(r"[^a-z0-9_-]+", "-", prefix.lower()).strip("-")
+    return f"{clean}-{slug}"[:100] if clean else slug
+
+
+def _job(number: int, raw: str, stripped: str, *, system: bool, tz: str, now: datetime) -> Line:
+    def bad(reason: str) -> Unreadable:
+        return Unreadable(line=number, text=raw, reason=f"line {number}: {reason}")
+
+    tokens = stripped.split(None, 7 if system else 6)
+    if tokens[0].startswith("@"):
+        macro = tokens[0].lower()
+        if macro == "@reboot":
+            return bad("@reboot has no schedule to watch")
+        if macro not in MACROS:
+            return bad(f"unknown macro {tokens[0]!r} (one of {', '.join(sorted(MACROS))})")
+        schedule_text, rest = tokens[0], stripped[len(tokens[0]) :].strip()
+    else:
+        if len(tokens) < 6:
+            return bad("not a job line: expected 5 schedule fields and a command")
+        fields = tokens[:5]
+        schedule_text = " ".join(fields)
+        rest = stripped
+        for field in fields:
+            rest = rest[rest.index(field) + len(field) :]
+        rest = rest.strip()
+    user: str | None = None
+    if system:
+        parts = rest.split(None, 1)
+        if len(parts) < 2:
+            return bad("no command after the user field (an /etc/crontab line is: schedule user command)")
+        user, rest = parts[0], parts[1].strip()
+        if not USER_RE.match(user):
+            return bad(f"{user!r} is not a user name (an /etc/crontab line is: schedule user command)")
+    if rest == "":
+        return bad("no command")
+    try:
+        schedule = schedules.parse_cron(schedule_text, "unix", tz)
+        schedules.ensure_fires_after(schedule, now)
+    except ScheduleError as error:
+        return bad(f"schedule {schedule_text!r}: {error}")
+    except ZoneError as error:
+        return bad(f"tz: {error}")
+    if MONITORED_RE.search(rest):
+        return Kept(line=number, text=raw, note=f"line {number}: already pings a monitor; left as it is")
+    if has_unescaped_percent(rest):
+        return bad("the command holds an unescaped % (cron's stdin separator): wrap it by hand")
+    return Job(
+        line=number,
+        text=raw,
+        schedule=schedule_text,
+        tz=tz,
+        user=user,
+        command=rest,
+        slug=_program_slug(rest),
+        grace=grace_for(schedule, now),
+    )
+
+
+def has_unescaped_percent(command: str) -> bool:
+    """Cron turns an unescaped ``%`` into a newline (the rest is the command's stdin)."""
+    return re.search(r"(?<!\\)%", command) is not None
+
+
+def rewrite(job: Job, check: str, *, style: str = "monitor-run", ping_url: str | None = None) -> str:
+    """The job's line with the monitor wrapped around its command.
+
+    Args:
+        job: the parsed job.
+        check: what to name the check by (its uuid, or its slug).
+        style: ``"monitor-run"`` (``monitor-run --check CHECK -- sh -c 'COMMAND'``) or ``"curl"``
+            (a start ping, the command, then ``curl`` of its exit status with ``rid``).
+        ping_url: the check's ping URL, for ``style="curl"``.
+
+    Returns:
+        The new line: the same schedule (and user), the command wrapped. The command is passed
+        to ``sh -c`` in single quotes, so its pipes, redirections and ``\\%`` escapes keep their
+        meaning.
+    """
+    head = job.schedule if job.user is None else f"{job.schedule} {job.user}"
+    if style == "curl":
+        if ping_url is None:
+            raise ValueError("ping_url: needed for the curl style")
+        url = ping_url
+        wrapped = (
+            "RID=$(cat /proc/sys/kernel/random/uuid); "
+            f'curl -fsS -m 10 --retry 3 -o /dev/null "{url}/start?rid=$RID"; '
+            f"sh -c {_quote(job.command)}; RC=$?; "
+            f'curl -fsS -m 10 --retry 3 -o /dev/null "{url}/$RC?rid=$RID"'
+        )
+    else:
+        wrapped = f"monitor-run --check {check} -- sh -c {_quote(job.command)}"
+    return f"{head} {wrapped}"
+
+
+def _quote(command: str) -> str:
+    return "'" + command.replace("'", "'\\''") + "'"

@@ -1,0 +1,214 @@
+"""The Celery beat and APScheduler 3.x integrations, driven by the real libraries against a real
+``monitor serve`` process (issue 7).
+
+Celery: a real worker (``celery.contrib.testing.worker.start_worker``, solo pool) and a real
+beat ``Service`` in threads of this process, talking through kombu's in-memory transport (no
+broker server to run; the signals, the beat scheduler and the worker's request handling are
+Celery's own). APScheduler: a real ``BackgroundScheduler`` with cron triggers firing every second.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from apscheduler.schedulers.background import BackgroundScheduler
+from apscheduler.triggers.cron import CronTrigger
+from apscheduler.triggers.interval import IntervalTrigger
+from celery import Celery
+from celery.beat import ScheduleEntry, Service
+from celery.contrib.testing.worker import start_worker
+from celery.schedules import crontab
+from monitor_client import Client
+from monitor_client import apscheduler as monitor_apscheduler
+from monitor_client import celery as monitor_celery
+
+from tests.clients.conftest import Monitor
+from tests.support.process import wait_until
+
+pytestmark = pytest.mark.e2e
+
+
+def _client(monitor: Monitor) -> Client:
+    return Client(monitor.base, api_key=monitor.api_key, ping_key=monitor.ping_key, timeout=5)
+
+
+def _kinds(pings: list[dict[str, Any]]) -> list[str]:
+    return [p["type"] for p in pings]
+
+
+def _every_second_check(monitor: Monitor, slug: str) -> str:
+    check = monitor.create_check(name=slug, slug=slug, schedule="* * * * * *", dialect="seconds", grace=30)
+    return str(check["uuid"])
+
+
+def test_celery_beat_runs_are_reported_with_their_tick_and_task_id(monitor: Monitor, tmp_path: Path) -> None:
+    suffix = uuid.uuid4().hex[:6]
+    good, bad = f"billing-{suffix}", f"export-{suffix}"
+    good_uuid, bad_uuid = _every_second_check(monitor, good), _every_second_check(monitor, bad)
+
+    app = Celery(f"monitor_it_{suffix}", broker="memory://", backend="cache+memory://")
+    app.conf.update(timezone="UTC", broker_connection_retry_on_startup=False, worker_hijack_root_logger=False)
+    task_ids: list[str] = []
+
+    @app.task(name=f"it.bill.{suffix}", bind=True)
+    def bill(self: Any) -> int:
+        task_ids.append(self.request.id)
+        return 1
+
+    @app.task(name=f"it.export.{suffix}")
+    def export() -> None:
+        raise RuntimeError("export failed: disk full")
+
+    app.conf.beat_schedule = {
+        # the entry name becomes the slug (slugified) unless `checks` maps it
+        f"Billing {suffix}": {"task": bill.name, "schedule": timedelta(seconds=1)},
+        "broken export": {"task": export.name, "schedule": timedelta(seconds=1)},
+    }
+    client = _client(monitor)
+    monitor_celery.enable(app, client, checks={"broken export": bad}, upsert=False)
+
+    beat = Service(app, max_interval=0.2, schedule_filename=str(tmp_path / "beat-schedule"))
+    with start_worker(app, pool="solo", perform_ping_check=False, shutdown_timeout=10):
+        thread = threading.Thread(target=beat.start, daemon=True)
+        thread.start()
+        try:
+            wait_until(
+                lambda: (
+                    _kinds(monitor.pings(good_uuid)).count("success") >= 2
+                    and _kinds(monitor.pings(bad_uuid)).count("fail") >= 2
+                ),
+                timeout=20,
+                what="two reported runs of each beat entry",
+            )
+        finally:
+            beat.stop()
+            thread.join(10)
+    client.close()
+
+    pings = monitor.pings(good_uuid)
+    starts = [p for p in pings if p["type"] == "start"]
+    successes = [p for p in pings if p["type"] == "success"]
+    assert {p["rid"] for p in successes} <= set(task_ids)  # run id = Celery task id
+    assert {p["rid"] for p in successes} <= {p["rid"] for p in starts}
+    ticks = [p["scheduled"] for p in starts]
+    assert len(set(ticks)) == len(ticks) and ticks == sorted(ticks)  # one tick per beat run
+
+    failures = [p for p in monitor.pings(bad_uuid) if p["type"] == "fail"]
+    body = monitor.body(bad_uuid, failures[0]["n"]).decode()
+    assert body.startswith("RuntimeError: export failed: disk full") and "Traceback" in body
+
+
+def test_celery_beat_entry_tick_is_the_crontab_time_not_the_wake_up() -> None:
+    app = Celery("monitor_tick", broker="memory://")
+    app.conf.timezone = "Europe/Berlin"
+    last_run = datetime(2026, 7, 19, 0, 30, tzinfo=UTC)  # 02:30 Berlin
+    entry = ScheduleEntry(
+        name="nightly billing",
+        task="bill",
+        schedule=crontab(minute="0", hour="3"),
+        last_run_at=last_run,
+        app=app,
+    )
+    assert monitor_celery.entry_tick(entry) == datetime(2026, 7, 19, 1, 0, tzinfo=UTC)  # 03:00 Berlin
+    assert monitor_celery.check_fields(entry, "Europe/Berlin") == {
+        "schedule": "0 3 * * *",
+        "tz": "Europe/Berlin",
+    }
+    every = ScheduleEntry(name="x", task="x", schedule=timedelta(minutes=5), last_run_at=last_run, app=app)
+    assert monitor_celery.entry_tick(every) == last_run + timedelta(minutes=5)
+    assert monitor_celery.check_fields(every, "UTC") == {"timeout": 300}
+    assert monitor_celery.slugify("Nightly Billing (EU)") == "nightly-billing-eu"
+
+
+def test_celery_beat_start_upserts_a_check_per_entry(monitor: Monitor, tmp_path: Path) -> None:
+    suffix = uuid.uuid4().hex[:6]
+    app = Celery(f"monitor_upsert_{suffix}", broker="memory://")
+    app.conf.update(timezone="Europe/Berlin")
+    app.conf.beat_schedule = {
+        f"nightly-{suffix}": {"task": "x", "schedule": crontab(minute="15", hour="2")},
+        f"often-{suffix}": {"task": "y", "schedule": timedelta(minutes=10)},
+    }
+    client = _client(monitor)
+    monitor_celery.enable(app, client)
+    beat = Service(app, max_interval=0.1, schedule_filename=str(tmp_path / "beat-schedule"))
+    thread = threading.Thread(target=beat.start, daemon=True)
+    thread.start()
+    try:
+        wait_until(lambda: client.get_check(f"often-{suffix}"), timeout=10, what="the upserted checks")
+    finally:
+        beat.stop()
+        thread.join(10)
+        client.close()
+    nightly = monitor.api("GET", f"checks/?slug=nightly-{suffix}")["checks"][0]
+    often = monitor.api("GET", f"checks/?slug=often-{suffix}")["checks"][0]
+    assert (nightly["kind"], nightly["schedule"], nightly["tz"]) == ("cron", "15 2 * * *", "Europe/Berlin")
+    assert (often["kind"], often["timeout"]) == ("simple", 600)
+
+
+def test_apscheduler_listener_reports_runs_with_the_scheduled_fire_time(monitor: Monitor) -> None:
+    suffix = uuid.uuid4().hex[:6]
+    good, bad, slow = f"aps_good_{suffix}", f"aps_bad_{suffix}", f"aps_slow_{suffix}"
+    uuids = {slug: _every_second_check(monitor, slug) for slug in (good, bad, slow)}
+
+    def job_ok() -> None:
+        time.sleep(0.05)
+
+    def job_fail() -> None:
+        raise ValueError("no invoices today")
+
+    release = threading.Event()
+
+    def job_slow() -> None:
+        release.wait(2.5)
+
+    scheduler = BackgroundScheduler(timezone="UTC")
+    client = _client(monitor)
+    monitor_apscheduler.enable(scheduler, client, upsert=False)
+    every_second = {"second": "*", "timezone": "UTC"}
+    scheduler.add_job(job_ok, CronTrigger(**every_second), id=good)
+    scheduler.add_job(job_fail, CronTrigger(**every_second), id=bad)
+    scheduler.add_job(job_slow, CronTrigger(**every_second), id=slow, max_instances=1)
+    scheduler.start()
+    try:
+        wait_until(
+            lambda: (
+                _kinds(monitor.pings(uuids[good])).count("success") >= 2
+                and _kinds(monitor.pings(uuids[bad])).count("fail") >= 2
+                and "skip" in _kinds(monitor.pings(uuids[slow]))
+            ),
+            timeout=20,
+            what="runs, failures and a skipped fire time",
+        )
+    finally:
+        release.set()
+        scheduler.shutdown(wait=True)
+        client.close()
+
+    for slug in (good, bad):
+        pings = [p for p in monitor.pings(uuids[slug]) if p["type"] != "log"]
+        finishes = [p for p in pings if p["type"] in ("success", "fail")]
+        for finish in finishes:
+            fire_time = datetime.fromisoformat(finish["scheduled"].replace("Z", "+00:00"))
+            # the run id is derived from the fire time the server bound the ping to: the ping
+            # carried the scheduled fire time exactly
+            assert finish["rid"] == monitor_apscheduler.run_id(slug, fire_time)
+            [start] = [p for p in pings if p["type"] == "start" and p["rid"] == finish["rid"]]
+            assert start["scheduled"] == finish["scheduled"]
+    fail = next(p for p in monitor.pings(uuids[bad]) if p["type"] == "fail")
+    body = monitor.body(uuids[bad], fail["n"]).decode()
+    assert body.startswith("ValueError: no invoices today") and "job_fail" in body
+    runs = monitor.runs(uuids[good])
+    assert runs and all(r["outcome"] == "on_time" for r in runs if r["finished"])
+
+
+def test_apscheduler_trigger_fields() -> None:
+    assert monitor_apscheduler.cron_fields(IntervalTrigger(minutes=15)) == {"timeout": 900}
+    berlin = CronTrigger(hour="3", minute="30", timezone="Europe/Berlin")
+    assert monitor_apscheduler.cron_fields(berlin) == {"schedule": "30 3 * * *", "tz": "Europe/Berlin"}
+    assert monitor_apscheduler.cron_fields(CronTrigger(day_of_week="mon", hour="1", timezone="UTC")) == {}
