@@ -9,7 +9,8 @@ from typing import Any
 import pytest
 
 from monitor.domain import messages
-from monitor.domain.messages import AlertFacts, humanize_duration, render
+from monitor.domain.messages import AlertFacts, humanize_duration
+from monitor.notify.templates import render
 
 TICK = datetime(2026, 7, 19, 3, 0, tzinfo=UTC)
 
@@ -178,6 +179,8 @@ def test_json_fields() -> None:
         "slug": "",
         "scheduled": "2026-07-19T03:00:00Z",
         "status": "down",
+        "name": "nightly-billing",
+        "url": "https://monitor.example/checks/5f1c1f2e-0000-4000-8000-000000000001",
     }
 
 
