@@ -101,6 +101,7 @@ class Job:
     alert_kind: str = ""
     alert_created_at: datetime | None = None
     riders: tuple[int, ...] = ()
+    rider_token: str = ""
 
 
 def _due(now: datetime) -> Any:
@@ -300,6 +301,15 @@ async def prepare(engine: AsyncEngine, job: Job, now: datetime, *, settings: Set
     """
     n = t.notifications.c
     async with engine.begin() as conn:
+        if conn.dialect.name == "postgresql":
+            # Serialise preparations per channel (the rate-limit count, taking riders): always the
+            # channel row first, then notification rows, so two preparations never deadlock.
+            await conn.execute(
+                # NO KEY UPDATE: inserts of notifications (a foreign-key share lock) are not held up
+                select(t.channels.c.id)
+                .where(t.channels.c.id == job.channel_id)
+                .with_for_update(key_share=True)
+            )
         renewed = await conn.execute(
             update(t.notifications)
             .where(n.id == job.notification_id)
@@ -328,12 +338,15 @@ async def prepare(engine: AsyncEngine, job: Job, now: datetime, *, settings: Set
                 )
                 return None
         window_start = now - timedelta(seconds=settings.notify_rate_window)
+        # Sent ones, plus those being sent right now (marked below; a dead sender's mark lapses
+        # with its claim).
         sent_count, oldest = (
             await conn.execute(
                 select(func.count(), func.min(n.sent_at))
                 .where(n.channel_id == job.channel_id)
-                .where(n.status == SENT)
+                .where(n.id != job.notification_id)
                 .where(n.sent_at > window_start)
+                .where(or_(n.status == SENT, n.status.in_(OPEN_STATUSES) & (n.claimed_until >= now)))
             )
         ).one()
         if sent_count >= settings.notify_rate_limit:
@@ -351,7 +364,9 @@ async def prepare(engine: AsyncEngine, job: Job, now: datetime, *, settings: Set
                 },
             )
             return None
-        riders = await _claim_riders(conn, job, now, settings)
+        await conn.execute(update(t.notifications).where(n.id == job.notification_id).values(sent_at=now))
+        rider_token = uuid_module.uuid4().hex
+        riders = await _claim_riders(conn, job, rider_token, now, settings)
         if not riders:
             return job
         rows = (
@@ -366,12 +381,21 @@ async def prepare(engine: AsyncEngine, job: Job, now: datetime, *, settings: Set
             .mappings()
             .all()
         )
-    return replace(job, riders=tuple(riders), message=digest(job.message, rows, settings))
+    return replace(
+        job, riders=tuple(riders), rider_token=rider_token, message=digest(job.message, rows, settings)
+    )
 
 
-async def _claim_riders(conn: AsyncConnection, job: Job, now: datetime, settings: Settings) -> list[int]:
+async def _claim_riders(
+    conn: AsyncConnection, job: Job, rider_token: str, now: datetime, settings: Settings
+) -> list[int]:
+    """Take the channel's other held rows into this delivery.
+
+    Rows claimed by nobody, or by this job's own claim batch, qualify; they get ``rider_token``,
+    so their own jobs of the batch (if any) find their claim gone and send nothing.
+    """
     n = t.notifications.c
-    free = or_(n.claimed_until.is_(None), n.claimed_until < now)
+    free = or_(n.claimed_until.is_(None), n.claimed_until < now, n.claim_token == job.token)
     held = (
         (
             await conn.execute(
@@ -394,7 +418,7 @@ async def _claim_riders(conn: AsyncConnection, job: Job, now: datetime, settings
             .where(n.id == rider)
             .where(n.status == HELD)
             .where(free)
-            .values(claimed_until=now + claim_length(settings), claim_token=job.token)
+            .values(claimed_until=now + claim_length(settings), claim_token=rider_token)
         )
         if result.rowcount == 1:
             riders.append(rider)
@@ -510,7 +534,7 @@ async def record(
     if result.ok:
         values.update(status=SENT, sent_at=now, last_error=None)
     else:
-        values["last_error"] = result.error
+        values.update(last_error=result.error, sent_at=None)
         if result.permanent or attempts >= settings.notify_max_attempts:
             values["status"] = FAILED
         else:
@@ -553,7 +577,7 @@ async def record(
             await conn.execute(
                 update(t.notifications)
                 .where(n.id.in_(job.riders))
-                .where(n.claim_token == job.token)
+                .where(n.claim_token == job.rider_token)
                 .values(rider_values)
             )
     logger.info(
