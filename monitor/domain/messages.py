@@ -350,7 +350,7 @@ def _details(facts: AlertFacts, zone: ZoneInfo) -> list[tuple[str, str]]:
     if facts.down_for_s is not None:
         rows.append(("Down for", humanize_duration(facts.down_for_s)))
     if facts.episode_kind:
-        rows.append(("Down since", f"{facts.episode_kind} alert"))
+        rows.append(("Down since", f"{_a(facts.episode_kind)} alert"))
     if facts.reminder is not None:
         rows.append(("Reminder", str(facts.reminder)))
     if facts.window_start is not None and facts.window_end is not None:
@@ -447,13 +447,18 @@ def _recovered(f: AlertFacts, z: ZoneInfo) -> tuple[str, str]:
     )
 
 
+def _a(kind: str | None) -> str:
+    """``"a missed"``, ``"a failed"``, ``"a timeout"``; ``"an"`` when the kind is unknown."""
+    return f"a {kind}" if kind else "an"
+
+
 def _nag(f: AlertFacts, z: ZoneInfo) -> tuple[str, str]:
     down = humanize_duration(f.down_for_s) if f.down_for_s is not None else "a while"
     since = f"{f.episode_kind} {_run_label(f.scheduled, z)}" if f.episode_kind else _run_label(f.scheduled, z)
     nth = f", reminder {f.reminder}" if f.reminder else ""
     return (
         f"still down after {down} ({since}{nth})",
-        f"still down after {down}: the down episode began with {f.episode_kind or 'an'} alert for"
+        f"still down after {down}: the down episode began with {_a(f.episode_kind)} alert for"
         f" {_run_label_both(f.scheduled, z)} and no run has succeeded since.",
     )
 
@@ -463,7 +468,7 @@ def _escalation(f: AlertFacts, z: ZoneInfo) -> tuple[str, str]:
     return (
         f"down for {down} ({f.episode_kind or 'down'}: {_run_label(f.scheduled, z)})",
         f"has been down for {down} and is escalated to you: the down episode began with"
-        f" {f.episode_kind or 'an'} alert for {_run_label_both(f.scheduled, z)}.",
+        f" {_a(f.episode_kind)} alert for {_run_label_both(f.scheduled, z)}.",
     )
 
 

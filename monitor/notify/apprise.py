@@ -64,6 +64,8 @@ _NOTIFY_TYPES = {
     "late": apprise.NotifyType.WARNING,
     "overlap": apprise.NotifyType.WARNING,
     "duplicate": apprise.NotifyType.WARNING,
+    "maintenance": apprise.NotifyType.INFO,
+    "test": apprise.NotifyType.INFO,
 }
 
 # Memory-only storage: delivery must not write Apprise caches to disk.
