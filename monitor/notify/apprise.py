@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import importlib
 import ipaddress
 import logging
 import re
@@ -386,6 +387,33 @@ class _DetailLogger:
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._inner, name)
+
+
+class _SendDetailLogger(_DetailLogger):
+    """Module-level stand-in for loggers Apprise helpers use directly (its SMTP transport logs
+    the server's refusal, e.g. ``530 Must issue a STARTTLS command first``, only at DEBUG on
+    its module logger): the detail goes to whichever send is running in this context."""
+
+    def __init__(self, inner: Any) -> None:
+        super().__init__(inner, [])
+
+    def debug(self, msg: object, *args: object, **kwargs: Any) -> None:
+        handler = _active.get()
+        self._details = handler.details if handler is not None else []
+        super().debug(msg, *args, **kwargs)
+
+
+def _wrap_module_logger(module_name: str) -> None:
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError:  # another Apprise layout: the error text is just less detailed
+        return
+    inner = getattr(module, "logger", None)
+    if inner is not None and not isinstance(inner, _DetailLogger):
+        setattr(module, "logger", _SendDetailLogger(inner))  # noqa: B010
+
+
+_wrap_module_logger("apprise.plugins.email.smtp")
 
 
 class _RedactSecrets(logging.Filter):

@@ -114,6 +114,51 @@ async def test_form_gets_markdown_and_email_gets_plain_text(
     assert f"/checks/{check['uuid']}#tick-2026-07-18T02:01:00Z" in mail.text
 
 
+@pytest.fixture(scope="module")
+def self_signed_cert(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, str]:
+    import subprocess
+
+    folder = tmp_path_factory.mktemp("tls")
+    cert, key = str(folder / "cert.pem"), str(folder / "key.pem")
+    argv = [
+        "openssl",
+        "req",
+        "-x509",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-days",
+        "1",
+        "-subj",
+        "/CN=127.0.0.1",
+    ]
+    subprocess.run(
+        [*argv, "-keyout", key, "-out", cert],
+        check=True,
+        capture_output=True,
+    )
+    return cert, key
+
+
+@SQLITE_ONLY
+async def test_email_over_starttls_and_plain_smtp_refused_by_a_tls_only_server(
+    api: Api, notifier: AppriseNotifier, self_signed_cert: tuple[str, str]
+) -> None:
+    with SmtpReceiver(tls_cert=self_signed_cert) as tls_server:
+        await add_channel(api, tls_server.url, name="tls")
+        plain_url = tls_server.url.replace("mailtos://", "mailto://").replace(
+            "mode=starttls", "mode=insecure"
+        )
+        await add_channel(api, plain_url, name="plain")
+        check = await missed_check(api)
+        assert await deliver_now(api, notifier) == 2
+        [mail] = await tls_server.async_wait_for_messages(1)
+        assert mail.subject.startswith("nightly: missed")
+        alerts = await list_of(api, check["uuid"], "alerts")
+        errors = [n["last_error"] for n in alerts[0]["notifications"] if n["status"] != "sent"]
+        assert len(errors) == 1 and "STARTTLS" in errors[0], errors
+
+
 async def test_templates_directory_overrides_package_templates(
     api: Api, notifier: AppriseNotifier, http_receiver: HttpReceiver, tmp_path: Path
 ) -> None:
