@@ -1,8 +1,11 @@
-"""Render an alert into the words a person on call reads (DESIGN §7).
+"""The words a person on call reads about an alert (DESIGN §7).
 
-Pure: no Apprise, no I/O, never reads the clock. The notifier decides which of the
-renderings to send (plain ``body`` for email and JSON, ``body_markdown`` for chat
-services) and adds ``json_fields`` to ``json://`` payloads as top-level fields.
+Pure: no Apprise, no I/O, never reads the clock. :func:`context` computes every sentence
+and detail from :class:`AlertFacts`; the template files of :mod:`monitor.notify.templates`
+arrange them into a :class:`Message`. The notifier decides which rendering to send (plain
+``body`` for email and JSON, ``body_markdown`` for chat services) and adds ``json_fields``
+to ``json://`` payloads as top-level fields. Facts are stored with each alert
+(:func:`facts_to_json`) so that delivery renders with the templates configured then.
 
 Every title starts with the check's name and contains the alert kind verbatim::
 

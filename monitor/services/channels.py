@@ -151,6 +151,15 @@ async def delete_channel(conn: AsyncConnection, channel_id: str) -> None:
     )
     await conn.execute(delete(t.notifications).where(t.notifications.c.channel_id == channel_id))
     await conn.execute(delete(t.check_channels).where(t.check_channels.c.channel_id == channel_id))
+    # issue 8: drop the channel from checks' escalation targets
+    escalating = (
+        await conn.execute(
+            select(t.checks.c.id, t.checks.c.escalate_to).where(t.checks.c.escalate_to.contains(channel_id))
+        )
+    ).all()
+    for check_id, targets in escalating:
+        kept = ",".join(c for c in targets.split(",") if c and c != channel_id)
+        await conn.execute(update(t.checks).where(t.checks.c.id == check_id).values(escalate_to=kept))
     await conn.execute(delete(t.channels).where(t.channels.c.id == channel_id))
 
 

@@ -517,6 +517,10 @@ async def test_escalation_after_down_for_a_while_goes_to_its_channel_once(
     assert escalation.json["title"].startswith("nightly: escalation — down for 30 min")
     await asyncio.sleep(0.1)
     assert [r.json["kind"] for r in team.requests] == ["missed"]
+    assert (await api.client.delete(f"/api/v3/channels/{pager_id}", headers=api.headers)).status_code == 200
+    assert (await api.client.get(f"/api/v3/checks/{check['uuid']}", headers=api.headers)).json()[
+        "escalate_to"
+    ] == ""
 
 
 async def test_check_field_errors_name_the_field(api: Api) -> None:
