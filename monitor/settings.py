@@ -77,8 +77,8 @@ class Settings:
     """Bearer key for ``/metrics``; unset means open."""
     # --- issue 8: notifications
     notify_rate_limit: int = 10
-    """Notifications one channel receives in any ``notify_rate_window`` before the rest are held
-    back and then coalesced into one digest (never dropped)."""
+    """Notifications one channel receives about one check in any ``notify_rate_window`` before
+    the rest are held back and then coalesced into one digest (never dropped)."""
     notify_rate_window: float = 300.0
     """The rate limit's window, seconds."""
     templates_dir: str | None = None

@@ -3,7 +3,8 @@
 No lease. Each notification (alert × channel, unique) moves through these statuses:
 
 ``pending``  due at ``next_attempt_at``; claimed by one sender at a time;
-``held``     over the channel's rate limit: waits for room, then goes out in one digest;
+``held``     over the rate limit (per channel and check: a flapping check cannot flood a
+             channel): waits for room, then goes out in one digest;
 ``sent``     delivered (``sent_at``); ``coalesced``: delivered inside another row's digest;
 ``failed``   gave up after ``MONITOR_NOTIFY_MAX_ATTEMPTS`` (or a permanent error), with the
              error text Apprise logged;
@@ -288,8 +289,8 @@ async def prepare(engine: AsyncEngine, job: Job, now: datetime, *, settings: Set
     One transaction: renew the claim only if the row still carries ``job.token`` and is not
     sent (a stalled sender whose claim was taken over stops here); a notification whose alert
     was raised inside a maintenance window becomes ``suppressed``; one over the channel's rate
-    limit becomes ``held`` until the window has room; otherwise the channel's other held rows
-    are folded into this delivery as a digest.
+    limit (per channel and check) becomes ``held`` until the window has room; otherwise the
+    check's other held rows for this channel are folded into this delivery as a digest.
 
     Args:
         job: a job from :func:`claim_due`.
@@ -337,13 +338,17 @@ async def prepare(engine: AsyncEngine, job: Job, now: datetime, *, settings: Set
                     },
                 )
                 return None
+        if job.check_id is None:
+            return job  # project-level alerts (monitor_unavailable, summaries) are rare: no limit
         window_start = now - timedelta(seconds=settings.notify_rate_window)
-        # Sent ones, plus those being sent right now (marked below; a dead sender's mark lapses
-        # with its claim).
+        # Sent ones about this check, plus those being sent right now (marked below; a dead
+        # sender's mark lapses with its claim).
         sent_count, oldest = (
             await conn.execute(
                 select(func.count(), func.min(n.sent_at))
+                .select_from(t.notifications.join(t.alerts, t.alerts.c.id == n.alert_id))
                 .where(n.channel_id == job.channel_id)
+                .where(t.alerts.c.check_id == job.check_id)
                 .where(n.id != job.notification_id)
                 .where(n.sent_at > window_start)
                 .where(or_(n.status == SENT, n.status.in_(OPEN_STATUSES) & (n.claimed_until >= now)))
@@ -358,8 +363,9 @@ async def prepare(engine: AsyncEngine, job: Job, now: datetime, *, settings: Set
                     "status": HELD,
                     "next_attempt_at": max(room_at, now),
                     "last_error": (
-                        f"held back: channel rate limit ({settings.notify_rate_limit} per "
-                        f"{humanize_duration(settings.notify_rate_window)}); goes out in a digest"
+                        f"held back: rate limit of {settings.notify_rate_limit} notifications about one "
+                        f"check per channel in {humanize_duration(settings.notify_rate_window)}; "
+                        "goes out in a digest"
                     ),
                 },
             )
@@ -374,7 +380,7 @@ async def prepare(engine: AsyncEngine, job: Job, now: datetime, *, settings: Set
                 await conn.execute(
                     select(t.alerts.c.title, t.alerts.c.message, t.alerts.c.kind, t.alerts.c.created_at)
                     .join(t.notifications, t.notifications.c.alert_id == t.alerts.c.id)
-                    .where(t.notifications.c.id.in_(riders))
+                    .where(t.notifications.c.id.in_([job.notification_id, *riders]))
                     .order_by(t.alerts.c.created_at)
                 )
             )
@@ -389,7 +395,7 @@ async def prepare(engine: AsyncEngine, job: Job, now: datetime, *, settings: Set
 async def _claim_riders(
     conn: AsyncConnection, job: Job, rider_token: str, now: datetime, settings: Settings
 ) -> list[int]:
-    """Take the channel's other held rows into this delivery.
+    """Take the other held rows of this channel and check into this delivery.
 
     Rows claimed by nobody, or by this job's own claim batch, qualify; they get ``rider_token``,
     so their own jobs of the batch (if any) find their claim gone and send nothing.
@@ -400,6 +406,8 @@ async def _claim_riders(
         (
             await conn.execute(
                 select(n.id)
+                .join(t.alerts, t.alerts.c.id == n.alert_id)
+                .where(t.alerts.c.check_id == job.check_id)
                 .where(n.channel_id == job.channel_id)
                 .where(n.status == HELD)
                 .where(n.id != job.notification_id)
@@ -425,32 +433,27 @@ async def _claim_riders(
     return riders
 
 
-def digest(first: Message, held: Sequence[Mapping[Any, Any]], settings: Settings) -> Message:
-    """One message carrying a channel's held notifications plus ``first`` (rate limit).
+def digest(first: Message, alerts: Sequence[Mapping[Any, Any]], settings: Settings) -> Message:
+    """One message carrying a check's held notifications to a channel (rate limit).
 
     Args:
-        first: the notification whose turn it is.
-        held: the held ones' alerts (``title``, ``message``, ``kind``, ``created_at``), oldest first.
+        first: the message of the notification whose turn it is (its JSON fields are kept).
+        alerts: the alerts of every notification carried, this one's included (``title``,
+            ``message``, ``kind``, ``created_at``), oldest first.
     """
-    titles = [first.title, *(r["title"] for r in held)]
-    kinds = list(dict.fromkeys([first.json_fields.get("kind", ""), *(r["kind"] for r in held)]))
-    count = len(titles)
+    count = len(alerts)
+    kinds = list(dict.fromkeys(r["kind"] for r in alerts))
     name = first.json_fields.get("name") or "monitor"
-    title = f"{name}: {', '.join(k for k in kinds if k)} — {count} notifications held back by the rate limit"
+    title = f"{name}: {', '.join(kinds)} — {count} notifications held back by the rate limit"
     intro = (
-        f"This channel may receive {settings.notify_rate_limit} notifications per "
+        f"This channel receives at most {settings.notify_rate_limit} notifications about one check per "
         f"{humanize_duration(settings.notify_rate_window)}; these {count} were held back and arrive together:"
     )
-    lines = [intro, "", *(f"- {x}" for x in titles), ""]
-    plain = "\n".join(
-        [*lines, "----", first.body.rstrip("\n"), *(f"----\n{r['message'].rstrip()}" for r in held)]
-    )
-    markdown = "\n".join(
-        [*lines, "----", first.body_markdown.rstrip("\n"), *(f"----\n{r['message'].rstrip()}" for r in held)]
-    )
+    lines = [intro, "", *(f"- {r['title']}" for r in alerts), ""]
+    text = "\n".join([*lines, *(f"----\n{r['message'].rstrip()}" for r in alerts)]) + "\n"
     fields = dict(first.json_fields)
     fields.update(kind="digest", count=str(count))
-    return Message(title=title[:300], body=plain + "\n", body_markdown=markdown + "\n", json_fields=fields)
+    return Message(title=title[:300], body=text, body_markdown=text, json_fields=fields)
 
 
 # --------------------------------------------------------------------------- deliver
