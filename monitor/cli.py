@@ -76,6 +76,14 @@ def _parser() -> argparse.ArgumentParser:
     explain.add_argument("--dialect", default="unix")
     explain.add_argument("--count", type=int, default=5)
     explain.add_argument("--after", help="ISO 8601 instant (default now)")
+
+    reshard = sub.add_parser(
+        "reshard",
+        help="change the evaluator shard count of the whole cluster (safe while evaluators run);"
+        " without SHARDS print the stored count",
+    )
+    db(reshard)
+    reshard.add_argument("shards", type=int, nargs="?", help="the new shard count (1-4096)")
     return parser
 
 
@@ -121,6 +129,9 @@ def _dispatch(args: argparse.Namespace) -> int:
         return _replay(args.file)
     if command == "cron":
         return _cron_explain(args)
+    if command == "reshard":
+        print(json.dumps(asyncio.run(_reshard(_settings(args), args.shards))))
+        return 0
     if command in ("evaluate", "notify"):
         # SIGTERM cancels the worker: leases are released and the engine disposed, then exit 0.
         with contextlib.suppress(asyncio.CancelledError):
@@ -130,11 +141,14 @@ def _dispatch(args: argparse.Namespace) -> int:
 
 
 async def _migrate(settings: Settings) -> None:
+    from monitor.storage import cluster
     from monitor.storage.engine import make_engine, migrate
 
     engine = make_engine(settings.database_url)
     try:
         await migrate(engine)
+        # a migration Job runs first: it records the cluster's shard count (or warns on a mismatch)
+        await cluster.adopt_shard_count(engine, settings.shards, datetime.now(UTC), process="migrate")
     finally:
         await engine.dispose()
 
@@ -285,6 +299,23 @@ async def _worker(settings: Settings, role: str) -> None:
         else:
             async with AppriseNotifier(allow_private_targets=settings.allow_private_targets) as notifier:
                 await run_notifier(engine, notifier, settings, SystemClock())
+    finally:
+        await engine.dispose()
+
+
+async def _reshard(settings: Settings, shards: int | None) -> dict[str, object]:
+    """``monitor reshard [N]``: migrate, then change the stored shard count (or just show it)."""
+    from monitor.services.shards import reshard
+    from monitor.storage import cluster
+    from monitor.storage.engine import make_engine, migrate
+
+    engine = make_engine(settings.database_url)
+    try:
+        await migrate(engine)
+        if shards is None:
+            async with engine.connect() as conn:
+                return {"shards": await cluster.stored_shard_count(conn)}
+        return await reshard(engine, shards, datetime.now(UTC))
     finally:
         await engine.dispose()
 

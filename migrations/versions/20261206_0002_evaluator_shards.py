@@ -5,8 +5,9 @@ Revises: 0001
 Create Date: 2026-12-06 10:00:00
 
 ``checks.shard`` is ``uuid.int % MONITOR_SHARDS`` (DESIGN §6). Existing rows are backfilled
-here with the ``MONITOR_SHARDS`` of the migrating process (default 16); an evaluator that
-starts with another count re-shards the rows itself (``monitor.storage.shards.reshard``).
+here with the ``MONITOR_SHARDS`` of the migrating process (default 16). Since revision 0005
+the count is recorded in ``cluster_settings`` by the first process to start, which re-shards
+the rows to it; ``monitor reshard N`` changes it.
 """
 
 from __future__ import annotations

@@ -38,7 +38,7 @@ from monitor.notify.apprise import AppriseNotifier
 from monitor.notify.base import Notifier
 from monitor.services.ingest import IngestWriter
 from monitor.settings import Settings
-from monitor.storage import leases
+from monitor.storage import cluster, leases
 from monitor.storage import tables as t
 from monitor.storage.engine import make_engine, migrate
 from monitor.workers.evaluator import run_evaluator
@@ -67,6 +67,8 @@ async def ready(request: Request[Any, Any, Any]) -> Response[dict[str, Any]]:
                     .limit(1)
                 )
             ).scalar_one_or_none()
+            # the count every evaluator uses is the database's, not this process's MONITOR_SHARDS
+            stored_shards = await cluster.stored_shard_count(conn)
         lease_rows = await leases.list_leases(services.engine)
     except Exception as error:
         return Response({"database": f"unreachable: {type(error).__name__}"}, status_code=503)
@@ -75,7 +77,7 @@ async def ready(request: Request[Any, Any, Any]) -> Response[dict[str, Any]]:
     return Response(
         {
             "database": "ok",
-            "shards": services.settings.shards,
+            "shards": stored_shards if stored_shards is not None else services.settings.shards,
             "leases": lease_rows,
             "evaluator_lag_s": round(lag, 3),
         }
@@ -118,6 +120,15 @@ def create_app(
         engine = make_engine(settings.database_url)
         if migrate_on_start:
             await migrate(engine)
+        try:
+            # first process on the database records its MONITOR_SHARDS; others warn on a mismatch
+            await cluster.adopt_shard_count(engine, settings.shards, clock.now(), process="http")
+        except Exception as error:
+            logger.warning(
+                "could not read the stored shard count: %s",
+                error,
+                extra={"action": "shard_count_failed"},
+            )
         own_notifier = notifier or AppriseNotifier(allow_private_targets=settings.allow_private_targets)
         app.state.services = Services(engine=engine, settings=settings, clock=clock, notifier=own_notifier)
         ingest = IngestWriter(engine, settings)

@@ -48,6 +48,7 @@ from monitor import __version__
 from monitor.domain.shards import LEASE_PREFIX
 from monitor.http.api.common import services_of
 from monitor.services.outages import outage_gap
+from monitor.storage import cluster
 from monitor.storage import tables as t
 
 logger = logging.getLogger(__name__)
@@ -256,7 +257,9 @@ async def metrics(request: Request[Any, Any, Any]) -> Response[Any]:
             return refused
     ttl = timedelta(seconds=settings.lease_ttl)
     try:
-        snapshot = await read_snapshot(services.engine, services.clock.now(), settings.shards, ttl)
+        async with services.engine.connect() as conn:  # the database's count, not MONITOR_SHARDS
+            shards = await cluster.stored_shard_count(conn) or settings.shards
+        snapshot = await read_snapshot(services.engine, services.clock.now(), shards, ttl)
     except Exception as error:
         logger.warning(
             "metrics: database unreachable: %s: %s",

@@ -22,7 +22,7 @@ from monitor.domain.runs import simple_due, tick_after
 from monitor.services.effects import PendingWrites
 from monitor.services.ingest import lock_checks, new_check_values
 from monitor.settings import Settings
-from monitor.storage import repositories
+from monitor.storage import cluster, repositories
 from monitor.storage import tables as t
 
 SLUG = re.compile(r"^[a-z0-9_-]*$")
@@ -195,7 +195,9 @@ async def create_or_upsert(
 ) -> tuple[int, bool]:
     """Create a check, or with ``unique`` update the first match.
 
-    ``shards`` is ``MONITOR_SHARDS``: a new check stores its evaluator shard (DESIGN §6).
+    A new check stores its evaluator shard, computed with the shard count stored in the
+    database (DESIGN §6, :mod:`monitor.storage.cluster`); ``shards`` (``MONITOR_SHARDS``) is
+    recorded only if the database has none yet.
 
     Returns:
         ``(check id, created)``.
@@ -223,7 +225,8 @@ async def create_or_upsert(
             if existing is not None:
                 await update_check(conn, project_id, existing, {**data, **{"unique": []}}, now)
                 return existing, False
-    values = new_check_values(project_id=project_id, now=now, shards=shards)
+    count = await cluster.shard_count_for_insert(conn, shards, now)
+    values = new_check_values(project_id=project_id, now=now, shards=count)
     values.update(fields)
     _apply_kind(values, fields)
     if values["kind"] == "cron" and not values.get("schedule"):

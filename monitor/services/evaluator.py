@@ -14,12 +14,11 @@ import logging
 from collections.abc import Awaitable, Callable
 from datetime import datetime, timedelta
 
-from sqlalchemy import bindparam, select, update
+from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from monitor.domain import detection
 from monitor.domain.runs import needed_since
-from monitor.domain.shards import shard_of
 from monitor.services.effects import CheckIdentity, PendingWrites, record_alerts
 from monitor.services.ingest import lock_checks
 from monitor.services.outages import load_guard
@@ -108,42 +107,3 @@ async def evaluate_due(
         if len(ids) < batch:
             return total
     return total
-
-
-async def reshard(engine: AsyncEngine, count: int, *, batch: int = 5000) -> int:
-    """Make every ``checks.shard`` equal ``uuid.int % count`` (after ``MONITOR_SHARDS`` changed).
-
-    Reads ``(id, uuid, shard)`` in id order, ``batch`` rows per transaction, and rewrites only
-    rows whose stored shard differs. Idempotent, so evaluators starting together may all run it.
-
-    Returns:
-        How many rows were changed.
-    """
-    changed = 0
-    last = 0
-    while True:
-        async with engine.begin() as conn:
-            rows = (
-                await conn.execute(
-                    select(t.checks.c.id, t.checks.c.uuid, t.checks.c.shard)
-                    .where(t.checks.c.id > last)
-                    .order_by(t.checks.c.id)
-                    .limit(batch)
-                )
-            ).all()
-            if not rows:
-                return changed
-            wrong = [
-                {"b_id": cid, "b_shard": shard_of(uuid, count)}
-                for cid, uuid, stored in rows
-                if stored != shard_of(uuid, count)
-            ]
-            if wrong:
-                await conn.execute(
-                    update(t.checks)
-                    .where(t.checks.c.id == bindparam("b_id"))
-                    .values(shard=bindparam("b_shard")),
-                    wrong,
-                )
-            changed += len(wrong)
-            last = rows[-1][0]

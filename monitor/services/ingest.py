@@ -29,7 +29,7 @@ from monitor.domain.runs import RunBook, needed_since, tick_at_or_before
 from monitor.domain.shards import shard_of
 from monitor.services.effects import CheckIdentity, PendingWrites, record_alerts
 from monitor.settings import Settings
-from monitor.storage import repositories
+from monitor.storage import cluster, repositories
 from monitor.storage import tables as t
 
 logger = logging.getLogger(__name__)
@@ -169,9 +169,12 @@ async def create_slug_check(
     """Auto-provision a simple check named ``slug`` with every project channel.
 
     Healthchecks' ``create=1``: period 1 day, grace 1 hour, all of the project's channels.
-    ``shards`` is ``MONITOR_SHARDS`` (the check's evaluator shard is stored with it).
+    The check's evaluator shard comes from the shard count stored in the database
+    (:func:`monitor.storage.cluster.shard_count_for_insert`); ``shards`` (``MONITOR_SHARDS``)
+    is recorded only if the database has none yet.
     """
-    values = new_check_values(project_id=project_id, now=now, shards=shards)
+    count = await cluster.shard_count_for_insert(conn, shards, now)
+    values = new_check_values(project_id=project_id, now=now, shards=count)
     values.update(name=slug, slug=slug)
     check_id = (await conn.execute(t.checks.insert().values(values).returning(t.checks.c.id))).scalar_one()
     channel_ids = (

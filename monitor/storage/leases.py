@@ -409,8 +409,9 @@ async def check_fence(conn: AsyncConnection, name: str, token: int, holder: str,
 
     Call first in the writer's transaction. PostgreSQL reads the row ``FOR SHARE``, so no
     new holder can raise the token until this transaction ends (a stalled one is ended by
-    the server's ``idle_in_transaction_session_timeout``). SQLite also checks holder and
-    expiry: the row is the lock there, and ``BEGIN IMMEDIATE`` keeps other writers out until
+    the server's ``idle_in_transaction_session_timeout``). The holder must match too (tokens
+    restart when a reshard deleted the row). SQLite also checks the expiry: the row is the
+    lock there, and ``BEGIN IMMEDIATE`` keeps other writers out until
     commit.
 
     Args:
@@ -421,7 +422,7 @@ async def check_fence(conn: AsyncConnection, name: str, token: int, holder: str,
         now: the current instant (aware UTC).
 
     Raises:
-        StaleLease: the lease's token (or, on SQLite, holder or expiry) says another
+        StaleLease: the lease's token or holder (on SQLite also its expiry) says another
             process holds it now, or the row is gone.
     """
     query = select(t.leases.c.token, t.leases.c.holder, t.leases.c.expires_at).where(t.leases.c.name == name)
@@ -433,11 +434,12 @@ async def check_fence(conn: AsyncConnection, name: str, token: int, holder: str,
     current, current_holder, expires_at = int(row[0]), row[1], row[2]
     if current != token:
         raise StaleLease(name, token, current, f"the lease's token is {current}")
-    if conn.dialect.name != "postgresql":
-        if current_holder != holder:
-            raise StaleLease(name, token, current, f"held by {current_holder}")
-        if expires_at is None or expires_at < now:
-            raise StaleLease(name, token, current, "expired")
+    if current_holder != holder:
+        # A row deleted (``monitor reshard`` to fewer shards) and created again restarts its
+        # token at 1: the holder's name tells a stalled writer from the new holder then.
+        raise StaleLease(name, token, current, f"held by {current_holder}")
+    if conn.dialect.name != "postgresql" and (expires_at is None or expires_at < now):
+        raise StaleLease(name, token, current, "expired")
 
 
 async def list_leases(engine: AsyncEngine) -> list[dict[str, Any]]:

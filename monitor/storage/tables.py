@@ -310,6 +310,17 @@ outages = Table(
 )
 """Spans with no live HTTP process (DESIGN §6 self-outage guard): deadlines inside are unknown."""
 
+cluster_settings = Table(
+    "cluster_settings",
+    metadata,
+    Column("id", Integer(), primary_key=True, autoincrement=False),
+    Column("shards", Integer(), nullable=False),
+    Column("changed_at", UTCDateTime(), nullable=False),
+)
+"""One row (``id`` 1): settings every replica must share. ``shards`` is the evaluator shard
+count, the source of truth over each process's ``MONITOR_SHARDS`` (DESIGN §6,
+:mod:`monitor.storage.cluster`); ``changed_at`` is when it was recorded or last resharded."""
+
 # --- issue 8: notifications (migration 0006) ---------------------------------------------------
 # Columns added to existing tables: checks.nag_interval / escalate_after / escalate_to (repeats and
 # escalation), channels.is_default (project default routing), alerts.facts (what the message is

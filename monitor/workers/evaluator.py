@@ -2,11 +2,14 @@
 
 Each round, every ``MONITOR_EVALUATE_INTERVAL`` s:
 
-1. **Rebalance.** Announce this replica (``replicas`` heartbeat), compute the fair share
-   ``ceil(MONITOR_SHARDS / live evaluators)``, release the extra shard leases when others have
-   joined, and try free ones up to the share (a dead replica's shards are free once its
-   session ends — at once after SIGKILL, within one TTL after a stall — and its share is
-   redistributed once its heartbeat is one TTL old).
+1. **Rebalance.** Read the shard count recorded in the database (the source of truth, not
+   ``MONITOR_SHARDS``: :mod:`monitor.storage.cluster`; ``monitor reshard N`` changes it while
+   evaluators run, and each follows within a round, releasing — and deleting the rows of —
+   leases of shards that no longer exist). Announce this replica (``replicas`` heartbeat),
+   compute the fair share ``ceil(shards / live evaluators)``, release the extra shard leases
+   when others have joined, and try free ones up to the share (a dead replica's shards are
+   free once its session ends — at once after SIGKILL, within one TTL after a stall — and its
+   share is redistributed once its heartbeat is one TTL old).
 2. **Plan** the next sweep: the shard leases held now, with their fencing tokens.
 3. **Sleep**, then **sweep** the plan: one :func:`evaluate_due` per shard, each transaction
    fenced by :func:`monitor.storage.leases.check_fence`. The plan is not re-checked against the
@@ -35,10 +38,10 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from monitor.domain.clock import Clock
 from monitor.domain.errors import StaleLease
 from monitor.domain.shards import LEASE_PREFIX, lease_names
-from monitor.services.evaluator import evaluate_due, reshard
+from monitor.services.evaluator import evaluate_due
 from monitor.settings import Settings
+from monitor.storage import cluster, replicas
 from monitor.storage import leases as lease_store
-from monitor.storage import replicas
 from monitor.storage.engine import make_engine
 
 logger = logging.getLogger(__name__)
@@ -60,8 +63,9 @@ class ShardedEvaluator:
     """One process's evaluator: its shard leases, its plan and its sweeps.
 
     Args:
-        engine: the database (heartbeats, resharding; SQLite sweeps).
-        settings: ``shards``, ``lease_ttl``, ``evaluate_interval``, ``base_url``.
+        engine: the database (heartbeats, the stored shard count; SQLite sweeps).
+        settings: ``lease_ttl``, ``evaluate_interval``, ``base_url``; ``shards`` only until
+            the first :meth:`rebalance` reads the stored count (or pass ``shards``).
         clock: the clock (every instant written comes from it).
         sweep_engine: where sweeps run; on PostgreSQL a pool whose sessions end a transaction
             idle for one TTL (default ``engine``).
@@ -76,6 +80,7 @@ class ShardedEvaluator:
         *,
         sweep_engine: AsyncEngine | None = None,
         holder: str | None = None,
+        shards: int | None = None,
     ) -> None:
         self.engine = engine
         self.sweep_engine = sweep_engine or engine
@@ -83,20 +88,52 @@ class ShardedEvaluator:
         self.clock = clock
         self.holder = holder or holder_name()
         self.ttl = timedelta(seconds=settings.lease_ttl)
-        self.names = lease_names(settings.shards)
         self.leases = lease_store.open_leases(engine, self.holder, self.ttl)
-        start = zlib.crc32(self.holder.encode()) % settings.shards
+        self.shards = 0
+        self.names: list[str] = []
+        self._order: list[str] = []
+        self._use_count(shards or settings.shards)
+
+    def _use_count(self, shards: int) -> None:
+        self.shards = shards
+        self.names = lease_names(shards)
+        start = zlib.crc32(self.holder.encode()) % shards
         self._order = self.names[start:] + self.names[:start]  # replicas start at different shards
 
+    async def follow_shard_count(self) -> None:
+        """Adopt the stored shard count if a reshard changed it; drop leases of shards gone.
+
+        Leases outside the count are released and their rows deleted (when nobody took them
+        meanwhile), so ``/ready`` lists only shards that exist.
+        """
+        async with self.engine.connect() as conn:
+            stored = await cluster.stored_shard_count(conn)
+        if stored is None:  # start-up could not record it (database down then): record it now
+            stored = await cluster.adopt_shard_count(
+                self.engine, self.shards, self.clock.now(), process="evaluator"
+            )
+        if stored != self.shards:
+            logger.info(
+                "shard_count_changed %d -> %d (resharded): following",
+                self.shards,
+                stored,
+                extra={"action": "shard_count_changed", "before": self.shards, "shards": stored},
+            )
+            self._use_count(stored)
+        gone = [name for name in self.leases.held if name not in self.names]
+        for name in gone:
+            await self.leases.release(name)
+        if gone:
+            async with self.engine.begin() as conn:
+                await cluster.prune_stale_leases(conn, self.shards, only_free=True)
+
     async def rebalance(self) -> None:
-        """Heartbeat, then release extras or take free shards up to the fair share."""
+        """Follow the stored shard count, heartbeat, then release extras or take free shards up
+        to the fair share."""
+        await self.follow_shard_count()
         now = self.clock.now()
         live = await replicas.announce(self.engine, self.holder, ROLE, now, self.ttl)
-        share = fair_share(self.settings.shards, live)
-        held = self.leases.held
-        for name in held:
-            if name not in self.names:  # MONITOR_SHARDS changed under us
-                await self.leases.release(name)
+        share = fair_share(self.shards, live)
         held = self.leases.held
         if len(held) > share:
             extras = sorted(held, key=lambda n: int(n.removeprefix(LEASE_PREFIX)), reverse=True)
@@ -136,7 +173,7 @@ class ShardedEvaluator:
                     now,
                     settings=self.settings,
                     token=token,
-                    shard=(index, self.settings.shards),
+                    shard=(index, self.shards),
                     fence=self._fence(name, token, now),
                 )
             except StaleLease as stale:
@@ -214,15 +251,15 @@ async def run_evaluator(
             idle_in_transaction_timeout=settings.lease_ttl,
         )
         sweep_engine = own_engine
-    evaluator = ShardedEvaluator(engine, settings, clock, sweep_engine=sweep_engine)
+    shards = settings.shards
+    try:
+        # the database's count wins over MONITOR_SHARDS (warning shard_count_mismatch)
+        shards = await cluster.adopt_shard_count(engine, settings.shards, clock.now(), process="evaluator")
+    except Exception:
+        logger.exception("could not read the stored shard count", extra={"action": "shard_count_failed"})
+    evaluator = ShardedEvaluator(engine, settings, clock, sweep_engine=sweep_engine, shards=shards)
     renewer: asyncio.Task[None] | None = None
     try:
-        try:
-            changed = await reshard(engine, settings.shards)
-            if changed:
-                logger.info("re-sharded %d checks", changed, extra={"action": "resharded", "checks": changed})
-        except Exception:
-            logger.exception("re-sharding failed", extra={"action": "reshard_failed"})
         renewer = asyncio.create_task(evaluator.renew_forever(), name="lease-renewal")
         plan: dict[str, int] = {}
         while True:

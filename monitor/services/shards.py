@@ -1,0 +1,105 @@
+"""Changing the evaluator shard count: ``monitor reshard N`` (DESIGN §6).
+
+The count is recorded once in the database (:mod:`monitor.storage.cluster`); this is the one
+way to change it, and it is safe while evaluators run. One transaction:
+
+1. PostgreSQL: lock every evaluator lease row ``FOR UPDATE``. Each fenced evaluator
+   transaction reads its shard's row ``FOR SHARE`` first, so this waits for the sweeps in
+   flight and holds new ones back until the commit: no sweep straddles the change.
+2. Lock the ``cluster_settings`` row and store the new count. Check creation reads that row
+   ``FOR SHARE``, so a check created concurrently either commits first (and is re-sharded in
+   step 3) or waits and takes its shard from the new count.
+3. Re-shard every check: ``shard = uuid.int % N``.
+4. Delete the lease rows of shards that no longer exist (``shard-<n>``, ``n >= N``) and the
+   legacy ``evaluator`` row; other leases (``job-<name>``) are kept.
+
+Why it is safe: a shard lease guards the checks whose *stored* shard is its index, whatever
+the count. A holder of ``shard-2`` keeps evaluating ``checks.shard = 2`` — the new set of
+them after the commit. A holder of a deleted ``shard-n`` fails its next fencing check
+("no lease row") and steps down. Every evaluator reads the stored count each round and takes
+or releases shard leases to match within one ``MONITOR_EVALUATE_INTERVAL``; until then the new
+shards are simply not swept yet (evaluation is late by at most a round, never lost).
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import or_, select, update
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from monitor.domain.errors import ValidationError
+from monitor.domain.shards import LEASE_PREFIX
+from monitor.storage import cluster, repositories
+from monitor.storage import tables as t
+
+logger = logging.getLogger(__name__)
+
+MAX_SHARDS = 4096
+"""Upper bound of the shard count (each shard is a lease row and an advisory lock)."""
+
+
+async def reshard(engine: AsyncEngine, count: int, now: datetime) -> dict[str, Any]:
+    """Set the cluster's shard count to ``count`` and re-shard every check, in one transaction.
+
+    Args:
+        engine: the database (migrated).
+        count: the new shard count, 1 … :data:`MAX_SHARDS`.
+        now: the current instant (aware UTC), stored as ``changed_at``.
+
+    Returns:
+        ``{"shards_before": int | None, "shards": int, "checks_moved": int,
+        "leases_removed": [names]}``; ``shards_before`` is ``None`` when no count was stored.
+
+    Raises:
+        ValidationError: ``count`` is out of range (field ``shards``).
+    """
+    if not 1 <= count <= MAX_SHARDS:
+        raise ValidationError("shards", f"must be between 1 and {MAX_SHARDS}, got {count}")
+    async with engine.begin() as conn:
+        if conn.dialect.name == "postgresql":
+            await conn.execute(
+                select(t.leases.c.name)
+                .where(
+                    or_(
+                        t.leases.c.name.like(f"{LEASE_PREFIX}%"),
+                        t.leases.c.name == cluster.LEGACY_EVALUATOR_LEASE,
+                    )
+                )
+                .order_by(t.leases.c.name)
+                .with_for_update()
+            )
+        row = select(t.cluster_settings.c.shards).where(t.cluster_settings.c.id == cluster.SETTINGS_ROW)
+        before = (await conn.execute(row.with_for_update())).scalar_one_or_none()
+        if before is None:
+            await conn.execute(
+                repositories.insert_ignoring_conflicts(conn, t.cluster_settings).values(
+                    id=cluster.SETTINGS_ROW, shards=count, changed_at=now
+                )
+            )
+            before = (await conn.execute(row.with_for_update())).scalar_one_or_none()
+            before = None if before == count else before
+        await conn.execute(
+            update(t.cluster_settings)
+            .where(t.cluster_settings.c.id == cluster.SETTINGS_ROW)
+            .values(shards=count, changed_at=now)
+        )
+        moved = await cluster.rewrite_check_shards(conn, count)
+        removed = await cluster.prune_stale_leases(conn, count)
+    result: dict[str, Any] = {
+        "shards_before": None if before is None else int(before),
+        "shards": count,
+        "checks_moved": moved,
+        "leases_removed": removed,
+    }
+    logger.info(
+        "resharded %s -> %d shards: %d checks moved, leases removed: %s",
+        result["shards_before"],
+        count,
+        moved,
+        ",".join(removed) or "none",
+        extra={"action": "resharded", **result},
+    )
+    return result
