@@ -13,6 +13,7 @@ import asyncio
 import signal
 import sys
 import time
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -83,12 +84,12 @@ def test_sigstopped_notifier_past_its_claim_does_not_deliver_again(tmp_path: Pat
         common = {
             "MONITOR_DATABASE_URL": database_url,
             "MONITOR_ALLOW_PRIVATE_TARGETS": "1",
-            "MONITOR_NOTIFY_TIMEOUT": "1",  # claims last 2 x 1 + 5 = 7 s
+            "MONITOR_NOTIFY_TIMEOUT": "0.5",  # claims last 2 x 0.5 + 5 = 6 s
         }
         argv = [sys.executable, "-m", "monitor", "notify"]
         a = MonitorProcess(
             argv,
-            env=checkout_env(**common, MONITOR_NOTIFY_PRE_SEND_DELAY="4"),
+            env=checkout_env(**common, MONITOR_NOTIFY_PRE_SEND_DELAY="5"),
             cwd=tmp_path,
             logs=tmp_path,
             name="notifier-a",
@@ -97,17 +98,18 @@ def test_sigstopped_notifier_past_its_claim_does_not_deliver_again(tmp_path: Pat
         try:
             a.start()
             claim = wait_until(
-                lambda: asyncio.run(_row(database_url)).get("claim_token"),
+                lambda: (r := asyncio.run(_row(database_url)))["claim_token"] and r,
                 timeout=20,
                 interval=0.05,
                 what=f"notifier A to claim the notification\n{a.describe()}",
             )
             assert a.proc is not None
             a.proc.send_signal(signal.SIGSTOP)  # stalled inside the claim → send gap
-            stopped_at = time.monotonic()
             b.start()
             receiver.wait_for_requests(1, timeout=20)  # B, once A's claim has expired
-            assert time.monotonic() - stopped_at >= 5, "B must wait for A's claim to expire"
+            claimed_until = claim["claimed_until"]
+            assert isinstance(claimed_until, datetime)
+            assert datetime.now(UTC) >= claimed_until, "B must wait for A's claim to expire"
             row = wait_until(
                 lambda: (r := asyncio.run(_row(database_url)))["status"] == "sent" and r,
                 timeout=10,
@@ -115,9 +117,12 @@ def test_sigstopped_notifier_past_its_claim_does_not_deliver_again(tmp_path: Pat
             )
             assert row["claim_token"] is None and row["attempts"] == 1
             a.proc.send_signal(signal.SIGCONT)
-            wait_until(lambda: "claim lost" in a.stderr, timeout=15, what=f"A to notice\n{a.describe()}")
-            time.sleep(1.0)
+            deadline = time.monotonic() + 15  # A sleeps out its pre-send delay, then re-checks
+            while "claim lost" not in a.stderr and len(receiver.requests) < 2 and time.monotonic() < deadline:
+                time.sleep(0.1)
+            time.sleep(0.5)
             assert len(receiver.requests) == 1, (claim, a.describe(), b.describe())
+            assert "claim lost" in a.stderr, a.describe()
             assert asyncio.run(_row(database_url))["attempts"] == 1
         finally:
             for process in (a, b):
