@@ -29,6 +29,7 @@ from monitor.domain.clock import Clock, SystemClock
 from monitor.http.api.channels import ChannelsController
 from monitor.http.api.checks import ChecksController
 from monitor.http.api.common import Services, services_of
+from monitor.http.api.maintenance import MaintenanceController
 from monitor.http.cron import CronController
 from monitor.http.errors import EXCEPTION_HANDLERS
 from monitor.http.metrics import metrics
@@ -175,6 +176,7 @@ def create_app(
 
     handlers: list[Any] = [ping, health, ready, metrics, ChecksController, ChannelsController, CronController]
     handlers += web_setup.route_handlers()  # dashboard, login, badges (issue 9)
+    handlers.append(MaintenanceController)  # issue 8
     return Litestar(
         route_handlers=handlers,
         lifespan=[lifespan],
