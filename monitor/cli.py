@@ -104,6 +104,26 @@ def _parser() -> argparse.ArgumentParser:
     )
     db(reshard)
     reshard.add_argument("shards", type=int, nargs="?", help="the new shard count (1-4096)")
+    user = sub.add_parser("user", help="manage dashboard users")
+    user_sub = user.add_subparsers(dest="user_command", required=True)
+    user_create = user_sub.add_parser(
+        "create",
+        help="create a dashboard user; prints it as JSON",
+        description="The password comes from --password-stdin (first line of standard input), else "
+        "MONITOR_USER_PASSWORD, else an interactive prompt.",
+    )
+    db(user_create)
+    user_create.add_argument("email")
+    user_create.add_argument(
+        "--project",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="a project the user may see (repeatable; every project of that name)",
+    )
+    user_create.add_argument(
+        "--password-stdin", action="store_true", help="read the password from standard input"
+    )
 
     from monitor import crontab_import  # issue 7
 
@@ -151,6 +171,10 @@ def _dispatch(args: argparse.Namespace) -> int:
         return 0
     if command == "replay":
         return _replay(args.file)
+    if command == "user":
+        result = asyncio.run(_user_create(_settings(args), args.email, args.project, _password(args)))
+        print(json.dumps(result))
+        return 0
     if command == "cron":
         return _cron_explain(args)
     if command == "reshard":
@@ -418,3 +442,35 @@ def _scheduler(args: argparse.Namespace) -> int:
 
 if __name__ == "__main__":
     raise SystemExit(main())
+
+
+def _password(args: argparse.Namespace) -> str:
+    """``monitor user create``'s password: stdin, MONITOR_USER_PASSWORD or a prompt."""
+    if args.password_stdin:
+        return sys.stdin.readline().rstrip("\r\n")
+    from_env = os.environ.get("MONITOR_USER_PASSWORD")
+    if from_env:
+        return from_env
+    if not sys.stdin.isatty():
+        from monitor.domain.errors import ValidationError
+
+        raise ValidationError("password", "give it with --password-stdin or MONITOR_USER_PASSWORD")
+    import getpass
+
+    return getpass.getpass("Password: ")
+
+
+async def _user_create(
+    settings: Settings, email: str, project_names: list[str], password: str
+) -> dict[str, object]:
+    from monitor.services import users
+    from monitor.storage.engine import make_engine, migrate
+
+    engine = make_engine(settings.database_url)
+    try:
+        await migrate(engine)
+        async with engine.begin() as conn:
+            project_ids = await users.project_ids_by_names(conn, project_names)
+            return await users.create_user(conn, email, password, project_ids, datetime.now(UTC))
+    finally:
+        await engine.dispose()

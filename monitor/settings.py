@@ -75,6 +75,17 @@ class Settings:
     """Peer addresses whose ``X-Forwarded-For`` first hop is believed."""
     metrics_key: str | None = None
     """Bearer key for ``/metrics``; unset means open."""
+    # --- issue 8: notifications
+    notify_rate_limit: int = 10
+    """Notifications one channel receives about one check in any ``notify_rate_window`` before
+    the rest are held back and then coalesced into one digest (never dropped)."""
+    notify_rate_window: float = 300.0
+    """The rate limit's window, seconds."""
+    templates_dir: str | None = None
+    """A directory of message templates overriding the package's (``monitor/notify/templates``)."""
+    notify_pre_send_delay: float = 0.0
+    """Testing aid: seconds a notifier waits between claiming a notification and re-checking its
+    claim before sending, so a test can stall (SIGSTOP) a sender inside that gap."""
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None, **overrides: Any) -> Settings:
@@ -99,6 +110,7 @@ class Settings:
         text("MONITOR_BASE_URL", "base_url")
         text("MONITOR_API_KEY", "api_key")
         text("MONITOR_METRICS_KEY", "metrics_key")
+        text("MONITOR_TEMPLATES_DIR", "templates_dir")
         numbers: list[tuple[str, str, type[int] | type[float], float]] = [
             ("MONITOR_EVALUATE_INTERVAL", "evaluate_interval", float, 0.01),
             ("MONITOR_LEASE_TTL", "lease_ttl", float, 0.1),
@@ -110,6 +122,9 @@ class Settings:
             ("MONITOR_NOTIFY_MAX_ATTEMPTS", "notify_max_attempts", int, 1),
             ("MONITOR_NOTIFY_TIMEOUT", "notify_timeout", float, 0.1),
             ("MONITOR_NOTIFY_BACKOFF", "notify_backoff", float, 0),
+            ("MONITOR_NOTIFY_RATE_LIMIT", "notify_rate_limit", int, 1),
+            ("MONITOR_NOTIFY_RATE_WINDOW", "notify_rate_window", float, 0),
+            ("MONITOR_NOTIFY_PRE_SEND_DELAY", "notify_pre_send_delay", float, 0),
         ]
         for name, key, kind, minimum in numbers:
             raw = env.get(name)

@@ -1,8 +1,11 @@
-"""Render an alert into the words a person on call reads (DESIGN §7).
+"""The words a person on call reads about an alert (DESIGN §7).
 
-Pure: no Apprise, no I/O, never reads the clock. The notifier decides which of the
-renderings to send (plain ``body`` for email and JSON, ``body_markdown`` for chat
-services) and adds ``json_fields`` to ``json://`` payloads as top-level fields.
+Pure: no Apprise, no I/O, never reads the clock. :func:`context` computes every sentence
+and detail from :class:`AlertFacts`; the template files of :mod:`monitor.notify.templates`
+arrange them into a :class:`Message`. The notifier decides which rendering to send (plain
+``body`` for email and JSON, ``body_markdown`` for chat services) and adds ``json_fields``
+to ``json://`` payloads as top-level fields. Facts are stored with each alert
+(:func:`facts_to_json`) so that delivery renders with the templates configured then.
 
 Every title starts with the check's name and contains the alert kind verbatim::
 
@@ -15,10 +18,12 @@ tail and a link to the check's page.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 #: The longest log tail put into a message, in characters (the end is kept).
@@ -28,6 +33,11 @@ LOG_TAIL_LIMIT = 1000
 RUN_ID_PREFIX = 8
 
 KINDS = ("missed", "late", "failed", "timeout", "overlap", "duplicate", "recovered")
+
+#: Notification kinds beyond the alert kinds of DESIGN §2 (issue 8): a reminder while a check
+#: stays down, an escalation to more channels, and the summary when a maintenance window ends.
+NAG, ESCALATION, MAINTENANCE = "nag", "escalation", "maintenance"
+EXTRA_KINDS = (NAG, ESCALATION, MAINTENANCE)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -55,6 +65,11 @@ class AlertFacts:
             are shown.
         check_url: a link to the check's page.
         other_scheduled: overlap only: the tick of the earlier run that was still running.
+        episode_kind: nag / escalation: the kind of the alert that opened the down episode.
+        down_for_s: nag / escalation: how long the check has been down, seconds.
+        reminder: nag: which reminder this is (1, 2, ...).
+        window_name / window_start / window_end: maintenance: the window and its occurrence.
+        held: maintenance: one line per alert held back during the occurrence.
     """
 
     kind: str
@@ -72,6 +87,13 @@ class AlertFacts:
     log_tail: str | None = None
     check_url: str
     other_scheduled: datetime | None = None
+    episode_kind: str | None = None
+    down_for_s: float | None = None
+    reminder: int | None = None
+    window_name: str | None = None
+    window_start: datetime | None = None
+    window_end: datetime | None = None
+    held: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -83,7 +105,8 @@ class Message:
         body: plain text (email, JSON payloads, logs).
         body_markdown: the same content as Markdown (chat services).
         json_fields: top-level fields for JSON payloads: ``kind``, ``check_uuid``, ``slug``,
-            ``scheduled`` (ISO 8601 UTC with ``Z``, or ``""``) and ``status``; all strings.
+            ``scheduled`` (ISO 8601 UTC with ``Z``, or ``""``), ``status``, ``name`` and
+            ``url``; all strings.
     """
 
     title: str
@@ -126,45 +149,107 @@ def format_utc(instant: datetime) -> str:
     return _as_utc(instant).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def render(facts: AlertFacts) -> Message:
-    """Render an alert's facts into a title, plain and Markdown bodies and JSON fields.
+def tick_url(check_url: str, scheduled: datetime | None) -> str | None:
+    """The link to one tick on the check's page: ``<check_url>#tick-2026-07-19T03:00:00Z``.
 
     Args:
-        facts: what happened (see :class:`AlertFacts`).
+        check_url: ``{MONITOR_BASE_URL}/checks/{uuid}``, the check's dashboard page.
+        scheduled: the tick, or ``None`` (then there is no tick link).
+    """
+    return f"{check_url}#tick-{format_utc(scheduled)}" if scheduled is not None else None
+
+
+def json_fields(facts: AlertFacts) -> dict[str, str]:
+    """Top-level fields for ``json://`` payloads (DESIGN §7): ``kind, check_uuid, slug,
+    scheduled, status`` plus ``name`` (the check's name) and ``url`` (its page); all strings."""
+    return {
+        "kind": facts.kind,
+        "check_uuid": facts.check_uuid,
+        "slug": facts.slug or "",
+        "scheduled": format_utc(facts.scheduled) if facts.scheduled else "",
+        "status": facts.status,
+        "name": facts.check_name,
+        "url": facts.check_url,
+    }
+
+
+def context(facts: AlertFacts) -> dict[str, Any]:
+    """Everything a message template needs, computed from ``facts`` (pure).
+
+    The templates (``monitor/notify/templates/``, overridable) only arrange these values.
+
+    Args:
+        facts: what happened.
 
     Returns:
-        The :class:`Message`. Never raises for odd input: an unknown zone is shown as UTC,
-        an unknown kind gets a generic sentence.
+        A dict with ``kind``, ``name``, ``title_sentence`` (after ``"<name>: <kind> — "``),
+        ``sentence`` (the body's first sentence, after ``"<name>: "``), ``details`` (list of
+        ``(label, value)`` pairs: tick in UTC and local, how late / long / many, status),
+        ``log_tail`` (bounded, control characters removed; ``""`` when none), ``check_url``,
+        ``tick_url`` (or ``None``), ``scheduled_utc`` / ``scheduled_local`` (or ``None``),
+        ``held`` (maintenance summaries: lines naming the alerts held back) and ``facts``.
+        Never raises for odd input: an unknown zone is shown as UTC, an unknown kind gets a
+        generic sentence.
     """
     zone = _zone(facts.tz)
-    title_sentence, body_sentence = _SENTENCES.get(facts.kind, _generic)(facts, zone)
-    title = f"{facts.check_name}: {facts.kind} — {title_sentence}"
+    title_sentence, sentence = _SENTENCES.get(facts.kind, _generic)(facts, zone)
+    return {
+        "kind": facts.kind,
+        "name": facts.check_name,
+        "title_sentence": title_sentence,
+        "sentence": sentence,
+        "details": _details(facts, zone),
+        "log_tail": _tail(facts.log_tail),
+        "check_url": facts.check_url,
+        "tick_url": tick_url(facts.check_url, facts.scheduled),
+        "scheduled_utc": format_utc(facts.scheduled) if facts.scheduled else None,
+        "scheduled_local": _local(facts.scheduled, zone) if facts.scheduled and not _is_utc(zone) else None,
+        "held": list(facts.held),
+        "facts": facts,
+    }
 
-    details = _details(facts, zone)
-    tail = _tail(facts.log_tail)
 
-    plain = [f"{facts.check_name}: {body_sentence}", ""]
-    plain += [f"{label}: {value}" for label, value in details]
-    md = [f"**{_md_escape(facts.check_name)}**: {_md_escape(body_sentence)}", ""]
-    md += [f"- **{label}:** {_md_escape(value)}" for label, value in details]
-    if tail:
-        plain += ["", "Last ping's log (tail):", tail]
-        md += ["", "Last ping's log (tail):", "```", tail.replace("```", "'''"), "```"]
-    plain += ["", f"Check: {facts.check_url}"]
-    md += ["", f"Check: {facts.check_url}"]
+def md_escape(text: str) -> str:
+    """Escape Markdown's special characters (``\\ ` * _ [ ] < >``) in ``text``."""
+    return text.translate(_MD_SPECIAL)
 
-    return Message(
-        title=title,
-        body="\n".join(plain) + "\n",
-        body_markdown="\n".join(md) + "\n",
-        json_fields={
-            "kind": facts.kind,
-            "check_uuid": facts.check_uuid,
-            "slug": facts.slug or "",
-            "scheduled": format_utc(facts.scheduled) if facts.scheduled else "",
-            "status": facts.status,
-        },
-    )
+
+_INSTANT_FIELDS = ("scheduled", "other_scheduled", "window_start", "window_end")
+
+
+def facts_to_json(facts: AlertFacts) -> str:
+    """Serialise facts for storage with the alert (instants as ISO 8601 UTC with ``Z``)."""
+    data: dict[str, Any] = {}
+    for name in AlertFacts.__slots__:
+        value = getattr(facts, name)
+        if name in _INSTANT_FIELDS:
+            value = format_utc(value) if value is not None else None
+        elif isinstance(value, tuple):
+            value = list(value)
+        data[name] = value
+    return json.dumps(data, ensure_ascii=False)
+
+
+def facts_from_json(text: str) -> AlertFacts:
+    """The inverse of :func:`facts_to_json`; unknown keys are ignored (older/newer rows).
+
+    Raises:
+        ValueError: ``text`` is not a JSON object of facts.
+    """
+    data = json.loads(text)
+    if not isinstance(data, dict):
+        raise ValueError("facts: not a JSON object")
+    known = set(AlertFacts.__slots__)
+    values: dict[str, Any] = {}
+    for name, value in data.items():
+        if name not in known:
+            continue
+        if name in _INSTANT_FIELDS and value is not None:
+            value = datetime.fromisoformat(str(value).replace("Z", "+00:00"))
+        elif name in ("run_ids", "held") and value is not None:
+            value = tuple(value)
+        values[name] = value
+    return AlertFacts(**values)
 
 
 # --------------------------------------------------------------------------- helpers
@@ -248,10 +333,6 @@ _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 _MD_SPECIAL = str.maketrans({c: "\\" + c for c in "\\`*_[]<>"})
 
 
-def _md_escape(text: str) -> str:
-    return text.translate(_MD_SPECIAL)
-
-
 def _details(facts: AlertFacts, zone: ZoneInfo) -> list[tuple[str, str]]:
     rows: list[tuple[str, str]] = []
     if facts.scheduled is not None:
@@ -269,6 +350,19 @@ def _details(facts: AlertFacts, zone: ZoneInfo) -> list[tuple[str, str]]:
         rows.append(("Runs", str(facts.count)))
     elif facts.kind in ("failed", "timeout") and facts.count > 1:
         rows.append(("Bad outcomes in a row", str(facts.count)))
+    if facts.down_for_s is not None:
+        rows.append(("Down for", humanize_duration(facts.down_for_s)))
+    if facts.episode_kind:
+        rows.append(("Down since", f"{_a(facts.episode_kind)} alert"))
+    if facts.reminder is not None:
+        rows.append(("Reminder", str(facts.reminder)))
+    if facts.window_start is not None and facts.window_end is not None:
+        rows.append(("Window", f"{format_utc(facts.window_start)} – {format_utc(facts.window_end)}"))
+        if not _is_utc(zone):
+            rows.append(
+                ("Window (local)", f"{_local(facts.window_start, zone)} – {_local(facts.window_end, zone)}")
+            )
+        rows.append(("Alerts held back", str(len(facts.held))))
     if facts.exit_status is not None:
         rows.append(("Exit status", str(facts.exit_status)))
     if facts.run_ids:
@@ -356,6 +450,41 @@ def _recovered(f: AlertFacts, z: ZoneInfo) -> tuple[str, str]:
     )
 
 
+def _a(kind: str | None) -> str:
+    """``"a missed"``, ``"a failed"``, ``"a timeout"``; ``"an"`` when the kind is unknown."""
+    return f"a {kind}" if kind else "an"
+
+
+def _nag(f: AlertFacts, z: ZoneInfo) -> tuple[str, str]:
+    down = humanize_duration(f.down_for_s) if f.down_for_s is not None else "a while"
+    since = f"{f.episode_kind} {_run_label(f.scheduled, z)}" if f.episode_kind else _run_label(f.scheduled, z)
+    nth = f", reminder {f.reminder}" if f.reminder else ""
+    return (
+        f"still down after {down} ({since}{nth})",
+        f"still down after {down}: the down episode began with {_a(f.episode_kind)} alert for"
+        f" {_run_label_both(f.scheduled, z)} and no run has succeeded since.",
+    )
+
+
+def _escalation(f: AlertFacts, z: ZoneInfo) -> tuple[str, str]:
+    down = humanize_duration(f.down_for_s) if f.down_for_s is not None else "too long"
+    return (
+        f"down for {down} ({f.episode_kind or 'down'}: {_run_label(f.scheduled, z)})",
+        f"has been down for {down} and is escalated to you: the down episode began with"
+        f" {_a(f.episode_kind)} alert for {_run_label_both(f.scheduled, z)}.",
+    )
+
+
+def _maintenance(f: AlertFacts, z: ZoneInfo) -> tuple[str, str]:
+    n = len(f.held)
+    held = "no alerts were held back" if n == 0 else f"{n} alert{'s' if n != 1 else ''} held back"
+    name = f" “{f.window_name}”" if f.window_name else ""
+    return (
+        f"window{name} ended, {held}",
+        f"maintenance window{name} ended; {held} during it. The check is {f.status} now.",
+    )
+
+
 def _generic(f: AlertFacts, z: ZoneInfo) -> tuple[str, str]:
     return (f"{_run_label(f.scheduled, z)}", f"{f.kind} for {_run_label_both(f.scheduled, z)}.")
 
@@ -368,4 +497,7 @@ _SENTENCES: dict[str, _Sentences] = {
     "overlap": _overlap,
     "duplicate": _duplicate,
     "recovered": _recovered,
+    NAG: _nag,
+    ESCALATION: _escalation,
+    MAINTENANCE: _maintenance,
 }

@@ -29,6 +29,7 @@ from monitor.domain.clock import Clock, SystemClock
 from monitor.http.api.channels import ChannelsController
 from monitor.http.api.checks import ChecksController
 from monitor.http.api.common import Services, services_of
+from monitor.http.api.maintenance import MaintenanceController
 from monitor.http.cron import CronController
 from monitor.http.errors import EXCEPTION_HANDLERS
 from monitor.http.metrics import metrics
@@ -40,6 +41,7 @@ from monitor.settings import Settings
 from monitor.storage import cluster, leases
 from monitor.storage import tables as t
 from monitor.storage.engine import make_engine, migrate
+from monitor.web import setup as web_setup
 from monitor.workers.evaluator import run_evaluator
 from monitor.workers.liveness import run_liveness
 from monitor.workers.notifier import run_notifier
@@ -173,6 +175,8 @@ def create_app(
             await engine.dispose()
 
     handlers: list[Any] = [ping, health, ready, metrics, ChecksController, ChannelsController, CronController]
+    handlers += web_setup.route_handlers()  # dashboard, login, badges (issue 9)
+    handlers.append(MaintenanceController)  # issue 8
     return Litestar(
         route_handlers=handlers,
         lifespan=[lifespan],
@@ -185,6 +189,7 @@ def create_app(
             render_plugins=[ScalarRenderPlugin()],
         ),
         debug=False,
+        template_config=web_setup.template_config(),
     )
 
 

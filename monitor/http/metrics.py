@@ -27,6 +27,17 @@ Series:
   gap, 2 × TTL); ``monitor_liveness_age_seconds`` — since the freshest liveness renewal;
   ``monitor_outage_ongoing`` — 1 when no liveness row is fresh; ``monitor_outages_total`` —
   monitor outages recorded (self-outage guard).
+* ``monitor_check_up{uuid, name}`` — 0 while the check is down, else 1;
+  ``monitor_check_status{uuid, name, status}`` — 1 for the check's status (new, up, grace, down,
+  paused), 0 for the others; ``monitor_check_started{uuid, name}`` — a run is in progress;
+  ``monitor_check_last_ping_age_seconds{uuid, name}`` — since its last ping (checks never pinged
+  have none).
+* ``monitor_pings_total{kind}`` — stored pings by kind; ``monitor_alerts_total{kind}`` — alerts
+  by kind; ``monitor_notifications{status}`` — notifications by status (pending, sent, failed);
+  ``monitor_notification_attempts_total{result}`` — delivery attempts, ``ok`` or ``error``.
+* ``monitor_evaluator_sweep_duration_seconds`` (summary: ``_count``, ``_sum``) and
+  ``monitor_evaluator_last_sweep_duration_seconds`` — this process's sweeps, as recorded through
+  :func:`monitor.services.sweeps.record_sweep` (absent until the process has swept).
 """
 
 from __future__ import annotations
@@ -40,15 +51,24 @@ from typing import Any
 
 from litestar import MediaType, Request, Response, get
 from prometheus_client.exposition import choose_encoder
-from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.metrics_core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    Metric,
+    SummaryMetricFamily,
+)
 from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from monitor import __version__
+from monitor.domain import detection
+from monitor.domain.checks import Status
 from monitor.domain.shards import LEASE_PREFIX
 from monitor.http.api.common import services_of
+from monitor.services import checks as check_service
+from monitor.services import sweeps
 from monitor.services.outages import outage_gap
-from monitor.storage import cluster
+from monitor.storage import cluster, repositories
 from monitor.storage import tables as t
 
 logger = logging.getLogger(__name__)
@@ -60,6 +80,15 @@ class LeaseRow:
     holder: str | None
     token: int
     expires_at: datetime | None
+
+
+@dataclass(frozen=True, slots=True)
+class CheckRow:
+    uuid: str
+    name: str
+    status: str
+    started: bool
+    last_ping_at: datetime | None
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -77,6 +106,12 @@ class Snapshot:
     last_liveness: datetime | None = None
     outages: int = 0
     ttl: timedelta = field(default=timedelta(seconds=10))
+    checks: tuple[CheckRow, ...] = ()
+    pings_by_kind: tuple[tuple[str, int], ...] = ()
+    alerts_by_kind: tuple[tuple[str, int], ...] = ()
+    notifications_by_status: tuple[tuple[str, int], ...] = ()
+    attempts_by_result: tuple[tuple[str, int], ...] = ()
+    sweeps: sweeps.SweepStats | None = None
 
 
 async def read_snapshot(engine: AsyncEngine, now: datetime, shards: int, ttl: timedelta) -> Snapshot:
@@ -118,6 +153,17 @@ async def read_snapshot(engine: AsyncEngine, now: datetime, shards: int, ttl: ti
         ).scalar_one()
         last_liveness = (await conn.execute(select(func.max(t.liveness.c.renewed_at)))).scalar_one_or_none()
         outages = (await conn.execute(select(func.count()).select_from(t.outages))).scalar_one()
+        check_rows = [dict(r) for r in (await conn.execute(select(t.checks))).mappings().all()]
+        started = await check_service.started_checks(conn, check_rows, now)
+
+        async def grouped(column: Any) -> tuple[tuple[str, int], ...]:
+            rows = await conn.execute(select(column, func.count()).group_by(column).order_by(column))
+            return tuple((str(k), int(n)) for k, n in rows)
+
+        pings_by_kind = await grouped(t.pings.c.kind)
+        alerts_by_kind = await grouped(t.alerts.c.kind)
+        notifications_by_status = await grouped(t.notifications.c.status)
+        attempts = await grouped(t.notification_attempts.c.ok)
     return Snapshot(
         shards=shards,
         now=now,
@@ -129,6 +175,23 @@ async def read_snapshot(engine: AsyncEngine, now: datetime, shards: int, ttl: ti
         last_liveness=last_liveness,
         outages=int(outages),
         ttl=ttl,
+        checks=tuple(
+            CheckRow(
+                r["uuid"],
+                r["name"],
+                detection.status(repositories.state_of(r), now).value,
+                r["id"] in started,
+                r["last_ping_at"],
+            )
+            for r in check_rows
+        ),
+        pings_by_kind=pings_by_kind,
+        alerts_by_kind=alerts_by_kind,
+        notifications_by_status=notifications_by_status,
+        attempts_by_result=tuple(
+            ("ok" if key in ("True", "1", "true") else "error", n) for key, n in attempts
+        ),
+        sweeps=sweeps.snapshot(),
     )
 
 
@@ -224,6 +287,70 @@ class SnapshotCollector:
         yield CounterMetricFamily(
             "monitor_outages", "Monitor outages recorded by the self-outage guard.", value=s.outages
         )
+        yield from self._check_metrics(now)
+        yield from self._history_metrics()
+
+    def _check_metrics(self, now: datetime) -> Iterator[Metric]:
+        labels = ["uuid", "name"]
+        up = GaugeMetricFamily("monitor_check_up", "0 while the check is down, else 1.", labels=labels)
+        status = GaugeMetricFamily(
+            "monitor_check_status",
+            "1 for the check's status (new, up, grace, down, paused), 0 for the others.",
+            labels=[*labels, "status"],
+        )
+        started = GaugeMetricFamily(
+            "monitor_check_started", "1 while a run of the check is in progress.", labels=labels
+        )
+        age = GaugeMetricFamily(
+            "monitor_check_last_ping_age_seconds", "Seconds since the check's last ping.", labels=labels
+        )
+        for check in self.snapshot.checks:
+            key = [check.uuid, check.name]
+            up.add_metric(key, int(check.status != Status.DOWN))
+            for value in Status:
+                status.add_metric([*key, value.value], int(check.status == value))
+            started.add_metric(key, int(check.started))
+            if check.last_ping_at is not None:
+                age.add_metric(key, max(0.0, (now - check.last_ping_at).total_seconds()))
+        yield up
+        yield status
+        yield started
+        yield age
+
+    def _history_metrics(self) -> Iterator[Metric]:
+        s = self.snapshot
+        for name, help_text, label, values in (
+            ("monitor_pings", "Stored pings by kind.", "kind", s.pings_by_kind),
+            ("monitor_alerts", "Alerts raised, by kind.", "kind", s.alerts_by_kind),
+            (
+                "monitor_notification_attempts",
+                "Notification delivery attempts by result (ok, error).",
+                "result",
+                s.attempts_by_result,
+            ),
+        ):
+            counter = CounterMetricFamily(name, help_text, labels=[label])
+            for key, count in values:
+                counter.add_metric([key], count)
+            yield counter
+        notes = GaugeMetricFamily(
+            "monitor_notifications", "Notifications by status (pending, sent, failed).", labels=["status"]
+        )
+        for key, count in s.notifications_by_status:
+            notes.add_metric([key], count)
+        yield notes
+        if s.sweeps is not None and s.sweeps.count:
+            yield SummaryMetricFamily(
+                "monitor_evaluator_sweep_duration_seconds",
+                "This process's evaluator sweeps (wall clock).",
+                count_value=s.sweeps.count,
+                sum_value=s.sweeps.total_s,
+            )
+            yield GaugeMetricFamily(
+                "monitor_evaluator_last_sweep_duration_seconds",
+                "Duration of this process's last evaluator sweep.",
+                value=s.sweeps.last_s,
+            )
 
 
 def _unauthorized(message: str) -> Response[dict[str, str]]:

@@ -13,7 +13,10 @@ is all a caller usually reads). :class:`AppriseNotifier` therefore
 * adds the message's ``json_fields`` to ``json://`` / ``jsons://`` payloads as top-level
   fields, through Apprise's ``:key=value`` URL tokens;
 * re-checks, when private targets are not allowed, that the target's host does not
-  resolve to a private, loopback, link-local or reserved address.
+  resolve to a private, loopback, link-local or reserved address — before the send (a clear
+  error naming the host) and again at connect time: every socket the send opens checks the
+  *peer address it actually connects to* (after DNS resolution), so a name that resolved to a
+  public address for the check and to 127.0.0.1 a moment later (DNS rebinding) is refused.
 
 The module-level helpers validate, mask and vet channel URLs for the management API.
 """
@@ -22,17 +25,19 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import importlib
 import ipaddress
 import logging
 import re
 import socket
+import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from http import HTTPStatus
 from typing import Any
-from urllib.parse import quote, urlsplit
+from urllib.parse import quote, unquote, urlsplit
 
 import apprise
 
@@ -60,6 +65,8 @@ _NOTIFY_TYPES = {
     "late": apprise.NotifyType.WARNING,
     "overlap": apprise.NotifyType.WARNING,
     "duplicate": apprise.NotifyType.WARNING,
+    "maintenance": apprise.NotifyType.INFO,
+    "test": apprise.NotifyType.INFO,
 }
 
 # Memory-only storage: delivery must not write Apprise caches to disk.
@@ -128,6 +135,34 @@ def mask_url(url: str) -> str:
     return str(plugin.url(privacy=True))
 
 
+_URL_PARTS = re.compile(r"[/:@?&=#+,;]+")
+
+
+def url_secrets(url: str) -> list[str]:
+    """The parts of an Apprise URL that its privacy rendering hides (passwords, tokens).
+
+    Every piece of ``url`` between delimiters (``/ : @ ? & = # + , ;``) that is 3+ characters
+    long and does not appear in :func:`mask_url`'s rendering counts as a secret. Longest first,
+    so :func:`redact` replaces a token before any part of it.
+
+    Args:
+        url: an Apprise URL.
+    """
+    masked = mask_url(url)
+    parts = {unquote(p) for p in _URL_PARTS.split(url.split("://", 1)[-1]) if len(p) >= 3}
+    parts |= {p for p in _URL_PARTS.split(url.split("://", 1)[-1]) if len(p) >= 3}
+    return sorted(
+        (p for p in parts if p not in masked and unquote(p) not in unquote(masked)), key=len, reverse=True
+    )
+
+
+def redact(text: str, secrets: list[str]) -> str:
+    """``text`` with every secret replaced by ``****`` (error texts and log lines)."""
+    for secret in secrets:
+        text = text.replace(secret, "****")
+    return text
+
+
 def _target_host(url: str) -> tuple[str, int | None] | None:
     """The host (and port) a delivery to ``url`` connects to, if the URL chooses one.
 
@@ -148,10 +183,24 @@ def _target_host(url: str) -> tuple[str, int | None] | None:
 
 
 def _non_public(ip: ipaddress.IPv4Address | ipaddress.IPv6Address) -> bool:
-    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
-        ip = ip.ipv4_mapped
+    """Whether ``ip`` is not a public unicast address.
+
+    Covers loopback (127/8, ::1), private (10/8, 172.16/12, 192.168/16, fc00::/7 incl.
+    fd00::/8), link-local and cloud metadata (169.254/16 incl. 169.254.169.254, fe80::/10),
+    shared/CGNAT (100.64/10), unspecified (0.0.0.0, ::), reserved, documentation and
+    benchmarking ranges (``not is_global``, IANA special-purpose registries), multicast, and
+    IPv4 addresses embedded in IPv6 (mapped ``::ffff:a.b.c.d``, 6to4, NAT64 well-known).
+    """
+    if isinstance(ip, ipaddress.IPv6Address):
+        if ip.ipv4_mapped is not None:
+            ip = ip.ipv4_mapped
+        elif ip.sixtofour is not None:
+            ip = ip.sixtofour
+        elif ip in _NAT64:
+            ip = ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF)
     return (
-        ip.is_private
+        not ip.is_global
+        or ip.is_private
         or ip.is_loopback
         or ip.is_link_local
         or ip.is_reserved
@@ -160,7 +209,71 @@ def _non_public(ip: ipaddress.IPv4Address | ipaddress.IPv6Address) -> bool:
     )
 
 
-def check_private_target(url: str, allow_private: bool) -> None:
+_NAT64 = ipaddress.IPv6Network("64:ff9b::/96")
+
+Resolver = Callable[..., list[Any]]
+"""``socket.getaddrinfo``'s shape: ``(host, port, type=...) -> [(family, type, proto, name, sockaddr)]``."""
+
+
+class PrivateTargetRefused(ConnectionRefusedError):
+    """A delivery tried to connect to a non-public address while private targets are off."""
+
+
+_guard = threading.local()
+_socket_connect = socket.socket.connect
+_socket_connect_ex = socket.socket.connect_ex
+
+
+def _vet_peer(sock: socket.socket, address: Any) -> None:
+    """Refuse a connection to a non-public peer when this thread runs a guarded send."""
+    refused: list[str] | None = getattr(_guard, "refused", None)
+    if refused is None or sock.family not in (socket.AF_INET, socket.AF_INET6):
+        return
+    try:
+        ip = ipaddress.ip_address(str(address[0]).split("%", 1)[0])
+    except (ValueError, IndexError, TypeError):
+        return
+    if _non_public(ip):
+        refused.append(str(ip))
+        raise PrivateTargetRefused(f"refused to connect to non-public address {ip}")
+
+
+def _guarded_connect(self: socket.socket, address: Any) -> None:
+    _vet_peer(self, address)
+    _socket_connect(self, address)
+
+
+def _guarded_connect_ex(self: socket.socket, address: Any) -> int:
+    _vet_peer(self, address)
+    return _socket_connect_ex(self, address)
+
+
+# The connect-time hook. It lives on socket.socket (requests/urllib3 and smtplib both connect
+# through it, after their own DNS lookup) and is active only in a thread inside
+# _connect_guard(): every other socket of the process is untouched.
+socket.socket.connect = _guarded_connect  # type: ignore[method-assign,assignment]
+socket.socket.connect_ex = _guarded_connect_ex  # type: ignore[method-assign,assignment]
+
+
+@contextmanager
+def _connect_guard(active: bool) -> Iterator[list[str]]:
+    """While active, every socket this thread connects must reach a public address.
+
+    Yields the list the refused addresses are appended to.
+    """
+    refused: list[str] = []
+    if not active:
+        yield refused
+        return
+    previous = getattr(_guard, "refused", None)
+    _guard.refused = refused
+    try:
+        yield refused
+    finally:
+        _guard.refused = previous
+
+
+def check_private_target(url: str, allow_private: bool, resolve: Resolver | None = None) -> None:
     """Refuse channel URLs whose host resolves to a non-public address (DESIGN §7).
 
     Blocking (it resolves the host); call it from a thread (``asyncio.to_thread``) in
@@ -170,6 +283,8 @@ def check_private_target(url: str, allow_private: bool) -> None:
     Args:
         url: an Apprise URL.
         allow_private: ``MONITOR_ALLOW_PRIVATE_TARGETS``; when true nothing is checked.
+        resolve: the resolver (default ``socket.getaddrinfo``; tests pass their own to act
+            as a rebinding DNS server).
 
     Raises:
         ValidationError: field ``"url"``: ``"<host> resolves to a private/loopback/link-local
@@ -184,7 +299,7 @@ def check_private_target(url: str, allow_private: bool) -> None:
         return
     host, port = target
     try:
-        infos = socket.getaddrinfo(host.strip("[]"), port, type=socket.SOCK_STREAM)
+        infos = (resolve or socket.getaddrinfo)(host.strip("[]"), port, type=socket.SOCK_STREAM)
     except (socket.gaierror, UnicodeError, OSError):
         raise ValidationError("url", f"cannot resolve host {host}") from None
     for info in infos:
@@ -232,10 +347,11 @@ class _SendLog(logging.Handler):
     context), so sends running side by side never see each other's errors.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, secrets: list[str] | None = None) -> None:
         super().__init__(level=logging.WARNING)
         self.lines: list[str] = []
         self.details: list[str] = []
+        self.secrets: list[str] = secrets or []
 
     def emit(self, record: logging.LogRecord) -> None:
         if _active.get() is not self:
@@ -273,9 +389,56 @@ class _DetailLogger:
         return getattr(self._inner, name)
 
 
+class _SendDetailLogger(_DetailLogger):
+    """Module-level stand-in for loggers Apprise helpers use directly (its SMTP transport logs
+    the server's refusal, e.g. ``530 Must issue a STARTTLS command first``, only at DEBUG on
+    its module logger): the detail goes to whichever send is running in this context."""
+
+    def __init__(self, inner: Any) -> None:
+        super().__init__(inner, [])
+
+    def debug(self, msg: object, *args: object, **kwargs: Any) -> None:
+        handler = _active.get()
+        self._details = handler.details if handler is not None else []
+        super().debug(msg, *args, **kwargs)
+
+
+def _wrap_module_logger(module_name: str) -> None:
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError:  # another Apprise layout: the error text is just less detailed
+        return
+    inner = getattr(module, "logger", None)
+    if inner is not None and not isinstance(inner, _DetailLogger):
+        setattr(module, "logger", _SendDetailLogger(inner))  # noqa: B010
+
+
+_wrap_module_logger("apprise.plugins.email.smtp")
+
+
+class _RedactSecrets(logging.Filter):
+    """Rewrites ``apprise`` records of a send so that they never carry the channel's secrets,
+    whatever handler (ours, the service's stderr, pytest's caplog) receives them."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        handler = _active.get()
+        if handler is not None and handler.secrets:
+            try:
+                message = record.getMessage()
+            except Exception:
+                return True
+            cleaned = redact(message, handler.secrets)
+            if cleaned != message:
+                record.msg, record.args = cleaned, None
+        return True
+
+
+logging.getLogger("apprise").addFilter(_RedactSecrets())
+
+
 @contextmanager
-def _capture_apprise_log() -> Iterator[_SendLog]:
-    handler = _SendLog()
+def _capture_apprise_log(secrets: list[str] | None = None) -> Iterator[_SendLog]:
+    handler = _SendLog(secrets)
     token = _active.set(handler)
     apprise_logger = logging.getLogger("apprise")
     apprise_logger.addHandler(handler)  # addHandler/removeHandler take logging's lock
@@ -297,13 +460,18 @@ class AppriseNotifier:
             first re-checks the target host (DESIGN §7) and refuses private ones with a
             permanent failure.
         max_workers: threads running Apprise calls at once.
+        resolve: the resolver of the pre-send host check (default ``socket.getaddrinfo``);
+            the connect-time check always judges the address actually connected to.
 
     Call :meth:`aclose` (or use ``async with``) at shutdown; a send still blocked on a hung
     target is abandoned, not waited for.
     """
 
-    def __init__(self, *, allow_private_targets: bool = False, max_workers: int = 32) -> None:
+    def __init__(
+        self, *, allow_private_targets: bool = False, max_workers: int = 32, resolve: Resolver | None = None
+    ) -> None:
         self.allow_private_targets = allow_private_targets
+        self._resolve = resolve
         self._executor = ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="apprise-send")
 
     async def __aenter__(self) -> AppriseNotifier:
@@ -334,12 +502,18 @@ class AppriseNotifier:
         context = contextvars.copy_context()
         future = loop.run_in_executor(self._executor, context.run, self._send_blocking, url, message, timeout)
         try:
-            return await asyncio.wait_for(future, timeout + _HARD_STOP_GRACE_S)
+            result = await asyncio.wait_for(future, timeout + _HARD_STOP_GRACE_S)
         except TimeoutError:
             return DeliveryResult.failed(f"timed out after {timeout:g}s")
         except Exception as exc:  # never raise delivery problems into the dispatcher
             logger.exception("apprise send crashed", extra={"action": "notify_crashed", "url": mask_url(url)})
-            return DeliveryResult.failed(f"delivery crashed: {type(exc).__name__}: {exc}")
+            return DeliveryResult.failed(
+                redact(f"delivery crashed: {type(exc).__name__}: {exc}", url_secrets(url))
+            )
+        if result.error:
+            # Apprise's log lines and exception texts may quote a token-bearing URL.
+            result = DeliveryResult.failed(redact(result.error, url_secrets(url)), permanent=result.permanent)
+        return result
 
     def _send_blocking(self, url: str, message: Message, timeout: float) -> DeliveryResult:
         deadline = time.monotonic() + timeout
@@ -348,7 +522,7 @@ class AppriseNotifier:
         if not self.allow_private_targets:
             # Checked again at send time: DNS may have changed since the channel was saved.
             try:
-                check_private_target(url, allow_private=False)
+                check_private_target(url, allow_private=False, resolve=self._resolve)
             except ValidationError as exc:
                 return DeliveryResult.failed(str(exc), permanent=not exc.problem.startswith("cannot resolve"))
 
@@ -369,7 +543,8 @@ class AppriseNotifier:
         sender = apprise.Apprise(asset=_ASSET)
         sender.add(plugin)
         plain = scheme in _PLAIN_TEXT_SCHEMES
-        with _capture_apprise_log() as log:
+        secrets = url_secrets(url)
+        with _capture_apprise_log(secrets) as log, _connect_guard(not self.allow_private_targets) as refused:
             plugin.logger = _DetailLogger(plugin.logger, log.details)
             result = sender.notify(
                 body=message.body if plain else message.body_markdown,
@@ -378,6 +553,12 @@ class AppriseNotifier:
                 notify_type=_NOTIFY_TYPES.get(
                     message.json_fields.get("kind", ""), apprise.NotifyType.FAILURE
                 ),
+            )
+        if refused:
+            host = getattr(plugin, "smtp_host", None) or getattr(plugin, "host", None) or scheme
+            return DeliveryResult.failed(
+                f"url: {host} resolves to a private/loopback/link-local address ({refused[0]})",
+                permanent=True,
             )
         if result:
             return DeliveryResult.delivered()

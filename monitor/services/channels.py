@@ -10,6 +10,7 @@ from typing import Any
 from sqlalchemy import delete, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from monitor.domain import messages
 from monitor.domain.checks import AlertKind
 from monitor.domain.errors import NotFound, ValidationError
 from monitor.domain.messages import Message
@@ -17,7 +18,9 @@ from monitor.notify import apprise as apprise_notify
 from monitor.notify.base import DeliveryResult, Notifier
 from monitor.storage import tables as t
 
-ALERT_KINDS = {k.value for k in AlertKind}
+#: What a channel's ``kinds`` filter may name: the alert kinds (DESIGN §2) plus the reminders,
+#: escalations and maintenance summaries of issue 8.
+ALERT_KINDS = {k.value for k in AlertKind} | set(messages.EXTRA_KINDS)
 
 
 def _kinds(value: Any) -> str:
@@ -36,10 +39,16 @@ def _kinds(value: Any) -> str:
 
 
 async def validate_channel(data: Any, *, partial: bool, allow_private: bool) -> dict[str, Any]:
-    """Validate a channel body: ``name`` (≤ 100), ``url`` (Apprise must parse it), ``kinds``.
+    """Validate a channel body: ``name`` (≤ 100), ``url`` (Apprise must parse it), ``kinds``,
+    ``default``.
+
+    ``url`` must parse in Apprise and, unless ``allow_private``, its host must not resolve to a
+    private/loopback/link-local address (DESIGN §7). ``kinds``: a list (or comma-separated
+    string) of alert kinds, empty = all. ``default``: a project default channel, routed to every
+    check created without a ``channels`` field.
 
     Raises:
-        ValidationError: naming ``name``, ``url`` or ``kinds``.
+        ValidationError: naming ``body``, ``name``, ``url``, ``kinds`` or ``default``.
     """
     if not isinstance(data, dict):
         raise ValidationError("body", "must be a JSON object")
@@ -60,15 +69,21 @@ async def validate_channel(data: Any, *, partial: bool, allow_private: bool) -> 
         out["url"] = url
     if "kinds" in data:
         out["kinds"] = _kinds(data["kinds"])
+    if "default" in data:
+        if not isinstance(data["default"], bool):
+            raise ValidationError("default", f"must be true or false, got {data['default']!r}")
+        out["is_default"] = data["default"]
     return out
 
 
 def channel_to_dict(row: Any) -> dict[str, Any]:
+    """A channel's JSON (DESIGN §9): ``id, name, url`` (secrets masked), ``kinds``, ``default``."""
     return {
         "id": row["id"],
         "name": row["name"],
         "url": apprise_notify.mask_url(row["url"]),
         "kinds": [k for k in row["kinds"].split(",") if k],
+        "default": bool(row["is_default"]),
     }
 
 
@@ -83,6 +98,7 @@ async def create_channel(
             name=values.get("name", ""),
             url=values["url"],
             kinds=values.get("kinds", ""),
+            is_default=values.get("is_default", False),
             created_at=now,
         )
     )
@@ -135,6 +151,15 @@ async def delete_channel(conn: AsyncConnection, channel_id: str) -> None:
     )
     await conn.execute(delete(t.notifications).where(t.notifications.c.channel_id == channel_id))
     await conn.execute(delete(t.check_channels).where(t.check_channels.c.channel_id == channel_id))
+    # issue 8: drop the channel from checks' escalation targets
+    escalating = (
+        await conn.execute(
+            select(t.checks.c.id, t.checks.c.escalate_to).where(t.checks.c.escalate_to.contains(channel_id))
+        )
+    ).all()
+    for check_id, targets in escalating:
+        kept = ",".join(c for c in targets.split(",") if c and c != channel_id)
+        await conn.execute(update(t.checks).where(t.checks.c.id == check_id).values(escalate_to=kept))
     await conn.execute(delete(t.channels).where(t.channels.c.id == channel_id))
 
 
@@ -144,6 +169,14 @@ async def test_channel(notifier: Notifier, row: dict[str, Any], *, timeout: floa
         title=f"{row['name'] or 'channel'}: test notification from monitor",
         body="This is a test notification from monitor. If you can read it, the channel works.\n",
         body_markdown="This is a **test notification** from monitor. If you can read it, it works.\n",
-        json_fields={"kind": "test", "check_uuid": "", "slug": "", "scheduled": "", "status": ""},
+        json_fields={
+            "kind": "test",
+            "check_uuid": "",
+            "slug": "",
+            "scheduled": "",
+            "status": "",
+            "name": row["name"] or "",
+            "url": "",
+        },
     )
     return await notifier.send(row["url"], message, timeout=timeout)

@@ -118,6 +118,12 @@ def parse_check_fields(data: Any) -> dict[str, Any]:
         out["methods"] = methods
     if "channels" in data:
         out["channels"] = _str(data, "channels", 10_000)
+    # issue 8: reminders ("nag") and escalation; null or 0 switches them off
+    for name in ("nag_interval", "escalate_after"):
+        if name in data:
+            out[name] = None if data[name] is None else (_int(data, name, 0, MAX_SECONDS) or None)
+    if "escalate_to" in data:
+        out["escalate_to"] = _str(data, "escalate_to", 2000)
     if "unique" in data:
         unique = data["unique"]
         if not isinstance(unique, list) or not all(isinstance(u, str) for u in unique):
@@ -202,6 +208,8 @@ async def create_or_upsert(
     fields = parse_check_fields(data)
     unique = fields.pop("unique", None)
     channels = fields.pop("channels", None)
+    if "escalate_to" in fields:
+        fields["escalate_to"] = ",".join(await _resolve_channels(conn, project_id, fields["escalate_to"]))
     if unique:
         if conn.dialect.name == "postgresql":
             # Replicas upserting one check at once (DESIGN §8) must see each other's row: serialise
@@ -234,7 +242,18 @@ async def create_or_upsert(
         raise _slug_taken(values.get("slug")) from None
     if channels is not None:
         await _set_channels(conn, check_id, await _resolve_channels(conn, project_id, channels))
+    else:  # issue 8: the project's default channels
+        await _set_channels(conn, check_id, await _default_channels(conn, project_id))
     return int(check_id), True
+
+
+async def _default_channels(conn: AsyncConnection, project_id: int) -> list[str]:
+    """The project's default channels (``"default": true``), routed to checks created without
+    a ``channels`` field."""
+    query = (
+        select(t.channels.c.id).where(t.channels.c.project_id == project_id).where(t.channels.c.is_default)
+    )
+    return list((await conn.execute(query)).scalars().all())
 
 
 def _slug_taken(slug: str | None) -> Conflict:
@@ -273,6 +292,8 @@ async def update_check(
     fields = parse_check_fields(data)
     fields.pop("unique", None)
     channels = fields.pop("channels", None)
+    if "escalate_to" in fields:
+        fields["escalate_to"] = ",".join(await _resolve_channels(conn, project_id, fields["escalate_to"]))
     row = (await lock_checks(conn, [check_id]))[check_id]
     values = dict(row)
     values.update(fields)
@@ -420,11 +441,14 @@ def check_to_dict(
         manual_resume=bool(row["manual_resume"]),
         methods=row["methods"],
         channels=",".join(channels),
+        nag_interval=row["nag_interval"],
+        escalate_after=row["escalate_after"],
+        escalate_to=row["escalate_to"] or "",
         ping_url=f"{base}/ping/{uuid}",
         update_url=f"{base}/api/v3/checks/{uuid}",
         pause_url=f"{base}/api/v3/checks/{uuid}/pause",
         resume_url=f"{base}/api/v3/checks/{uuid}/resume",
-        # the badge endpoints come with the dashboard (issue 9); until then no dead link
-        badge_url=None,
+        # public and unguessable: the badge uuid is random and separate from the check's uuid
+        badge_url=f"{base}/b/{row['badge_uuid']}.svg",
     )
     return out

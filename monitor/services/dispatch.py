@@ -1,9 +1,27 @@
-"""Deliver notifications from the outbox (DESIGN §6 "Notifier", §7).
+"""Deliver notifications from the outbox (DESIGN §6 "Notifier", §7; issue 8).
 
-No lease: each notification row is claimed with a conditional update (``claimed_until``), so
-any number of notifier processes can run; a delivery repeats only if a sender dies between
-sending and recording. Failures are retried with exponential backoff and jitter up to
-``MONITOR_NOTIFY_MAX_ATTEMPTS``, then the notification is marked ``failed`` with its last error.
+No lease. Each notification (alert × channel, unique) moves through these statuses:
+
+``pending``  due at ``next_attempt_at``; claimed by one sender at a time;
+``held``     over the rate limit (per channel and check: a flapping check cannot flood a
+             channel): waits for room, then goes out in one digest;
+``sent``     delivered (``sent_at``); ``coalesced``: delivered inside another row's digest;
+``failed``   gave up after ``MONITOR_NOTIFY_MAX_ATTEMPTS`` (or a permanent error), with the
+             error text Apprise logged;
+``suppressed`` raised inside a maintenance window: recorded, never sent (the window's
+             summary lists it).
+
+Claims. A sender claims due rows by writing ``claimed_until`` (now + 2 × notify timeout + 5 s)
+and a fresh ``claim_token``: on PostgreSQL the candidates are selected ``FOR UPDATE SKIP
+LOCKED`` so concurrent senders never wait on each other or take the same row; SQLite has no row
+locks, so each row is taken by a conditional ``UPDATE … WHERE claim expired`` whose rowcount
+says who won (DESIGN §10, apscheduler #959).
+
+Immediately before sending, the sender re-checks — in one conditional update that also renews
+the claim — that the row still carries *its* token and is still unsent. A sender that stalled
+(GC pause, SIGSTOP, a frozen VM) past its claim finds the row taken over by another sender and
+does not send; so a delivery repeats only if a sender dies between sending and recording
+(DESIGN §6). The outcome is recorded only under the same token.
 """
 
 from __future__ import annotations
@@ -11,15 +29,18 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
-from collections.abc import Callable
-from dataclasses import dataclass
-from datetime import datetime, timedelta
+import uuid as uuid_module
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from sqlalchemy import and_, or_, select, update
-from sqlalchemy.ext.asyncio import AsyncEngine
+from sqlalchemy import func, or_, select, update
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from monitor.domain.messages import Message
+from monitor.domain import maintenance, messages
+from monitor.domain.messages import Message, humanize_duration
+from monitor.notify import templates
 from monitor.notify.base import DeliveryResult, Notifier
 from monitor.settings import Settings
 from monitor.storage import tables as t
@@ -28,6 +49,19 @@ logger = logging.getLogger(__name__)
 
 MAX_BACKOFF = timedelta(hours=1)
 
+PENDING, HELD, SENT, FAILED, SUPPRESSED, COALESCED = (
+    "pending",
+    "held",
+    "sent",
+    "failed",
+    "suppressed",
+    "coalesced",
+)
+OPEN_STATUSES = (PENDING, HELD)
+
+#: Most held rows folded into one digest (the rest follow in the next one).
+DIGEST_LIMIT = 100
+
 
 def backoff(attempts: int, base: float, rng: random.Random | None = None) -> timedelta:
     """Delay before attempt ``attempts + 1``: ``base × 2^(attempts-1)``, ±25 % jitter, capped at 1 h.
@@ -35,85 +69,162 @@ def backoff(attempts: int, base: float, rng: random.Random | None = None) -> tim
     Args:
         attempts: attempts made so far (≥ 1).
         base: the first delay, seconds.
+        rng: the jitter's source (tests pass a seeded one).
     """
     rng = rng or random.Random()
     delay = base * (2 ** max(0, attempts - 1)) * rng.uniform(0.75, 1.25)
     return min(timedelta(seconds=delay), MAX_BACKOFF)
 
 
+def claim_length(settings: Settings) -> timedelta:
+    """How long a claim lasts: ``2 × MONITOR_NOTIFY_TIMEOUT + 5 s`` (one attempt fits twice)."""
+    return timedelta(seconds=settings.notify_timeout * 2 + 5)
+
+
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Job:
-    """A claimed notification: where to send what."""
+    """A claimed notification: where to send what, and the claim that allows it.
+
+    Attributes:
+        token: the claim token written with the claim; sending and recording require it.
+        riders: held notifications of the same channel folded into this delivery (a digest).
+    """
 
     notification_id: int
     attempts: int
     url: str
     message: Message
+    token: str = ""
+    alert_id: int = 0
+    channel_id: str = ""
+    project_id: int = 0
+    check_id: int | None = None
+    alert_kind: str = ""
+    alert_created_at: datetime | None = None
+    riders: tuple[int, ...] = ()
+    rider_token: str = ""
 
 
-async def _claim(engine: AsyncEngine, now: datetime, settings: Settings, limit: int) -> list[Job]:
-    lease = timedelta(seconds=settings.notify_timeout * 2 + 5)
-    claimed: list[Job] = []
+def _due(now: datetime) -> Any:
+    n = t.notifications.c
+    return (
+        n.status.in_(OPEN_STATUSES)
+        & (n.next_attempt_at <= now)
+        & or_(n.claimed_until.is_(None), n.claimed_until < now)
+    )
+
+
+async def claim_due(engine: AsyncEngine, now: datetime, *, settings: Settings, limit: int) -> list[Job]:
+    """Claim up to ``limit`` due notifications for this sender.
+
+    PostgreSQL: ``SELECT … FOR UPDATE SKIP LOCKED`` then one update; SQLite: a conditional
+    update per row (rowcount 1 = ours). Every claimed row gets this call's ``claim_token``.
+
+    Args:
+        now: the claim instant (aware UTC); a claim lasts :func:`claim_length`.
+        limit: most rows to claim (≤ 0 claims nothing).
+
+    Returns:
+        The claimed jobs, oldest due first, with their messages rendered.
+    """
+    if limit <= 0:
+        return []
+    n = t.notifications.c
+    token = uuid_module.uuid4().hex
+    claim = {"claimed_until": now + claim_length(settings), "claim_token": token}
     async with engine.begin() as conn:
-        rows = (
-            (
-                await conn.execute(
-                    select(
-                        t.notifications.c.id,
-                        t.notifications.c.attempts,
-                        t.channels.c.url,
-                        t.alerts.c.title,
-                        t.alerts.c.message,
-                        t.alerts.c.kind,
-                        t.alerts.c.scheduled,
-                        t.checks.c.uuid,
-                        t.checks.c.slug,
-                        t.checks.c.episode_key,
-                        t.checks.c.paused,
-                        t.checks.c.watch_from,
-                    )
-                    .join(t.channels, t.channels.c.id == t.notifications.c.channel_id)
-                    .join(t.alerts, t.alerts.c.id == t.notifications.c.alert_id)
-                    .outerjoin(t.checks, t.checks.c.id == t.alerts.c.check_id)
-                    .where(t.notifications.c.status == "pending")
-                    .where(t.notifications.c.next_attempt_at <= now)
-                    .where(
-                        or_(t.notifications.c.claimed_until.is_(None), t.notifications.c.claimed_until < now)
-                    )
-                    .order_by(t.notifications.c.next_attempt_at)
-                    .limit(limit)
+        candidates = select(n.id).where(_due(now)).order_by(n.next_attempt_at, n.id).limit(limit)
+        if conn.dialect.name == "postgresql":
+            ids = list((await conn.execute(candidates.with_for_update(skip_locked=True))).scalars().all())
+            if ids:
+                await conn.execute(update(t.notifications).where(n.id.in_(ids)).values(claim))
+        else:
+            ids = []
+            for notification_id in (await conn.execute(candidates)).scalars().all():
+                result = await conn.execute(
+                    update(t.notifications).where(n.id == notification_id).where(_due(now)).values(claim)
                 )
-            )
+                if result.rowcount == 1:
+                    ids.append(notification_id)
+        if not ids:
+            return []
+        rows = (
+            (await conn.execute(_job_query().where(n.id.in_(ids)).where(n.claim_token == token)))
             .mappings()
             .all()
         )
-        for row in rows:
-            result = await conn.execute(
-                update(t.notifications)
-                .where(t.notifications.c.id == row["id"])
-                .where(t.notifications.c.status == "pending")
-                .where(or_(t.notifications.c.claimed_until.is_(None), t.notifications.c.claimed_until < now))
-                .values(claimed_until=now + lease)
-            )
-            if result.rowcount != 1:
-                continue  # another notifier claimed it
-            claimed.append(
-                Job(
-                    notification_id=row["id"],
-                    attempts=row["attempts"],
-                    url=row["url"],
-                    message=Message(
-                        title=row["title"],
-                        body=row["message"],
-                        body_markdown=row["message"],
-                        json_fields=_json_fields(row),
-                    ),
-                )
-            )
-    return claimed
+    jobs = [_job(row, token, settings) for row in rows]
+    jobs.sort(key=lambda j: ids.index(j.notification_id))
+    return jobs
 
 
-def _json_fields(row: Any) -> dict[str, str]:
+def _job_query() -> Any:
+    return (
+        select(
+            t.notifications.c.id,
+            t.notifications.c.attempts,
+            t.notifications.c.alert_id,
+            t.notifications.c.channel_id,
+            t.channels.c.url,
+            t.alerts.c.project_id,
+            t.alerts.c.check_id,
+            t.alerts.c.title,
+            t.alerts.c.message,
+            t.alerts.c.facts,
+            t.alerts.c.kind,
+            t.alerts.c.scheduled,
+            t.alerts.c.created_at,
+            t.checks.c.uuid,
+            t.checks.c.slug,
+            t.checks.c.name,
+            t.checks.c.episode_key,
+            t.checks.c.paused,
+            t.checks.c.watch_from,
+        )
+        .join(t.channels, t.channels.c.id == t.notifications.c.channel_id)
+        .join(t.alerts, t.alerts.c.id == t.notifications.c.alert_id)
+        .outerjoin(t.checks, t.checks.c.id == t.alerts.c.check_id)
+    )
+
+
+def _job(row: Mapping[Any, Any], token: str, settings: Settings) -> Job:
+    return Job(
+        notification_id=row["id"],
+        attempts=row["attempts"],
+        url=row["url"],
+        message=_message(row, settings),
+        token=token,
+        alert_id=row["alert_id"],
+        channel_id=row["channel_id"],
+        project_id=row["project_id"],
+        check_id=row["check_id"],
+        alert_kind=row["kind"],
+        alert_created_at=row["created_at"],
+    )
+
+
+def _message(row: Mapping[Any, Any], settings: Settings) -> Message:
+    """Render the alert for delivery from its stored facts, with the configured templates.
+
+    Rows without facts (project-level alerts, alerts from before issue 8) and a broken override
+    template fall back to the title and text stored with the alert.
+    """
+    if row["facts"]:
+        try:
+            return templates.render(
+                messages.facts_from_json(row["facts"]), templates_dir=settings.templates_dir
+            )
+        except Exception:
+            logger.exception(
+                "message template failed; sending the stored text",
+                extra={"action": "template_failed", "alert_id": row["alert_id"]},
+            )
+    return Message(
+        title=row["title"], body=row["message"], body_markdown=row["message"], json_fields=_json_fields(row)
+    )
+
+
+def _json_fields(row: Mapping[Any, Any]) -> dict[str, str]:
     scheduled = row["scheduled"]
     if row["uuid"] is None:
         status = ""  # a project-level alert (monitor_unavailable) has no check
@@ -129,7 +240,223 @@ def _json_fields(row: Any) -> dict[str, str]:
         "slug": row["slug"] or "",
         "scheduled": scheduled.strftime("%Y-%m-%dT%H:%M:%SZ") if scheduled else "",
         "status": status,
+        "name": row["name"] or row["uuid"] or "",
+        "url": "",
     }
+
+
+# --------------------------------------------------------------------------- before sending
+
+
+async def _windows(conn: AsyncConnection, project_id: int, check_id: int | None) -> list[maintenance.Window]:
+    w = t.maintenance_windows.c
+    query = select(t.maintenance_windows).where(w.project_id == project_id)
+    query = query.where(
+        w.check_id.is_(None) if check_id is None else or_(w.check_id.is_(None), w.check_id == check_id)
+    )
+    rows = (await conn.execute(query)).mappings().all()
+    return [window_of(r) for r in rows]
+
+
+def window_of(row: Mapping[Any, Any]) -> maintenance.Window:
+    """A ``maintenance_windows`` row as a domain :class:`~monitor.domain.maintenance.Window`."""
+    return maintenance.Window(
+        id=row["id"],
+        check_id=row["check_id"],
+        name=row["name"],
+        created_at=row["created_at"],
+        starts_at=row["starts_at"],
+        ends_at=row["ends_at"],
+        schedule=row["schedule"],
+        dialect=row["dialect"],
+        tz=row["tz"],
+        duration=timedelta(seconds=row["duration"]) if row["duration"] is not None else None,
+    )
+
+
+async def _release(conn: AsyncConnection, job: Job, values: dict[str, Any]) -> None:
+    await conn.execute(
+        update(t.notifications)
+        .where(t.notifications.c.id == job.notification_id)
+        .where(t.notifications.c.claim_token == job.token)
+        .values(claimed_until=None, claim_token=None, **values)
+    )
+
+
+async def prepare(engine: AsyncEngine, job: Job, now: datetime, *, settings: Settings) -> Job | None:
+    """Re-check the claim right before sending, and apply maintenance windows and rate limits.
+
+    One transaction: renew the claim only if the row still carries ``job.token`` and is not
+    sent (a stalled sender whose claim was taken over stops here); a notification whose alert
+    was raised inside a maintenance window becomes ``suppressed``; one over the channel's rate
+    limit (per channel and check) becomes ``held`` until the window has room; otherwise the
+    check's other held rows for this channel are folded into this delivery as a digest.
+
+    Args:
+        job: a job from :func:`claim_due`.
+        now: the current instant (aware UTC).
+
+    Returns:
+        The job to send (possibly with riders and a digest message), or ``None`` when there
+        is nothing to send now.
+    """
+    n = t.notifications.c
+    async with engine.begin() as conn:
+        if conn.dialect.name == "postgresql":
+            # Serialise preparations per channel (the rate-limit count, taking riders): always the
+            # channel row first, then notification rows, so two preparations never deadlock.
+            await conn.execute(
+                # NO KEY UPDATE: inserts of notifications (a foreign-key share lock) are not held up
+                select(t.channels.c.id)
+                .where(t.channels.c.id == job.channel_id)
+                .with_for_update(key_share=True)
+            )
+        renewed = await conn.execute(
+            update(t.notifications)
+            .where(n.id == job.notification_id)
+            .where(n.claim_token == job.token)
+            .where(n.status.in_(OPEN_STATUSES))
+            .values(claimed_until=now + claim_length(settings))
+        )
+        if renewed.rowcount != 1:
+            logger.warning(
+                "claim lost before sending; another sender took the notification over",
+                extra={"action": "claim_lost", "notification_id": job.notification_id},
+            )
+            return None
+        if job.alert_kind != messages.MAINTENANCE and job.alert_created_at is not None:
+            window = maintenance.covering(
+                await _windows(conn, job.project_id, job.check_id), job.check_id, job.alert_created_at
+            )
+            if window is not None:
+                await _release(
+                    conn,
+                    job,
+                    {
+                        "status": SUPPRESSED,
+                        "last_error": f"held back by maintenance window {window.name or window.id!r}",
+                    },
+                )
+                return None
+        if job.check_id is None:
+            return job  # project-level alerts (monitor_unavailable, summaries) are rare: no limit
+        window_start = now - timedelta(seconds=settings.notify_rate_window)
+        # Sent ones about this check, plus those being sent right now (marked below; a dead
+        # sender's mark lapses with its claim).
+        sent_count, oldest = (
+            await conn.execute(
+                select(func.count(), func.min(n.sent_at))
+                .select_from(t.notifications.join(t.alerts, t.alerts.c.id == n.alert_id))
+                .where(n.channel_id == job.channel_id)
+                .where(t.alerts.c.check_id == job.check_id)
+                .where(n.id != job.notification_id)
+                .where(n.sent_at > window_start)
+                .where(or_(n.status == SENT, n.status.in_(OPEN_STATUSES) & (n.claimed_until >= now)))
+            )
+        ).one()
+        if sent_count >= settings.notify_rate_limit:
+            room_at = (oldest or now) + timedelta(seconds=settings.notify_rate_window)
+            await _release(
+                conn,
+                job,
+                {
+                    "status": HELD,
+                    "next_attempt_at": max(room_at, now),
+                    "last_error": (
+                        f"held back: rate limit of {settings.notify_rate_limit} notifications about one "
+                        f"check per channel in {humanize_duration(settings.notify_rate_window)}; "
+                        "goes out in a digest"
+                    ),
+                },
+            )
+            return None
+        await conn.execute(update(t.notifications).where(n.id == job.notification_id).values(sent_at=now))
+        rider_token = uuid_module.uuid4().hex
+        riders = await _claim_riders(conn, job, rider_token, now, settings)
+        if not riders:
+            return job
+        rows = (
+            (
+                await conn.execute(
+                    select(t.alerts.c.title, t.alerts.c.message, t.alerts.c.kind, t.alerts.c.created_at)
+                    .join(t.notifications, t.notifications.c.alert_id == t.alerts.c.id)
+                    .where(t.notifications.c.id.in_([job.notification_id, *riders]))
+                    .order_by(t.alerts.c.created_at)
+                )
+            )
+            .mappings()
+            .all()
+        )
+    return replace(
+        job, riders=tuple(riders), rider_token=rider_token, message=digest(job.message, rows, settings)
+    )
+
+
+async def _claim_riders(
+    conn: AsyncConnection, job: Job, rider_token: str, now: datetime, settings: Settings
+) -> list[int]:
+    """Take the other held rows of this channel and check into this delivery.
+
+    Rows claimed by nobody, or by this job's own claim batch, qualify; they get ``rider_token``,
+    so their own jobs of the batch (if any) find their claim gone and send nothing.
+    """
+    n = t.notifications.c
+    free = or_(n.claimed_until.is_(None), n.claimed_until < now, n.claim_token == job.token)
+    held = (
+        (
+            await conn.execute(
+                select(n.id)
+                .join(t.alerts, t.alerts.c.id == n.alert_id)
+                .where(t.alerts.c.check_id == job.check_id)
+                .where(n.channel_id == job.channel_id)
+                .where(n.status == HELD)
+                .where(n.id != job.notification_id)
+                .where(free)
+                .order_by(n.id)
+                .limit(DIGEST_LIMIT)
+            )
+        )
+        .scalars()
+        .all()
+    )
+    riders = []
+    for rider in held:
+        result = await conn.execute(
+            update(t.notifications)
+            .where(n.id == rider)
+            .where(n.status == HELD)
+            .where(free)
+            .values(claimed_until=now + claim_length(settings), claim_token=rider_token)
+        )
+        if result.rowcount == 1:
+            riders.append(rider)
+    return riders
+
+
+def digest(first: Message, alerts: Sequence[Mapping[Any, Any]], settings: Settings) -> Message:
+    """One message carrying a check's held notifications to a channel (rate limit).
+
+    Args:
+        first: the message of the notification whose turn it is (its JSON fields are kept).
+        alerts: the alerts of every notification carried, this one's included (``title``,
+            ``message``, ``kind``, ``created_at``), oldest first.
+    """
+    count = len(alerts)
+    kinds = list(dict.fromkeys(r["kind"] for r in alerts))
+    name = first.json_fields.get("name") or "monitor"
+    title = f"{name}: {', '.join(kinds)} — {count} notifications held back by the rate limit"
+    intro = (
+        f"This channel receives at most {settings.notify_rate_limit} notifications about one check per "
+        f"{humanize_duration(settings.notify_rate_window)}; these {count} were held back and arrive together:"
+    )
+    lines = [intro, "", *(f"- {r['title']}" for r in alerts), ""]
+    text = "\n".join([*lines, *(f"----\n{r['message'].rstrip()}" for r in alerts)]) + "\n"
+    fields = dict(first.json_fields)
+    fields.update(kind="digest", count=str(count))
+    return Message(title=title[:300], body=text, body_markdown=text, json_fields=fields)
+
+
+# --------------------------------------------------------------------------- deliver
 
 
 async def deliver_due(
@@ -147,20 +474,13 @@ async def deliver_due(
         now: the instant the claims and attempts are recorded at (aware UTC).
 
     Returns:
-        How many deliveries were attempted.
+        How many notifications were claimed (each was sent, held, suppressed or found taken).
     """
     jobs = await claim_due(engine, now, settings=settings, limit=limit)
     await asyncio.gather(
         *(deliver(engine, notifier, job, lambda: now, settings=settings, rng=rng) for job in jobs)
     )
     return len(jobs)
-
-
-async def claim_due(engine: AsyncEngine, now: datetime, *, settings: Settings, limit: int) -> list[Job]:
-    """Claim up to ``limit`` due notifications for this process (conditional update per row)."""
-    if limit <= 0:
-        return []
-    return await _claim(engine, now, settings, limit)
 
 
 async def deliver(
@@ -171,39 +491,98 @@ async def deliver(
     *,
     settings: Settings,
     rng: random.Random | None = None,
-) -> DeliveryResult:
-    """Send one claimed notification and record the attempt (its own transaction).
+) -> DeliveryResult | None:
+    """Send one claimed notification and record the attempt (its own transactions).
 
-    ``clock()`` is read once the send has ended: the attempt's time and the retry's backoff
-    start there, not before a send that may have taken the whole timeout.
+    :func:`prepare` runs first (claim re-check, maintenance, rate limit). ``clock()`` is read
+    again once the send has ended: the attempt's time and the retry's backoff start there.
 
-    Each delivery records itself, so one hanging target holds up only its own row, never the
-    others (QA: a target that never answered delayed alerts to healthy channels by its timeout).
+    Each delivery records itself, so one hanging target holds up only its own row.
+
+    Returns:
+        The attempt's result, or ``None`` when nothing was sent (claim lost, suppressed, held).
     """
+    if settings.notify_pre_send_delay > 0:
+        await asyncio.sleep(settings.notify_pre_send_delay)
+    ready = await prepare(engine, job, clock(), settings=settings)
+    if ready is None:
+        return None
+    job = ready
     try:
         result = await notifier.send(job.url, job.message, timeout=settings.notify_timeout)
     except Exception as error:  # an adapter bug must not lose the row: record it as a failure
         result = DeliveryResult(ok=False, error=f"{type(error).__name__}: {error}")
-    now = clock()
+    await record(engine, job, result, clock(), settings=settings, rng=rng)
+    return result
+
+
+async def record(
+    engine: AsyncEngine,
+    job: Job,
+    result: DeliveryResult,
+    now: datetime,
+    *,
+    settings: Settings,
+    rng: random.Random | None = None,
+) -> None:
+    """Record one attempt: an attempt row, then the row's new status, under the claim token.
+
+    Args:
+        job: the job that was sent (with its riders, if a digest).
+        result: what the notifier said.
+        now: when the send ended (aware UTC).
+    """
     attempts = job.attempts + 1
-    values: dict[str, Any] = {"attempts": attempts, "claimed_until": None}
+    values: dict[str, Any] = {"attempts": attempts, "claimed_until": None, "claim_token": None}
     if result.ok:
-        values.update(status="sent", sent_at=now, last_error=None)
+        values.update(status=SENT, sent_at=now, last_error=None)
     else:
-        values["last_error"] = result.error
+        values.update(last_error=result.error, sent_at=None)
         if result.permanent or attempts >= settings.notify_max_attempts:
-            values["status"] = "failed"
+            values["status"] = FAILED
         else:
-            values["next_attempt_at"] = now + backoff(attempts, settings.notify_backoff, rng)
+            values.update(
+                status=PENDING, next_attempt_at=now + backoff(attempts, settings.notify_backoff, rng)
+            )
+    n = t.notifications.c
     async with engine.begin() as conn:
         await conn.execute(
-            t.notification_attempts.insert().values(
-                notification_id=job.notification_id, at=now, ok=result.ok, error=result.error
-            )
+            t.notification_attempts.insert(),
+            [
+                {"notification_id": i, "at": now, "ok": result.ok, "error": result.error}
+                for i in (job.notification_id, *job.riders)
+            ],
         )
         await conn.execute(
-            update(t.notifications).where(t.notifications.c.id == job.notification_id).values(values)
+            update(t.notifications)
+            .where(n.id == job.notification_id)
+            .where(n.claim_token == job.token)
+            .values(values)
         )
+        if job.riders:
+            rider_values: dict[str, Any] = {
+                "claimed_until": None,
+                "claim_token": None,
+                "attempts": n.attempts + 1,
+            }
+            if result.ok:
+                rider_values.update(
+                    status=COALESCED,
+                    sent_at=now,
+                    last_error=f"sent in the digest of notification {job.notification_id}",
+                )
+            elif values.get("status") == FAILED:
+                rider_values.update(status=FAILED, last_error=result.error)
+            else:
+                rider_values.update(
+                    status=HELD, next_attempt_at=values["next_attempt_at"], last_error=result.error
+                )
+            await conn.execute(
+                update(t.notifications)
+                .where(n.id.in_(job.riders))
+                .where(n.claim_token == job.rider_token)
+                .values(rider_values)
+            )
     logger.info(
         "notification attempt",
         extra={
@@ -211,20 +590,20 @@ async def deliver(
             "notification_id": job.notification_id,
             "ok": result.ok,
             "attempt": attempts,
+            "riders": len(job.riders),
         },
     )
-    return result
 
 
 async def next_delivery_at(engine: AsyncEngine) -> datetime | None:
-    """When the earliest pending notification becomes due (for the notifier's sleep)."""
+    """When the earliest open (pending or held) notification becomes due (the notifier's sleep)."""
     async with engine.connect() as conn:
         value = (
             await conn.execute(
                 select(t.notifications.c.next_attempt_at)
-                .where(and_(t.notifications.c.status == "pending"))
+                .where(t.notifications.c.status.in_(OPEN_STATUSES))
                 .order_by(t.notifications.c.next_attempt_at)
                 .limit(1)
             )
         ).scalar_one_or_none()
-    return value
+    return value if value is None else value.astimezone(UTC)

@@ -18,6 +18,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from monitor.domain import messages
 from monitor.domain.checks import Status
 from monitor.domain.detection import AlertDraft, Effects
+from monitor.notify import templates
 from monitor.storage import repositories
 from monitor.storage import tables as t
 
@@ -132,15 +133,17 @@ async def record_alerts(
             run_ids=draft.run_ids,
             other_scheduled=draft.other_scheduled,
             log_tail=log_tail,
-            check_url=f"{base_url}/api/v3/checks/{check.uuid}",
+            check_url=f"{base_url}/checks/{check.uuid}",  # the dashboard's page (issue 9)
         )
         if not draft.new:
             values: dict[str, object] = {"count": draft.count}
             if draft.scheduled is not None:
                 # a bump that carries the whole story (a third run of a duplicated tick): the
                 # message says "ran 3 times", not what it said when the alert was raised
-                message = messages.render(facts)
-                values.update(title=message.title[:300], message=message.body)
+                message = templates.render(facts)
+                values.update(
+                    title=message.title[:300], message=message.body, facts=messages.facts_to_json(facts)
+                )
             await conn.execute(
                 update(t.alerts)
                 .where(t.alerts.c.project_id == check.project_id)
@@ -150,7 +153,7 @@ async def record_alerts(
                 .values(values)
             )
             continue
-        message = messages.render(facts)
+        message = templates.render(facts)
         stmt = (
             repositories.insert_ignoring_conflicts(conn, t.alerts)
             .values(
@@ -165,6 +168,7 @@ async def record_alerts(
                 created_at=now,
                 title=message.title[:300],
                 message=message.body,
+                facts=messages.facts_to_json(facts),
                 token=token,
             )
             .returning(t.alerts.c.id)

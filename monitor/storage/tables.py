@@ -340,3 +340,67 @@ cluster_settings = Table(
 """One row (``id`` 1): settings every replica must share. ``shards`` is the evaluator shard
 count, the source of truth over each process's ``MONITOR_SHARDS`` (DESIGN §6,
 :mod:`monitor.storage.cluster`); ``changed_at`` is when it was recorded or last resharded."""
+# -- dashboard (issue 9): users, their projects, login sessions ------------------------------
+
+users = Table(
+    "users",
+    metadata,
+    Column("id", ID, primary_key=True, autoincrement=True),
+    Column("email", String(254), nullable=False, unique=True),
+    Column("password_hash", String(200), nullable=False),
+    Column("created_at", UTCDateTime(), nullable=False),
+    # login throttling: consecutive wrong passwords and the instant before which logins are refused
+    Column("failed_logins", Integer(), nullable=False, default=0),
+    Column("locked_until", UTCDateTime(), nullable=True),
+)
+"""Dashboard users (passwords hashed with argon2id); a user sees the projects linked below."""
+
+user_projects = Table(
+    "user_projects",
+    metadata,
+    Column("user_id", ID, ForeignKey("users.id", ondelete="CASCADE"), primary_key=True),
+    Column("project_id", ID, ForeignKey("projects.id", ondelete="CASCADE"), primary_key=True),
+)
+
+web_sessions = Table(
+    "web_sessions",
+    metadata,
+    # SHA-256 of the cookie's random token: a leaked table does not log anyone in
+    Column("token_hash", String(64), primary_key=True),
+    Column("user_id", ID, ForeignKey("users.id", ondelete="CASCADE"), nullable=False, index=True),
+    Column("csrf_token", String(64), nullable=False),
+    Column("created_at", UTCDateTime(), nullable=False),
+    Column("expires_at", UTCDateTime(), nullable=False),
+)
+
+# --- issue 8: notifications (migration 0006) ---------------------------------------------------
+# Columns added to existing tables: checks.nag_interval / escalate_after / escalate_to (repeats and
+# escalation), channels.is_default (project default routing), alerts.facts (what the message is
+# rendered from at delivery), notifications.claim_token (the claim a sender must still hold).
+checks.append_column(Column("nag_interval", Integer(), nullable=True))
+checks.append_column(Column("escalate_after", Integer(), nullable=True))
+checks.append_column(Column("escalate_to", String(2000), nullable=False, default="", server_default=""))
+channels.append_column(Column("is_default", Boolean(), nullable=False, default=False, server_default="0"))
+alerts.append_column(Column("facts", Text(), nullable=True))
+notifications.append_column(Column("claim_token", String(36), nullable=True))
+
+maintenance_windows = Table(
+    "maintenance_windows",
+    metadata,
+    Column("id", String(36), primary_key=True),
+    Column("project_id", ID, ForeignKey("projects.id", ondelete="CASCADE"), nullable=False, index=True),
+    Column("check_id", ID, ForeignKey("checks.id", ondelete="CASCADE"), nullable=True, index=True),
+    Column("name", String(100), nullable=False, default=""),
+    # one-off: [starts_at, ends_at); recurring: each tick of (schedule, dialect, tz) + duration seconds
+    Column("starts_at", UTCDateTime(), nullable=True),
+    Column("ends_at", UTCDateTime(), nullable=True),
+    Column("schedule", String(200), nullable=True),
+    Column("dialect", String(10), nullable=False, default="unix"),
+    Column("tz", String(64), nullable=False, default="UTC"),
+    Column("duration", Integer(), nullable=True),
+    Column("created_at", UTCDateTime(), nullable=False),
+    # the end of the latest occurrence whose summary was queued (claimed by a conditional update)
+    Column("summarized_until", UTCDateTime(), nullable=True),
+)
+"""Maintenance windows (issue 8): alerts raised inside one are recorded but not sent; a summary
+goes out when the window ends."""

@@ -29,6 +29,7 @@ import logging
 import math
 import os
 import socket
+import time
 import zlib
 from collections.abc import Awaitable, Callable, Mapping
 from datetime import datetime, timedelta
@@ -38,6 +39,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from monitor.domain.clock import Clock
 from monitor.domain.errors import StaleLease
 from monitor.domain.shards import LEASE_PREFIX, lease_names
+from monitor.services import sweeps
 from monitor.services.evaluator import evaluate_due
 from monitor.settings import Settings
 from monitor.storage import cluster, replicas
@@ -162,7 +164,19 @@ class ShardedEvaluator:
                 )
 
     async def sweep(self, plan: Mapping[str, int]) -> int:
-        """Evaluate each planned shard under its fencing token; returns checks evaluated."""
+        """Evaluate each planned shard under its fencing token; returns checks evaluated.
+
+        The sweep's wall-clock duration (seconds) is recorded for ``/metrics``
+        (``monitor_evaluator_sweep_duration_seconds``) whatever the shards' outcome.
+        """
+        started = time.perf_counter()
+        try:
+            return await self._sweep(plan)
+        finally:
+            if plan:
+                sweeps.record_sweep(time.perf_counter() - started)
+
+    async def _sweep(self, plan: Mapping[str, int]) -> int:
         total = 0
         for name, token in sorted(plan.items()):
             index = int(name.removeprefix(LEASE_PREFIX))

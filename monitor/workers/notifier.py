@@ -1,14 +1,21 @@
-"""The notifier loop: drain the notification outbox (no lease; rows are claimed)."""
+"""The notifier loop: raise time-driven notifications and drain the outbox (no lease; rows are claimed).
+
+Each round first raises the reminders, escalations and maintenance summaries that are due
+(:func:`monitor.services.reminders.raise_due`, at most once per :data:`IDLE_POLL`), then claims
+due notifications and delivers them.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import time
 
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from monitor.domain.clock import Clock
 from monitor.notify.base import Notifier
+from monitor.services import reminders
 from monitor.services.dispatch import Job, claim_due, deliver, next_delivery_at
 from monitor.settings import Settings
 
@@ -34,9 +41,18 @@ async def run_notifier(
     delivery ends, or the next poll."""
     wake = wake or asyncio.Event()
     in_flight: set[asyncio.Task[object]] = set()
+    last_sweep = float("-inf")
     try:
         while True:
             claimed = 0
+            if time.monotonic() - last_sweep >= IDLE_POLL:
+                last_sweep = time.monotonic()
+                try:
+                    await reminders.raise_due(engine, clock.now(), settings=settings)
+                except asyncio.CancelledError:
+                    raise
+                except Exception:
+                    logger.exception("reminder sweep failed", extra={"action": "reminders_failed"})
             try:
                 jobs = await claim_due(
                     engine, clock.now(), settings=settings, limit=IN_FLIGHT - len(in_flight)

@@ -181,6 +181,22 @@ def test_installed_wheel_works_from_an_empty_directory(
         assert curl_ping(check["ping_url"]) == "OK"
         status, stored = curl_api(server.base, "GET", f"/api/v3/checks/{check['uuid']}", API_KEY)
         assert status == 200 and stored["n_pings"] == 1
+        # the dashboard renders from the wheel's own templates and static files (issue 9)
+        status, login = curl_api(server.base, "GET", "/login", None)
+        assert status == 200 and 'name="csrf_token"' in login, login
+        status, css = curl_api(server.base, "GET", "/static/dashboard.css", None)
+        assert status == 200 and ".pill" in css
+        assert curl_api(server.base, "GET", "/", None)[0] == 303
+        status, badge = curl_api(server.base, "GET", stored["badge_url"].removeprefix(server.base), None)
+        assert status == 200 and "<svg" in badge
+        made = json.loads(
+            _run(
+                [monitor, "user", "create", "ops@example.com", "--project", "default"],
+                cwd=empty_dir,
+                env={**env, "MONITOR_USER_PASSWORD": "installed password"},
+            )
+        )
+        assert made["projects"] == ["default"]
         # the wheel ships the client too (issue 7): its monitor-run reports a run
         ran = subprocess.run(
             [str(installed / "monitor-run"), "--check", check["uuid"], "--", "sh", "-c", "echo hi; exit 3"],

@@ -49,6 +49,7 @@ COMMON_FIELDS = {
     "resume_url",
     "badge_url",
 }
+COMMON_FIELDS |= {"nag_interval", "escalate_after", "escalate_to"}  # issue 8: reminders, escalation
 __all__ = ["http_receiver"]  # fixture, imported for pytest
 
 MISSING_UUID = "6f1c5a4e-0000-4000-8000-000000000000"
@@ -98,6 +99,9 @@ async def test_create_simple_check_with_defaults(api: Api) -> None:
         "pause_url": f"{base}/api/v3/checks/{uuid}/pause",
         "resume_url": f"{base}/api/v3/checks/{uuid}/resume",
         "badge_url": check["badge_url"],
+        "nag_interval": None,
+        "escalate_after": None,
+        "escalate_to": "",
     }
     assert not check["ping_url"].endswith("/")
     assert check["badge_url"] is None or check["badge_url"].startswith(f"{base}/b/")
@@ -390,7 +394,7 @@ async def test_channels_crud_masking_and_test(api: Api, http_receiver: HttpRecei
     )
     assert r.status_code == 201, r.text
     channel = r.json()
-    assert set(channel) == {"id", "name", "url", "kinds"}
+    assert set(channel) == {"id", "name", "url", "kinds", "default"}
     assert channel["kinds"] == ["missed", "failed"]
     assert "s3cr3t-Pa55" not in r.text
     plain = await api.client.post(

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from monitor.domain.errors import ValidationError
-from monitor.domain.messages import AlertFacts, Message, render
+from monitor.domain.messages import AlertFacts, Message
 from monitor.notify.apprise import (
     AppriseNotifier,
     check_private_target,
@@ -20,6 +20,7 @@ from monitor.notify.apprise import (
     with_json_fields,
 )
 from monitor.notify.base import DeliveryResult, Notifier
+from monitor.notify.templates import render
 from tests.support.fixtures import http_receiver, make_http_receiver, smtp_receiver
 from tests.support.receivers import HttpReceiver, SmtpReceiver, free_port
 

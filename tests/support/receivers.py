@@ -302,6 +302,9 @@ class SmtpReceiver:
             TLS) and accepts only these credentials; :attr:`url` then carries them
             (``mailto://user:pass@127.0.0.1:PORT/...``). Without them there is no AUTH.
         password: see ``username``.
+        tls_cert: ``(certificate file, key file)``: the server then offers STARTTLS and
+            requires it before MAIL; :attr:`url` becomes ``mailtos://…?mode=starttls&verify=no``
+            (a self-signed certificate, loopback only).
     """
 
     def __init__(
@@ -311,7 +314,9 @@ class SmtpReceiver:
         mail_to: str = "oncall@example.com",
         username: str | None = None,
         password: str | None = None,
+        tls_cert: tuple[str, str] | None = None,
     ):
+        self.tls_cert = tls_cert
         self.mail_from = mail_from
         self.mail_to = mail_to
         self.username = username
@@ -341,6 +346,12 @@ class SmtpReceiver:
         if self.username is not None and self.password is not None:
             # AUTH offered but not required, and allowed in clear text: loopback only.
             auth = {"authenticator": self._authenticate, "auth_require_tls": False}
+        if self.tls_cert is not None:
+            import ssl
+
+            context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+            context.load_cert_chain(*self.tls_cert)
+            auth.update(tls_context=context, require_starttls=True)
         self._controller = Controller(_SmtpHandler(self), hostname=HOST, port=self._port, **auth)
         self._controller.start()
         return self
@@ -377,6 +388,11 @@ class SmtpReceiver:
         creds = ""
         if self.username is not None and self.password is not None:
             creds = f"{quote(self.username, safe='')}:{quote(self.password, safe='')}@"
+        if self.tls_cert is not None:
+            return (
+                f"mailtos://{creds}{HOST}:{self.port}/?mode=starttls&verify=no"
+                f"&from={self.mail_from}&to={self.mail_to}"
+            )
         return f"mailto://{creds}{HOST}:{self.port}/?mode=insecure&from={self.mail_from}&to={self.mail_to}"
 
     def _record(self, mail: ReceivedMail) -> None:

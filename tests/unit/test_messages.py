@@ -9,7 +9,8 @@ from typing import Any
 import pytest
 
 from monitor.domain import messages
-from monitor.domain.messages import AlertFacts, humanize_duration, render
+from monitor.domain.messages import AlertFacts, humanize_duration
+from monitor.notify.templates import render
 
 TICK = datetime(2026, 7, 19, 3, 0, tzinfo=UTC)
 
@@ -178,6 +179,8 @@ def test_json_fields() -> None:
         "slug": "",
         "scheduled": "2026-07-19T03:00:00Z",
         "status": "down",
+        "name": "nightly-billing",
+        "url": "https://monitor.example/checks/5f1c1f2e-0000-4000-8000-000000000001",
     }
 
 
@@ -225,3 +228,74 @@ def test_facts_and_message_are_frozen() -> None:
 )
 def test_humanize_duration(seconds: float, text: str) -> None:
     assert humanize_duration(seconds) == text
+
+
+@pytest.mark.parametrize("kind", messages.EXTRA_KINDS)
+def test_reminder_escalation_and_summary_titles_follow_the_title_rule(kind: str) -> None:
+    facts = make_facts(
+        kind=kind,
+        episode_kind="missed",
+        down_for_s=5400,
+        reminder=2,
+        window_name="deploy",
+        window_start=TICK,
+        window_end=TICK.replace(hour=4),
+        held=("2026-07-19T03:10:00Z nightly-billing: missed — the 05:00 CEST run did not report",),
+    )
+    message = render(facts)
+
+    assert message.title.startswith("nightly-billing: ")
+    assert f": {kind} — " in message.title
+    assert "\n" not in message.title
+    assert "https://monitor.example/checks/5f1c1f2e-0000-4000-8000-000000000001" in message.body
+
+
+def test_nag_says_how_long_and_which_reminder() -> None:
+    message = render(make_facts(kind="nag", episode_kind="failed", down_for_s=7200, reminder=2, tz="UTC"))
+
+    assert message.title == "nightly-billing: nag — still down after 2 h (failed the 03:00 run, reminder 2)"
+    assert "Down for: 2 h" in message.body and "Reminder: 2" in message.body
+
+
+def test_maintenance_summary_lists_what_was_held_back() -> None:
+    held = ("2026-07-19T03:10:00Z nightly-billing: missed — the 05:00 CEST run did not report",)
+    message = render(
+        make_facts(
+            kind="maintenance",
+            scheduled=None,
+            window_name="deploy",
+            window_start=TICK,
+            window_end=TICK.replace(hour=4),
+            held=held,
+        )
+    )
+
+    assert message.title == "nightly-billing: maintenance — window “deploy” ended, 1 alert held back"
+    assert "Window: 2026-07-19T03:00:00Z – 2026-07-19T04:00:00Z" in message.body
+    assert "Window (local): 2026-07-19 05:00 CEST (Europe/Berlin) – 2026-07-19 06:00 CEST" in message.body
+    assert f"- {held[0]}" in message.body
+    assert "#tick-" not in message.body  # no tick, no run link
+
+
+def test_tick_link_points_at_the_run_on_the_check_page() -> None:
+    message = render(make_facts())
+
+    assert (
+        "Run: https://monitor.example/checks/5f1c1f2e-0000-4000-8000-000000000001#tick-2026-07-19T03:00:00Z"
+        in (message.body)
+    )
+    assert message.json_fields["url"] == "https://monitor.example/checks/5f1c1f2e-0000-4000-8000-000000000001"
+
+
+def test_facts_survive_storage() -> None:
+    facts = make_facts(kind="overlap", run_ids=("a", "b"), other_scheduled=TICK.replace(hour=2), held=("x",))
+
+    assert messages.facts_from_json(messages.facts_to_json(facts)) == facts
+    assert (
+        messages.facts_from_json(
+            '{"kind": "missed", "check_name": "n", "check_uuid": "u", "slug": null,'
+            ' "tz": "UTC", "status": "down", "scheduled": null, "check_url": "c",'
+            ' "from_the_future": 1}'
+        ).kind
+        == "missed"
+    )

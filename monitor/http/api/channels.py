@@ -80,4 +80,7 @@ class ChannelsController(Controller):
         )
         if result.ok:
             return Response({"ok": True, "error": None}, status_code=200)
-        return Response({"ok": False, "error": f"url: delivery failed: {result.error}"}, status_code=400)
+        error = result.error or "delivery failed"
+        # a refusal already names the field ("url: <host> resolves to a private ... address")
+        message = error if error.startswith("url: ") else f"url: delivery failed: {error}"
+        return Response({"ok": False, "error": message}, status_code=400)

@@ -1,0 +1,55 @@
+"""``/api/v3/maintenance/…``: maintenance windows (issue 8)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from litestar import Controller, Request, Response, delete, get, post
+
+from monitor.http.api.common import authenticate, json_body, services_of
+from monitor.services import maintenance as maintenance_service
+
+Req = Request[Any, Any, Any]
+
+
+class MaintenanceController(Controller):
+    path = "/api/v3/maintenance"
+    tags = ("maintenance",)
+
+    @get("/", summary="List maintenance windows")
+    async def list_windows(self, request: Req) -> dict[str, Any]:
+        key = await authenticate(request, write=False)
+        services = services_of(request.app.state)
+        now = services.clock.now()
+        async with services.engine.connect() as conn:
+            rows = await maintenance_service.list_windows(conn, key.project_id)
+        return {"maintenance": [maintenance_service.window_to_dict(r, now) for r in rows]}
+
+    @post("/", summary="Create a maintenance window (one-off or recurring)")
+    async def create_window(self, request: Req) -> Response[dict[str, Any]]:
+        key = await authenticate(request, write=True)
+        services = services_of(request.app.state)
+        now = services.clock.now()
+        body = await json_body(request)
+        async with services.engine.begin() as conn:
+            values = await maintenance_service.validate_window(conn, key.project_id, body, now)
+            window_id = await maintenance_service.create_window(conn, key.project_id, values, now)
+            row = await maintenance_service.get_window(conn, key.project_id, window_id)
+        return Response(maintenance_service.window_to_dict(row, now), status_code=201)
+
+    @get("/{window_id:str}", summary="Get a maintenance window")
+    async def get_window(self, request: Req, window_id: str) -> dict[str, Any]:
+        key = await authenticate(request, write=False)
+        services = services_of(request.app.state)
+        async with services.engine.connect() as conn:
+            row = await maintenance_service.get_window(conn, key.project_id, window_id)
+        return maintenance_service.window_to_dict(row, services.clock.now())
+
+    @delete("/{window_id:str}", summary="Delete a maintenance window", status_code=200)
+    async def delete_window(self, request: Req, window_id: str) -> dict[str, Any]:
+        key = await authenticate(request, write=True)
+        services = services_of(request.app.state)
+        async with services.engine.begin() as conn:
+            row = await maintenance_service.get_window(conn, key.project_id, window_id)
+            await maintenance_service.delete_window(conn, window_id)
+        return maintenance_service.window_to_dict(row, services.clock.now())

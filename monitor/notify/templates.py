@@ -1,0 +1,72 @@
+"""Render alert facts into messages through template files (DESIGN §7, issue 8).
+
+The templates are Jinja2 files shipped in the package (``monitor/notify/templates/``, see its
+README) and may be overridden file by file from a directory (``MONITOR_TEMPLATES_DIR``). The
+environment is sandboxed: an override cannot reach Python internals. The wording per kind
+(sentences, details) is computed by the pure :func:`monitor.domain.messages.context`; the
+templates arrange it.
+"""
+
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+
+import jinja2
+from jinja2.sandbox import SandboxedEnvironment
+
+from monitor.domain import messages
+from monitor.domain.messages import AlertFacts, Message
+
+PARTS = ("title.j2", "body.txt.j2", "body.md.j2")
+
+
+@functools.lru_cache(maxsize=8)
+def environment(templates_dir: str | None = None) -> SandboxedEnvironment:
+    """The Jinja2 environment for an override directory (``None``: package templates only).
+
+    Cached per directory: template files are read once per process (restart to pick up edits).
+    """
+    loaders: list[jinja2.BaseLoader] = []
+    if templates_dir:
+        loaders.append(jinja2.FileSystemLoader(str(Path(templates_dir))))
+    loaders.append(jinja2.PackageLoader("monitor.notify", "templates"))
+    env = SandboxedEnvironment(
+        loader=jinja2.ChoiceLoader(loaders),
+        autoescape=False,  # plain text and Markdown, never HTML
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        keep_trailing_newline=True,
+    )
+    env.filters["md"] = messages.md_escape
+    return env
+
+
+def _render_part(env: SandboxedEnvironment, kind: str, part: str, context: dict[str, object]) -> str:
+    template = env.select_template([f"{kind}.{part}", part])
+    return template.render(context)
+
+
+def render(facts: AlertFacts, *, templates_dir: str | None = None) -> Message:
+    """Render ``facts`` into a title, a plain body, a Markdown body and ``json://`` fields.
+
+    Args:
+        facts: what happened (see :class:`monitor.domain.messages.AlertFacts`).
+        templates_dir: ``MONITOR_TEMPLATES_DIR``; files there win over the package's.
+
+    Returns:
+        The :class:`Message`. The title is one line (newlines collapsed) and at most 300
+        characters; bodies end with one newline.
+
+    Raises:
+        jinja2.TemplateError: an override template is broken (the package's are tested).
+    """
+    env = environment(templates_dir)
+    context = messages.context(facts)
+    title = " ".join(_render_part(env, facts.kind, "title.j2", context).split())
+    body = _render_part(env, facts.kind, "body.txt.j2", context).strip("\n") + "\n"
+    body_md = _render_part(env, facts.kind, "body.md.j2", context).strip("\n") + "\n"
+    return Message(
+        title=title[:300], body=body, body_markdown=body_md, json_fields=messages.json_fields(facts)
+    )

@@ -1,0 +1,308 @@
+"""Read models of the dashboard (issue 9): the checks list with its tick strips, a check's
+timeline over a window, the badge states. Everything a user sees is limited to their projects.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from sqlalchemy import and_, func, select, union
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from monitor.domain import detection
+from monitor.domain.checks import Outcome, SimpleSchedule
+from monitor.domain.errors import NotFound
+from monitor.domain.runs import RunBook, TickMark, tick_outcome
+from monitor.services import checks as check_service
+from monitor.settings import Settings
+from monitor.storage import repositories
+from monitor.storage import tables as t
+
+STRIP_TICKS = 30
+MAX_WINDOW_TICKS = 500
+WINDOWS: dict[str, timedelta | None] = {
+    "auto": None,
+    "15m": timedelta(minutes=15),
+    "1h": timedelta(hours=1),
+    "6h": timedelta(hours=6),
+    "24h": timedelta(days=1),
+    "7d": timedelta(days=7),
+}
+"""Timeline windows a user can pick; ``auto`` covers the last 30 ticks of the schedule."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class TickView:
+    """A tick and what happened: ``outcome`` is a DESIGN §2 outcome, ``pending`` (a run is in
+    progress or the tick is not judged yet), ``no_run`` (not watched, no run) or ``upcoming``."""
+
+    scheduled: datetime
+    outcome: str
+    runs: tuple[Any, ...] = ()
+
+
+async def project_names(conn: AsyncConnection, project_ids: Sequence[int]) -> dict[int, str]:
+    rows = await conn.execute(
+        select(t.projects.c.id, t.projects.c.name).where(t.projects.c.id.in_(list(project_ids)))
+    )
+    return {r[0]: r[1] for r in rows}
+
+
+async def _books(
+    conn: AsyncConnection, check_ids: Sequence[int], since: datetime | None
+) -> dict[int, RunBook]:
+    books = {cid: RunBook() for cid in check_ids}
+    if not check_ids:
+        return books
+    runs = select(t.runs).where(t.runs.c.check_id.in_(list(check_ids)))
+    marks = select(t.tick_marks).where(t.tick_marks.c.check_id.in_(list(check_ids)))
+    if since is not None:
+        runs = runs.where(t.runs.c.scheduled >= since)
+        marks = marks.where(t.tick_marks.c.scheduled >= since)
+    for row in (await conn.execute(runs)).mappings():
+        books[row["check_id"]].add(repositories.run_of(row))
+    for row in (await conn.execute(marks)).mappings():
+        books[row["check_id"]].marks[row["scheduled"]] = TickMark(
+            scheduled=row["scheduled"], outcome=Outcome(row["outcome"])
+        )
+    return books
+
+
+async def _recent_books(conn: AsyncConnection, check_ids: Sequence[int]) -> dict[int, RunBook]:
+    """Each check's runs and marks of its newest :data:`STRIP_TICKS` recorded ticks, in three
+    queries whatever the number of checks (a window function ranks each check's ticks)."""
+    books = {cid: RunBook() for cid in check_ids}
+    if not check_ids:
+        return books
+    ids = list(check_ids)
+    ticks = union(
+        select(t.runs.c.check_id, t.runs.c.scheduled).where(t.runs.c.check_id.in_(ids)),
+        select(t.tick_marks.c.check_id, t.tick_marks.c.scheduled).where(t.tick_marks.c.check_id.in_(ids)),
+    ).subquery()
+    ranked = select(
+        ticks.c.check_id,
+        ticks.c.scheduled,
+        func.row_number()
+        .over(partition_by=ticks.c.check_id, order_by=ticks.c.scheduled.desc())
+        .label("rank"),
+    ).subquery()
+    since = (
+        select(ranked.c.check_id, func.min(ranked.c.scheduled).label("since"))
+        .where(ranked.c.rank <= STRIP_TICKS)
+        .group_by(ranked.c.check_id)
+        .subquery()
+    )
+    runs = select(t.runs).join(
+        since, and_(since.c.check_id == t.runs.c.check_id, t.runs.c.scheduled >= since.c.since)
+    )
+    marks = select(t.tick_marks).join(
+        since, and_(since.c.check_id == t.tick_marks.c.check_id, t.tick_marks.c.scheduled >= since.c.since)
+    )
+    for row in (await conn.execute(runs)).mappings():
+        books[row["check_id"]].add(repositories.run_of(row))
+    for row in (await conn.execute(marks)).mappings():
+        books[row["check_id"]].marks[row["scheduled"]] = TickMark(
+            scheduled=row["scheduled"], outcome=Outcome(row["outcome"])
+        )
+    return books
+
+
+def _view(book: RunBook, tick: datetime, now: datetime, max_runtime: timedelta) -> TickView:
+    outcome = tick_outcome(book, tick)
+    runs = tuple(book.runs_of(tick))
+    if outcome is not None:
+        return TickView(scheduled=tick, outcome=outcome.value, runs=runs)
+    if runs:
+        return TickView(scheduled=tick, outcome="pending", runs=runs)
+    return TickView(scheduled=tick, outcome="upcoming" if tick > now else "no_run", runs=runs)
+
+
+def strip_of(book: RunBook, now: datetime, max_runtime: timedelta) -> list[TickView]:
+    """The newest :data:`STRIP_TICKS` recorded ticks of a check, oldest first."""
+    ticks = sorted({r.scheduled for r in book.runs.values()} | set(book.marks))[-STRIP_TICKS:]
+    return [_view(book, tick, now, max_runtime) for tick in ticks]
+
+
+async def list_checks(
+    conn: AsyncConnection, project_ids: Sequence[int], now: datetime, settings: Settings
+) -> list[dict[str, Any]]:
+    """Every check of the given projects as its v3 JSON plus ``project``, ``tag_list``,
+    ``strip`` (list of :class:`TickView`) and ``id``; ordered by project, then name."""
+    if not project_ids:
+        return []
+    names = await project_names(conn, project_ids)
+    rows = [
+        dict(r)
+        for r in (
+            await conn.execute(
+                select(t.checks)
+                .where(t.checks.c.project_id.in_(list(project_ids)))
+                .order_by(t.checks.c.project_id, t.checks.c.name, t.checks.c.id)
+            )
+        )
+        .mappings()
+        .all()
+    ]
+    started = await check_service.started_checks(conn, rows, now)
+    channels = await check_service.channels_of(conn, [r["id"] for r in rows])
+    books = await _recent_books(conn, [r["id"] for r in rows])
+    out = []
+    for row in rows:
+        data = check_service.check_to_dict(
+            row, now=now, settings=settings, started=row["id"] in started, channels=channels[row["id"]]
+        )
+        data["id"] = row["id"]
+        data["project"] = names.get(row["project_id"], "")
+        data["tag_list"] = row["tags"].split()
+        data["strip"] = strip_of(books[row["id"]], now, timedelta(seconds=row["max_runtime"]))
+        out.append(data)
+    return out
+
+
+async def get_check(conn: AsyncConnection, project_ids: Sequence[int], uuid: str) -> dict[str, Any]:
+    """The check row if it belongs to one of ``project_ids``; else NotFound (existence hidden)."""
+    row = (
+        (
+            await conn.execute(
+                select(t.checks)
+                .where(t.checks.c.uuid == uuid)
+                .where(t.checks.c.project_id.in_(list(project_ids)))
+            )
+        )
+        .mappings()
+        .first()
+    )
+    if row is None:
+        raise NotFound("uuid: no check with this uuid in your projects")
+    return dict(row)
+
+
+def window_bounds(
+    row: dict[str, Any], choice: str, now: datetime, first_run: datetime | None = None
+) -> tuple[datetime, datetime]:
+    """``(since, until)`` of the timeline: a fixed span ending a little after ``now``, or for
+    ``auto`` the span of the schedule's last 30 ticks (a simple check: 30 periods), starting no
+    earlier than two ticks before ``first_run`` (the tick of the check's first run)."""
+    spec = repositories.spec_of(row)
+    span = WINDOWS.get(choice)
+    if span is None:
+        schedule = spec.schedule
+        if isinstance(schedule, SimpleSchedule):
+            span = schedule.period * STRIP_TICKS
+        else:
+            cursor: datetime | None = now
+            first = now
+            for _ in range(STRIP_TICKS):
+                if cursor is None:
+                    break
+                found = schedule.tick_at_or_before(cursor - timedelta(microseconds=1))
+                if found is None:
+                    break
+                first, cursor = found, found
+            span = max(now - first, timedelta(minutes=1))
+        if first_run is not None and first_run > now - span:
+            before = first_run
+            for _ in range(2):
+                earlier = (
+                    None
+                    if isinstance(schedule, SimpleSchedule)
+                    else schedule.tick_at_or_before(before - timedelta(microseconds=1))
+                )
+                before = earlier or before
+            span = max(now - before, timedelta(minutes=1))
+    margin = span / 20
+    return now - span - margin, now + margin
+
+
+async def timeline(
+    conn: AsyncConnection, row: dict[str, Any], since: datetime, until: datetime, now: datetime
+) -> list[TickView]:
+    """Ticks in ``[since, until]``: the schedule's (a cron check's newest 500 at most) and every
+    tick with a run or a mark, oldest first, each with its runs and outcome."""
+    spec = repositories.spec_of(row)
+    book = (await _books(conn, [row["id"]], since))[row["id"]]
+    ticks = {r.scheduled for r in book.runs.values() if r.scheduled <= until}
+    ticks |= {m for m in book.marks if m <= until}
+    schedule = spec.schedule
+    if not isinstance(schedule, SimpleSchedule):
+        # newest first, so a dense schedule over a wide window shows its latest 500 ticks
+        cursor = schedule.tick_at_or_before(until)
+        for _ in range(MAX_WINDOW_TICKS):
+            if cursor is None or cursor < since:
+                break
+            ticks.add(cursor)
+            cursor = schedule.tick_at_or_before(cursor - timedelta(microseconds=1))
+    return [_view(book, tick, now, spec.max_runtime) for tick in sorted(ticks)]
+
+
+def check_status(row: dict[str, Any], now: datetime) -> str:
+    """A check row's status (``new``, ``up``, ``grace``, ``down``, ``paused``)."""
+    return detection.status(repositories.state_of(row), now).value
+
+
+def badge_status(statuses: Sequence[str]) -> str:
+    """Healthchecks' badge state of a set of check statuses: ``down`` if any is down, else
+    ``late`` if any is in grace, else ``up`` (new and paused checks count as up)."""
+    if "down" in statuses:
+        return "down"
+    if "grace" in statuses:
+        return "late"
+    return "up"
+
+
+async def check_badge(conn: AsyncConnection, badge_uuid: str, now: datetime) -> dict[str, Any] | None:
+    """``{"name", "status"}`` of the check with this badge uuid (status: up, late, down)."""
+    row = (await conn.execute(select(t.checks).where(t.checks.c.badge_uuid == badge_uuid))).mappings().first()
+    if row is None:
+        return None
+    status = check_status(dict(row), now)
+    return {"name": row["name"] or row["slug"] or "check", "status": badge_status([status])}
+
+
+async def tag_badge(conn: AsyncConnection, badge_key: str, tag: str, now: datetime) -> dict[str, Any] | None:
+    """``{"status", "total", "grace", "down"}`` over a project's checks with ``tag`` (``*``: all);
+    ``None`` when no project has this badge key."""
+    project_id = (
+        await conn.execute(select(t.projects.c.id).where(t.projects.c.badge_key == badge_key))
+    ).scalar_one_or_none()
+    if project_id is None:
+        return None
+    rows = (await conn.execute(select(t.checks).where(t.checks.c.project_id == project_id))).mappings().all()
+    statuses = [check_status(dict(r), now) for r in rows if tag == "*" or tag in r["tags"].split()]
+    return {
+        "status": badge_status(statuses),
+        "total": len(statuses),
+        "grace": statuses.count("grace"),
+        "down": statuses.count("down"),
+    }
+
+
+async def project_tags(conn: AsyncConnection, project_id: int) -> list[str]:
+    """The distinct tags of a project's checks, sorted."""
+    tags: set[str] = set()
+    for (text,) in await conn.execute(select(t.checks.c.tags).where(t.checks.c.project_id == project_id)):
+        tags.update(text.split())
+    return sorted(tags)
+
+
+async def project_badge_key(conn: AsyncConnection, project_id: int) -> str:
+    key: str = (
+        await conn.execute(select(t.projects.c.badge_key).where(t.projects.c.id == project_id))
+    ).scalar_one()
+    return key
+
+
+async def first_run_tick(conn: AsyncConnection, check_id: int) -> datetime | None:
+    """The tick of the check's oldest run (through ``ix_runs_check_scheduled``)."""
+    found: datetime | None = (
+        await conn.execute(
+            select(t.runs.c.scheduled)
+            .where(t.runs.c.check_id == check_id)
+            .order_by(t.runs.c.scheduled)
+            .limit(1)
+        )
+    ).scalar_one_or_none()
+    return found

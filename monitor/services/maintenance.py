@@ -1,0 +1,193 @@
+"""Maintenance windows: validation and storage (issue 8; rules in :mod:`monitor.domain.maintenance`).
+
+A window body is JSON:
+
+* one-off: ``{"name": "db upgrade", "check": "<uuid>", "start": "2026-07-19T02:00:00Z",
+  "end": "2026-07-19T03:00:00Z"}``;
+* recurring: ``{"name": "nightly deploy", "schedule": "0 2 * * *", "tz": "Europe/Berlin",
+  "dialect": "unix", "duration": 1800}`` — every tick opens a window of ``duration`` seconds.
+
+Without ``check`` the window covers every check of the project (and its project-level alerts).
+"""
+
+from __future__ import annotations
+
+import uuid as uuid_module
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import delete, select
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from monitor.domain import maintenance, schedules
+from monitor.domain.errors import NotFound, ScheduleError, ValidationError, ZoneError
+from monitor.services.dispatch import window_of
+from monitor.storage import tables as t
+
+MAX_DURATION_S = int(maintenance.MAX_DURATION.total_seconds())
+
+
+def _instant(data: Mapping[str, Any], name: str) -> datetime:
+    value = data.get(name)
+    if not isinstance(value, str) or not value:
+        raise ValidationError(name, "is required: ISO 8601 with an offset or Z, e.g. 2026-07-19T02:00:00Z")
+    try:
+        parsed = datetime.fromisoformat(value.replace("Z", "+00:00").replace("z", "+00:00"))
+    except ValueError:
+        raise ValidationError(name, f"must be ISO 8601 with an offset or Z, got {value!r}") from None
+    if parsed.tzinfo is None:
+        raise ValidationError(name, "needs a UTC offset or Z")
+    return parsed.astimezone(UTC)
+
+
+def _text(data: Mapping[str, Any], name: str, limit: int, default: str) -> str:
+    value = data.get(name, default)
+    if not isinstance(value, str) or len(value) > limit or "\x00" in value:
+        raise ValidationError(name, f"must be a string of at most {limit} characters (no NUL)")
+    return value
+
+
+async def validate_window(conn: AsyncConnection, project_id: int, data: Any, now: datetime) -> dict[str, Any]:
+    """Validate a window body into column values.
+
+    Args:
+        project_id: the caller's project (``check`` must be one of its checks).
+        data: the decoded JSON body.
+        now: the current instant (a recurring schedule must still fire after it).
+
+    Returns:
+        Column values for ``maintenance_windows`` (without ``id``/``created_at``).
+
+    Raises:
+        ValidationError: naming ``body``, ``name``, ``check``, ``start``, ``end``, ``schedule``,
+            ``tz``, ``dialect`` or ``duration``.
+    """
+    if not isinstance(data, dict):
+        raise ValidationError("body", "must be a JSON object")
+    out: dict[str, Any] = {"name": _text(data, "name", 100, ""), "check_id": None}
+    check = data.get("check")
+    if check is not None:
+        if not isinstance(check, str) or "\x00" in check:
+            raise ValidationError("check", "must be a check's uuid")
+        check_id = (
+            await conn.execute(
+                select(t.checks.c.id)
+                .where(t.checks.c.project_id == project_id)
+                .where(t.checks.c.uuid == check)
+            )
+        ).scalar_one_or_none()
+        if check_id is None:
+            raise ValidationError("check", f"no check {check!r} in this project")
+        out["check_id"] = check_id
+    one_off = "start" in data or "end" in data
+    recurring = "schedule" in data
+    if one_off == recurring:
+        raise ValidationError(
+            "schedule",
+            "give either start and end (a one-off window) or schedule and duration (a recurring one)",
+        )
+    if one_off:
+        start, end = _instant(data, "start"), _instant(data, "end")
+        if end <= start:
+            raise ValidationError("end", "must be after start")
+        out.update(
+            starts_at=start, ends_at=end, schedule=None, duration=None, tz=_text(data, "tz", 64, "UTC")
+        )
+        try:
+            schedules.validate_zone(out["tz"])
+        except ZoneError as error:
+            raise ValidationError("tz", str(error)) from None
+        return out
+    schedule = _text(data, "schedule", 200, "").strip()
+    dialect = _text(data, "dialect", 10, "unix").strip().lower()
+    tz = _text(data, "tz", 64, "UTC")
+    if dialect not in {d.value for d in schedules.Dialect}:
+        raise ValidationError("dialect", f"must be one of unix, seconds, quartz, got {dialect!r}")
+    try:
+        cron = schedules.parse_cron(schedule, dialect, tz)
+        schedules.ensure_fires_after(cron, now)
+    except ZoneError as error:
+        raise ValidationError("tz", str(error)) from None
+    except ScheduleError as error:
+        raise ValidationError("schedule", str(error)) from None
+    duration = data.get("duration")
+    if isinstance(duration, bool) or not isinstance(duration, int) or not 1 <= duration <= MAX_DURATION_S:
+        raise ValidationError(
+            "duration", f"must be whole seconds between 1 and {MAX_DURATION_S}, got {duration!r}"
+        )
+    out.update(starts_at=None, ends_at=None, schedule=schedule, dialect=dialect, tz=tz, duration=duration)
+    return out
+
+
+async def create_window(
+    conn: AsyncConnection, project_id: int, values: Mapping[str, Any], now: datetime
+) -> str:
+    """Store a validated window; returns its new id."""
+    window_id = str(uuid_module.uuid4())
+    await conn.execute(
+        t.maintenance_windows.insert().values(id=window_id, project_id=project_id, created_at=now, **values)
+    )
+    return window_id
+
+
+async def get_window(conn: AsyncConnection, project_id: int, window_id: str) -> dict[str, Any]:
+    """The window row joined with its check's uuid (``check_uuid``).
+
+    Raises:
+        NotFound: no such window in the project.
+    """
+    rows = await _rows(conn, project_id, window_id)
+    if not rows:
+        raise NotFound("id: no maintenance window with this id in this project")
+    return rows[0]
+
+
+async def list_windows(conn: AsyncConnection, project_id: int) -> list[dict[str, Any]]:
+    """The project's windows, oldest first."""
+    return await _rows(conn, project_id, None)
+
+
+async def _rows(conn: AsyncConnection, project_id: int, window_id: str | None) -> list[dict[str, Any]]:
+    w = t.maintenance_windows.c
+    query = (
+        select(t.maintenance_windows, t.checks.c.uuid.label("check_uuid"))
+        .outerjoin(t.checks, t.checks.c.id == w.check_id)
+        .where(w.project_id == project_id)
+        .order_by(w.created_at, w.id)
+    )
+    if window_id is not None:
+        if "\x00" in window_id:
+            return []
+        query = query.where(w.id == window_id)
+    return [dict(r) for r in (await conn.execute(query)).mappings().all()]
+
+
+async def delete_window(conn: AsyncConnection, window_id: str) -> None:
+    """Delete a window (alerts it held back stay ``suppressed``)."""
+    await conn.execute(delete(t.maintenance_windows).where(t.maintenance_windows.c.id == window_id))
+
+
+def _iso(instant: datetime | None) -> str | None:
+    return instant.strftime("%Y-%m-%dT%H:%M:%SZ") if instant is not None else None
+
+
+def window_to_dict(row: Mapping[str, Any], now: datetime) -> dict[str, Any]:
+    """A window's JSON: ``id, name, check`` (uuid or null), ``start, end`` (one-off) or
+    ``schedule, dialect, duration`` (recurring), ``tz``, ``active`` and ``next``
+    (``{"start", "end"}`` of the occurrence going on or coming next, or null)."""
+    window = window_of(row)
+    upcoming = maintenance.next_occurrence(window, now)
+    out: dict[str, Any] = {
+        "id": row["id"],
+        "name": row["name"],
+        "check": row["check_uuid"],
+        "tz": row["tz"],
+    }
+    if window.recurring:
+        out.update(schedule=row["schedule"], dialect=row["dialect"], duration=row["duration"])
+    else:
+        out.update(start=_iso(row["starts_at"]), end=_iso(row["ends_at"]))
+    out["active"] = maintenance.occurrence_at(window, now) is not None
+    out["next"] = {"start": _iso(upcoming.start), "end": _iso(upcoming.end)} if upcoming else None
+    return out

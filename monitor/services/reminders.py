@@ -1,0 +1,355 @@
+"""Time-driven notifications (issue 8): reminders ("nag"), escalations, maintenance summaries.
+
+:func:`raise_due` runs in every notifier process each round. It holds no lease: every alert it
+raises has a deterministic key — ``nag:<episode key>:<n>``, ``escalation:<episode key>``,
+``maintenance:<window id>:<occurrence end>`` — inserted with ``ON CONFLICT DO NOTHING`` (and,
+for project-level summaries, whose check is NULL, after winning a conditional update of the
+window's ``summarized_until``), so any number of notifiers raise each one exactly once.
+
+* **Nag** (Healthchecks' "nag"): while a check's down episode stays open, every
+  ``nag_interval`` seconds after it opened, a reminder goes to the check's channels (those
+  whose ``kinds`` filter accepts ``nag`` or the episode's kind). After an outage of the
+  notifiers only the latest reminder is raised, never a burst.
+* **Escalation**: once a down episode has lasted ``escalate_after`` seconds, one escalation
+  goes to the channels in ``escalate_to`` (explicit routing: their ``kinds`` filters do not
+  apply).
+* **Maintenance summary**: when an occurrence of a maintenance window ends, one summary lists
+  the alerts raised during it (which were recorded but not sent) and the check's status.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import or_, select, update
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+
+from monitor.domain import detection, maintenance, messages
+from monitor.domain.messages import AlertFacts
+from monitor.notify import templates
+from monitor.services.dispatch import window_of
+from monitor.settings import Settings
+from monitor.storage import repositories
+from monitor.storage import tables as t
+
+logger = logging.getLogger(__name__)
+
+#: Most alerts named one by one in a maintenance summary.
+SUMMARY_LINES = 50
+
+
+def wants(kinds: str, kind: str, *, also: str | None = None) -> bool:
+    """A channel's ``kinds`` filter: empty accepts everything; else ``kind`` or ``also`` must be listed.
+
+    Args:
+        kinds: the channel's comma-separated filter.
+        kind: the notification's kind (``nag``, ``maintenance`` …).
+        also: a second kind that qualifies (a nag's episode kind: a pager that takes ``missed``
+            also takes the reminders of a missed episode).
+    """
+    wanted = {k.strip() for k in kinds.split(",") if k.strip()}
+    return not wanted or kind in wanted or (also is not None and also in wanted)
+
+
+async def raise_due(engine: AsyncEngine, now: datetime, *, settings: Settings) -> int:
+    """Raise the reminders, escalations and maintenance summaries due at ``now``.
+
+    Args:
+        engine: the database.
+        now: the current instant (aware UTC; injected by tests).
+        settings: ``base_url`` (links) and ``templates_dir``.
+
+    Returns:
+        How many alerts were raised.
+    """
+    async with engine.begin() as conn:
+        raised = await _repeats(conn, now, settings)
+    async with engine.begin() as conn:
+        raised += await _summaries(conn, now, settings)
+    return raised
+
+
+# --------------------------------------------------------------------------- nag, escalation
+
+
+async def _repeats(conn: AsyncConnection, now: datetime, settings: Settings) -> int:
+    c, a = t.checks.c, t.alerts.c
+    rows = (
+        (
+            await conn.execute(
+                select(
+                    c.id,
+                    c.project_id,
+                    c.uuid,
+                    c.name,
+                    c.slug,
+                    c.kind.label("check_kind"),
+                    c.tz,
+                    c.episode_key,
+                    c.nag_interval,
+                    c.escalate_after,
+                    c.escalate_to,
+                    a.kind.label("episode_kind"),
+                    a.scheduled,
+                    a.created_at.label("opened_at"),
+                )
+                .join(t.alerts, (a.check_id == c.id) & (a.key == c.episode_key))
+                .where(c.episode_key.is_not(None))
+                .where(c.paused.is_(False))
+                .where(or_(c.nag_interval.is_not(None), c.escalate_after.is_not(None)))
+            )
+        )
+        .mappings()
+        .all()
+    )
+    raised = 0
+    for row in rows:
+        down_for = (now - row["opened_at"]).total_seconds()
+        if row["nag_interval"]:
+            n = int(down_for // row["nag_interval"])
+            if n >= 1:
+                key = f"{messages.NAG}:{row['episode_key']}:{n}"
+                facts = _facts(row, messages.NAG, settings, down_for_s=down_for, reminder=n)
+                if await _raise(conn, row, key, facts, now, channels=await _check_channels(conn, row["id"])):
+                    raised += 1
+        if row["escalate_after"] and down_for >= row["escalate_after"] and row["escalate_to"]:
+            key = f"{messages.ESCALATION}:{row['episode_key']}"
+            facts = _facts(row, messages.ESCALATION, settings, down_for_s=down_for)
+            targets = [i for i in row["escalate_to"].split(",") if i]
+            if await _raise(conn, row, key, facts, now, channels=targets, explicit=True):
+                raised += 1
+    return raised
+
+
+def _facts(row: Mapping[Any, Any], kind: str, settings: Settings, **extra: Any) -> AlertFacts:
+    return AlertFacts(
+        kind=kind,
+        check_name=row["name"] or row["uuid"],
+        check_uuid=row["uuid"],
+        slug=row["slug"],
+        tz=row["tz"] if row["check_kind"] == "cron" else "UTC",
+        status="down",
+        scheduled=row["scheduled"],
+        check_url=f"{settings.base_url}/checks/{row['uuid']}",
+        episode_kind=row["episode_kind"],
+        **extra,
+    )
+
+
+async def _check_channels(conn: AsyncConnection, check_id: int) -> list[str]:
+    query = select(t.check_channels.c.channel_id).where(t.check_channels.c.check_id == check_id)
+    return list((await conn.execute(query)).scalars().all())
+
+
+async def _raise(
+    conn: AsyncConnection,
+    row: Mapping[Any, Any],
+    key: str,
+    facts: AlertFacts,
+    now: datetime,
+    *,
+    channels: Sequence[str],
+    explicit: bool = False,
+) -> bool:
+    """Insert one alert (unless its key exists) and queue it to ``channels``; True if inserted."""
+    exists = (
+        await conn.execute(
+            select(t.alerts.c.id)
+            .where(t.alerts.c.project_id == row["project_id"])
+            .where(t.alerts.c.check_id == row["id"])
+            .where(t.alerts.c.key == key)
+        )
+    ).first()
+    if exists is not None:
+        return False
+    return await insert_alert(
+        conn,
+        project_id=row["project_id"],
+        check_id=row["id"],
+        key=key,
+        facts=facts,
+        now=now,
+        channels=channels,
+        explicit=explicit,
+    )
+
+
+async def insert_alert(
+    conn: AsyncConnection,
+    *,
+    project_id: int,
+    check_id: int | None,
+    key: str,
+    facts: AlertFacts,
+    now: datetime,
+    channels: Sequence[str],
+    explicit: bool = False,
+) -> bool:
+    """Insert an alert rendered from ``facts`` and one pending notification per wanted channel.
+
+    Args:
+        channels: candidate channel ids (only the project's own are used).
+        explicit: skip the channels' ``kinds`` filters (escalation targets were chosen by name).
+
+    Returns:
+        True if the alert was inserted (False: its key existed already).
+    """
+    message = templates.render(facts)
+    alert_id = (
+        await conn.execute(
+            repositories.insert_ignoring_conflicts(conn, t.alerts)
+            .values(
+                project_id=project_id,
+                check_id=check_id,
+                key=key,
+                kind=facts.kind,
+                scheduled=facts.scheduled,
+                count=1,
+                created_at=now,
+                title=message.title,
+                message=message.body,
+                facts=messages.facts_to_json(facts),
+            )
+            .returning(t.alerts.c.id)
+        )
+    ).scalar_one_or_none()
+    if alert_id is None:
+        return False
+    if channels:
+        found = (
+            await conn.execute(
+                select(t.channels.c.id, t.channels.c.kinds)
+                .where(t.channels.c.project_id == project_id)
+                .where(t.channels.c.id.in_(list(channels)))
+            )
+        ).all()
+        rows = [
+            {
+                "alert_id": alert_id,
+                "channel_id": channel_id,
+                "status": "pending",
+                "attempts": 0,
+                "next_attempt_at": now,
+                "created_at": now,
+            }
+            for channel_id, kinds in found
+            if explicit or wants(kinds, facts.kind, also=facts.episode_kind)
+        ]
+        if rows:
+            await conn.execute(t.notifications.insert(), rows)
+    logger.info(
+        "notification raised", extra={"action": "notification_raised", "kind": facts.kind, "key": key}
+    )
+    return True
+
+
+# --------------------------------------------------------------------------- maintenance
+
+
+async def _summaries(conn: AsyncConnection, now: datetime, settings: Settings) -> int:
+    rows = (await conn.execute(select(t.maintenance_windows))).mappings().all()
+    raised = 0
+    for row in rows:
+        window = window_of(row)
+        try:
+            occurrence = maintenance.summary_due(window, row["summarized_until"], now)
+        except Exception:  # a schedule that no longer parses must not stop the other windows
+            logger.exception(
+                "maintenance window unreadable", extra={"action": "window_failed", "id": row["id"]}
+            )
+            continue
+        if occurrence is None:
+            continue
+        w = t.maintenance_windows.c
+        won = await conn.execute(
+            update(t.maintenance_windows)
+            .where(w.id == window.id)
+            .where(or_(w.summarized_until.is_(None), w.summarized_until < occurrence.end))
+            .values(summarized_until=occurrence.end)
+        )
+        if won.rowcount != 1:
+            continue  # another notifier summarised it
+        if await _summarise(conn, row, window, occurrence, now, settings):
+            raised += 1
+    return raised
+
+
+async def _summarise(
+    conn: AsyncConnection,
+    row: Mapping[Any, Any],
+    window: maintenance.Window,
+    occurrence: maintenance.Occurrence,
+    now: datetime,
+    settings: Settings,
+) -> bool:
+    a = t.alerts.c
+    query = (
+        select(a.created_at, a.title)
+        .where(a.project_id == row["project_id"])
+        .where(a.created_at >= occurrence.start)
+        .where(a.created_at < occurrence.end)
+        .where(a.kind != messages.MAINTENANCE)
+        .order_by(a.created_at, a.id)
+    )
+    if window.check_id is not None:
+        query = query.where(a.check_id == window.check_id)
+    held_rows = (await conn.execute(query)).all()
+    held = [f"{messages.format_utc(at)} {title}" for at, title in held_rows[:SUMMARY_LINES]]
+    if len(held_rows) > SUMMARY_LINES:
+        held.append(f"… and {len(held_rows) - SUMMARY_LINES} more (see the alerts in the API)")
+    common: dict[str, Any] = {
+        "kind": messages.MAINTENANCE,
+        "scheduled": None,
+        "window_name": window.name or None,
+        "window_start": occurrence.start,
+        "window_end": occurrence.end,
+        "held": tuple(held),
+        "tz": window.tz,
+    }
+    if window.check_id is not None:
+        check = (
+            (await conn.execute(select(t.checks).where(t.checks.c.id == window.check_id))).mappings().first()
+        )
+        if check is None:
+            return False
+        status = detection.status(repositories.state_of(dict(check)), now).value
+        facts = AlertFacts(
+            check_name=check["name"] or check["uuid"],
+            check_uuid=check["uuid"],
+            slug=check["slug"],
+            status=status,
+            check_url=f"{settings.base_url}/checks/{check['uuid']}",
+            **common,
+        )
+        channels = await _check_channels(conn, window.check_id)
+    else:
+        project = (
+            await conn.execute(select(t.projects.c.name).where(t.projects.c.id == row["project_id"]))
+        ).scalar_one()
+        facts = AlertFacts(
+            check_name=f"project {project}",
+            check_uuid="",
+            slug=None,
+            status="",
+            check_url=f"{settings.base_url}/",
+            **common,
+        )
+        channels = list(
+            (await conn.execute(select(t.channels.c.id).where(t.channels.c.project_id == row["project_id"])))
+            .scalars()
+            .all()
+        )
+    # Held-back alerts are shown by the time they were raised: the summary's held count is
+    # already in "held", the per-alert statuses in GET /checks/<uuid>/alerts/ say "suppressed".
+    return await insert_alert(
+        conn,
+        project_id=row["project_id"],
+        check_id=window.check_id,
+        key=f"{messages.MAINTENANCE}:{window.id}:{messages.format_utc(occurrence.end)}",
+        facts=facts,
+        now=now,
+        channels=channels,
+    )

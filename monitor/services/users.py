@@ -1,0 +1,219 @@
+"""Dashboard users, their projects and login sessions (DESIGN §9, issue 9).
+
+Passwords are hashed with argon2id (``argon2-cffi``'s defaults, RFC 9106's second
+recommended profile). A session is a random token held in an HttpOnly cookie; only its SHA-256
+is stored, next to the session's CSRF token. Login throttling: after :data:`MAX_FAILED_LOGINS`
+consecutive wrong passwords the account refuses logins for :data:`LOCKOUT` (doubling with each
+further failure, capped at one hour), as OWASP's authentication cheat sheet advises.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import re
+import secrets
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from argon2 import PasswordHasher
+from argon2.exceptions import InvalidHashError, VerificationError
+from sqlalchemy import delete, select, update
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from monitor.domain.errors import Conflict, ValidationError
+from monitor.storage import tables as t
+
+SESSION_TTL = timedelta(days=14)
+MAX_FAILED_LOGINS = 5
+LOCKOUT = timedelta(seconds=30)
+MAX_LOCKOUT = timedelta(hours=1)
+MIN_PASSWORD = 8
+EMAIL = re.compile(r"^[^@\s]{1,64}@[^@\s]{1,189}$")
+
+_hasher = PasswordHasher()
+# Verified against when the email is unknown, so a wrong email costs as long as a wrong password.
+_DUMMY_HASH = _hasher.hash("not a password of anyone")
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class User:
+    """A logged-in user: id, email and the ids of the projects they may see."""
+
+    id: int
+    email: str
+    project_ids: tuple[int, ...]
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Session:
+    """A live session: its user and the CSRF token every form of the session must carry."""
+
+    user: User
+    csrf_token: str
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class LoginResult:
+    """``token`` (cookie value) on success; else ``error`` and, when throttled, ``retry_after`` (s)."""
+
+    token: str | None = None
+    error: str | None = None
+    retry_after: int | None = None
+
+
+def token_hash(token: str) -> str:
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+def validate_email(email: str) -> str:
+    """Lower-cased, stripped email. Raises ValidationError naming ``email``."""
+    value = email.strip().lower()
+    if not EMAIL.match(value):
+        raise ValidationError("email", "must look like name@example.com (at most 254 characters)")
+    return value
+
+
+def validate_password(password: str) -> None:
+    """Raises ValidationError naming ``password`` when shorter than 8 characters or over 1024."""
+    if not MIN_PASSWORD <= len(password) <= 1024:
+        raise ValidationError("password", f"must be {MIN_PASSWORD}-1024 characters long")
+
+
+async def project_ids_by_names(conn: AsyncConnection, names: list[str]) -> list[int]:
+    """Ids of the projects with these names (every project of a repeated name).
+
+    Raises:
+        ValidationError: ``project: no project named …``.
+    """
+    out: list[int] = []
+    for name in names:
+        ids = [
+            r[0]
+            for r in await conn.execute(
+                select(t.projects.c.id).where(t.projects.c.name == name).order_by(t.projects.c.id)
+            )
+        ]
+        if not ids:
+            raise ValidationError(
+                "project", f"no project named {name!r} (create it with `monitor project create`)"
+            )
+        out.extend(ids)
+    return list(dict.fromkeys(out))
+
+
+async def create_user(
+    conn: AsyncConnection, email: str, password: str, project_ids: list[int], now: datetime
+) -> dict[str, object]:
+    """Create a user linked to ``project_ids``; returns ``{"id", "email", "projects"}``.
+
+    Raises:
+        ValidationError: bad ``email`` or ``password``. Conflict: the email is taken.
+    """
+    email = validate_email(email)
+    validate_password(password)
+    try:
+        async with conn.begin_nested():
+            user_id = (
+                await conn.execute(
+                    t.users.insert()
+                    .values(
+                        email=email,
+                        password_hash=_hasher.hash(password),
+                        created_at=now,
+                        failed_logins=0,
+                    )
+                    .returning(t.users.c.id)
+                )
+            ).scalar_one()
+    except IntegrityError:
+        raise Conflict("email: a user with this email exists") from None
+    if project_ids:
+        await conn.execute(
+            t.user_projects.insert(), [{"user_id": user_id, "project_id": p} for p in project_ids]
+        )
+    names = [
+        r[0]
+        for r in await conn.execute(
+            select(t.projects.c.name).where(t.projects.c.id.in_(project_ids)).order_by(t.projects.c.id)
+        )
+    ]
+    return {"id": user_id, "email": email, "projects": names}
+
+
+async def log_in(conn: AsyncConnection, email: str, password: str, now: datetime) -> LoginResult:
+    """Check a password; on success open a session (the returned token goes in the cookie).
+
+    A locked account (throttled) is refused without looking at the password.
+    """
+    row = (
+        (await conn.execute(select(t.users).where(t.users.c.email == email.strip().lower())))
+        .mappings()
+        .first()
+    )
+    wrong = LoginResult(error="wrong email or password")
+    if row is None:
+        with contextlib.suppress(VerificationError):
+            _hasher.verify(_DUMMY_HASH, password)
+        return wrong
+    if row["locked_until"] is not None and row["locked_until"] > now:
+        wait = int((row["locked_until"] - now).total_seconds()) + 1
+        return LoginResult(error=f"too many failed logins; try again in {wait} s", retry_after=wait)
+    try:
+        _hasher.verify(row["password_hash"], password)
+    except (VerificationError, InvalidHashError):
+        failed = row["failed_logins"] + 1
+        locked_until = None
+        if failed >= MAX_FAILED_LOGINS:
+            locked_until = now + min(MAX_LOCKOUT, LOCKOUT * 2 ** (failed - MAX_FAILED_LOGINS))
+        await conn.execute(
+            update(t.users)
+            .where(t.users.c.id == row["id"])
+            .values(failed_logins=failed, locked_until=locked_until)
+        )
+        return wrong
+    changes: dict[str, object] = {"failed_logins": 0, "locked_until": None}
+    if _hasher.check_needs_rehash(row["password_hash"]):
+        changes["password_hash"] = _hasher.hash(password)
+    await conn.execute(update(t.users).where(t.users.c.id == row["id"]).values(changes))
+    token = secrets.token_urlsafe(32)
+    await conn.execute(
+        t.web_sessions.insert().values(
+            token_hash=token_hash(token),
+            user_id=row["id"],
+            csrf_token=secrets.token_urlsafe(32),
+            created_at=now,
+            expires_at=now + SESSION_TTL,
+        )
+    )
+    return LoginResult(token=token)
+
+
+async def session_of(conn: AsyncConnection, token: str, now: datetime) -> Session | None:
+    """The live session of a cookie token, or ``None`` (unknown or expired)."""
+    row = (
+        await conn.execute(
+            select(t.web_sessions.c.user_id, t.web_sessions.c.csrf_token, t.users.c.email)
+            .join(t.users, t.users.c.id == t.web_sessions.c.user_id)
+            .where(t.web_sessions.c.token_hash == token_hash(token))
+            .where(t.web_sessions.c.expires_at > now)
+        )
+    ).first()
+    if row is None:
+        return None
+    ids = tuple(
+        r[0]
+        for r in await conn.execute(
+            select(t.user_projects.c.project_id)
+            .where(t.user_projects.c.user_id == row[0])
+            .order_by(t.user_projects.c.project_id)
+        )
+    )
+    return Session(user=User(id=row[0], email=row[2], project_ids=ids), csrf_token=row[1])
+
+
+async def log_out(conn: AsyncConnection, token: str, now: datetime) -> None:
+    """End the cookie's session, and drop every expired session while at it."""
+    await conn.execute(delete(t.web_sessions).where(t.web_sessions.c.token_hash == token_hash(token)))
+    await conn.execute(delete(t.web_sessions).where(t.web_sessions.c.expires_at <= now))

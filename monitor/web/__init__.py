@@ -1,0 +1,7 @@
+"""The dashboard (DESIGN §9): server-rendered pages, login, badges (issue 9).
+
+Templates and static files live in this package (package data), so an installed wheel renders
+the dashboard without reading anything outside the package (DESIGN §10).
+"""
+
+from __future__ import annotations

@@ -1,0 +1,225 @@
+"""Dashboard login: session cookies, CSRF tokens, the login and logout pages (issue 9).
+
+* The session cookie ``monitor_session`` holds a random token (the database keeps its SHA-256);
+  it is ``HttpOnly``, ``SameSite=Lax``, and ``Secure`` when ``MONITOR_BASE_URL`` is https.
+* CSRF: every form of a logged-in user carries the session's token (``csrf_token`` field),
+  compared in constant time. The login form, used before any session exists, carries a
+  double-submit token: a random value in the ``monitor_csrf`` cookie and in the form.
+* An anonymous visitor of a page is redirected to ``/login?next=<page>``.
+"""
+
+from __future__ import annotations
+
+import hmac
+import secrets
+from typing import Any
+from urllib.parse import quote
+
+from litestar import Controller, Request, Response, get, post
+from litestar.datastructures import Cookie, ResponseHeader
+from litestar.response import Redirect, Template
+from litestar.types import ExceptionHandlersMap
+
+from monitor.http.api.common import services_of
+from monitor.services import users
+from monitor.settings import Settings
+
+SESSION_COOKIE = "monitor_session"
+LOGIN_CSRF_COOKIE = "monitor_csrf"
+
+Req = Request[Any, Any, Any]
+
+
+class LoginRequired(Exception):
+    """Raised by :func:`require_session` for an anonymous visitor; answered with a redirect."""
+
+    def __init__(self, next_path: str) -> None:
+        super().__init__(next_path)
+        self.next_path = next_path
+
+
+class CsrfRejected(Exception):
+    """A form came without the right CSRF token; answered with 403."""
+
+
+def _secure(settings: Settings) -> bool:
+    return settings.base_url.lower().startswith("https://")
+
+
+def session_cookie(settings: Settings, value: str, *, max_age: int | None) -> Cookie:
+    """The session cookie (``max_age`` 0 deletes it)."""
+    return Cookie(
+        key=SESSION_COOKIE,
+        value=value,
+        path="/",
+        httponly=True,
+        samesite="lax",
+        secure=_secure(settings),
+        max_age=max_age,
+    )
+
+
+def safe_next(value: str | None) -> str:
+    """A local path to go to after login (never another site: no ``//host`` nor a scheme)."""
+    if not value or not value.startswith("/") or value.startswith("//") or "\\" in value:
+        return "/"
+    return value
+
+
+async def current_session(request: Req) -> users.Session | None:
+    """The request's live session, or ``None``."""
+    token = request.cookies.get(SESSION_COOKIE)
+    if not token:
+        return None
+    services = services_of(request.app.state)
+    async with services.engine.connect() as conn:
+        return await users.session_of(conn, token, services.clock.now())
+
+
+async def require_session(request: Req) -> users.Session:
+    """The request's session.
+
+    Raises:
+        LoginRequired: no live session (the page redirects to ``/login?next=…``).
+    """
+    session = await current_session(request)
+    if session is None:
+        path = request.url.path + (f"?{request.url.query}" if request.url.query else "")
+        raise LoginRequired(path)
+    return session
+
+
+def check_csrf(given: str | None, expected: str | None) -> None:
+    """Raises CsrfRejected unless ``given`` equals ``expected`` (constant-time)."""
+    if not given or not expected or not hmac.compare_digest(given.encode(), expected.encode()):
+        raise CsrfRejected()
+
+
+def redirect_to_login(request: Req, error: LoginRequired) -> Response[Any]:
+    return Redirect(path="/login", query_params={"next": error.next_path}, status_code=303)
+
+
+def csrf_rejected(request: Req, error: CsrfRejected) -> Response[Any]:
+    return Template(
+        template_name="error.html",
+        context={
+            "title": "Form expired",
+            "message": "The form's security token is missing or stale (CSRF protection). "
+            "Go back, reload the page and try again.",
+            "session": None,
+        },
+        status_code=403,
+    )
+
+
+SECURITY_HEADERS = [
+    # no framing (clickjacking), scripts only from /static, colours as inline style attributes
+    ResponseHeader(name="X-Frame-Options", value="DENY"),
+    ResponseHeader(
+        name="Content-Security-Policy",
+        value="default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; "
+        "img-src 'self' data:; frame-ancestors 'none'; form-action 'self'; base-uri 'none'",
+    ),
+    ResponseHeader(name="Referrer-Policy", value="same-origin"),
+    ResponseHeader(name="X-Content-Type-Options", value="nosniff"),
+]
+"""Headers of every dashboard page."""
+
+EXCEPTION_HANDLERS: ExceptionHandlersMap = {
+    LoginRequired: redirect_to_login,
+    CsrfRejected: csrf_rejected,
+}
+
+
+def _login_page(
+    settings: Settings,
+    *,
+    next_path: str,
+    email: str = "",
+    error: str | None = None,
+    status: int = 200,
+    headers: dict[str, str] | None = None,
+) -> Template:
+    token = secrets.token_urlsafe(32)
+    return Template(
+        template_name="login.html",
+        context={"csrf_token": token, "next": next_path, "email": email, "error": error, "session": None},
+        status_code=status,
+        headers=headers,
+        cookies=[
+            Cookie(
+                key=LOGIN_CSRF_COOKIE,
+                value=token,
+                path="/login",
+                httponly=True,
+                samesite="strict",
+                secure=_secure(settings),
+                max_age=3600,
+            )
+        ],
+    )
+
+
+class LoginController(Controller):
+    """``/login`` and ``/logout``."""
+
+    path = "/"
+    include_in_schema = False
+    exception_handlers = EXCEPTION_HANDLERS
+    response_headers = SECURITY_HEADERS
+
+    @get("/login")
+    async def login_form(self, request: Req, next: str | None = None) -> Response[Any]:
+        session = await current_session(request)
+        if session is not None:
+            return Redirect(path=safe_next(next), status_code=303)
+        return _login_page(services_of(request.app.state).settings, next_path=safe_next(next))
+
+    @post("/login", status_code=303)
+    async def login(self, request: Req) -> Response[Any]:
+        services = services_of(request.app.state)
+        form = await request.form()
+        check_csrf(form.get("csrf_token"), request.cookies.get(LOGIN_CSRF_COOKIE))
+        email = str(form.get("email") or "")
+        password = str(form.get("password") or "")
+        next_path = safe_next(str(form.get("next") or "/"))
+        async with services.engine.begin() as conn:
+            result = await users.log_in(conn, email, password, services.clock.now())
+        if result.token is None:
+            status = 429 if result.retry_after is not None else 400
+            headers = {"Retry-After": str(result.retry_after)} if result.retry_after is not None else None
+            return _login_page(
+                services.settings,
+                next_path=next_path,
+                email=email,
+                error=result.error,
+                status=status,
+                headers=headers,
+            )
+        return Redirect(
+            path=next_path,
+            status_code=303,
+            cookies=[
+                session_cookie(
+                    services.settings, result.token, max_age=int(users.SESSION_TTL.total_seconds())
+                ),
+                Cookie(key=LOGIN_CSRF_COOKIE, value="", path="/login", max_age=0),
+            ],
+        )
+
+    @post("/logout", status_code=303)
+    async def logout(self, request: Req) -> Response[Any]:
+        services = services_of(request.app.state)
+        session = await require_session(request)
+        form = await request.form()
+        check_csrf(form.get("csrf_token"), session.csrf_token)
+        token = request.cookies.get(SESSION_COOKIE, "")
+        async with services.engine.begin() as conn:
+            await users.log_out(conn, token, services.clock.now())
+        return Redirect(
+            path="/login", status_code=303, cookies=[session_cookie(services.settings, "", max_age=0)]
+        )
+
+
+def login_url(next_path: str) -> str:
+    return "/login?next=" + quote(next_path, safe="/")

@@ -1,0 +1,75 @@
+"""``/metrics`` per-check series, ping/alert/notification counts and sweep durations (issue 9),
+parsed with prometheus-client's own parser, on SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+import json
+import re
+
+from prometheus_client.parser import text_string_to_metric_families
+
+from monitor.services import sweeps
+from tests.conftest import Api
+from tests.e2e.test_metrics import Samples, scrape, series, value
+from tests.support.app import create_check
+from tests.support.process import REPO_ROOT
+from tests.support.receivers import HttpReceiver
+
+
+def check_value(found: Samples, metric: str, **labels: str) -> float:
+    return found[(metric, tuple(sorted(labels.items())))]
+
+
+async def test_per_check_status_and_last_ping_age(api: Api) -> None:
+    good = await create_check(api, name="good job")
+    bad = await create_check(api, name="bad job")
+    never = await create_check(api, name="never pinged")
+    await api.client.get(f"/ping/{good['uuid']}")
+    await api.client.get(f"/ping/{bad['uuid']}/start")
+    await api.client.get(f"/ping/{bad['uuid']}/fail")
+    api.clock.advance(42)
+    found = await scrape(api)
+    assert check_value(found, "monitor_check_up", uuid=good["uuid"], name="good job") == 1
+    assert check_value(found, "monitor_check_up", uuid=bad["uuid"], name="bad job") == 0
+    assert check_value(found, "monitor_check_status", uuid=bad["uuid"], name="bad job", status="down") == 1
+    assert check_value(found, "monitor_check_status", uuid=bad["uuid"], name="bad job", status="up") == 0
+    assert (
+        check_value(found, "monitor_check_status", uuid=never["uuid"], name="never pinged", status="new") == 1
+    )
+    assert check_value(found, "monitor_check_last_ping_age_seconds", uuid=good["uuid"], name="good job") == 42
+    ages = series(found, "monitor_check_last_ping_age_seconds")
+    assert all(dict(labels)["uuid"] != never["uuid"] for labels in ages)
+    assert value(found, "monitor_pings_total", kind="success") == 1
+    assert value(found, "monitor_pings_total", kind="start") == 1
+    assert value(found, "monitor_pings_total", kind="fail") == 1
+    assert value(found, "monitor_alerts_total", kind="failed") == 1
+
+
+async def test_notification_results_and_sweep_durations(api: Api, http_receiver: HttpReceiver) -> None:
+    channel = await api.client.post(
+        "/api/v3/channels/", json={"name": "hook", "url": http_receiver.url}, headers=api.headers
+    )
+    assert channel.status_code == 201, channel.text
+    check = await create_check(api, name="noisy", channels="*")
+    await api.client.get(f"/ping/{check['uuid']}/fail")
+    found = await scrape(api)
+    assert value(found, "monitor_notifications", status="pending") == 1
+    before = sweeps.snapshot()
+    sweeps.record_sweep(0.25)
+    found = await scrape(api)
+    assert value(found, "monitor_evaluator_sweep_duration_seconds_count") == before.count + 1
+    assert value(found, "monitor_evaluator_last_sweep_duration_seconds") == 0.25
+
+
+async def test_grafana_dashboard_queries_only_exported_metrics(api: Api) -> None:
+    check = await create_check(api, name="graphed")
+    await api.client.get(f"/ping/{check['uuid']}")
+    sweeps.record_sweep(0.1)
+    text = (await api.client.get("/metrics")).text
+    exported = set()
+    for family in text_string_to_metric_families(text):  # families without samples count too
+        exported |= {family.name, f"{family.name}_total", f"{family.name}_sum", f"{family.name}_count"}
+    dashboard = json.loads((REPO_ROOT / "deploy" / "grafana" / "monitor-dashboard.json").read_text())
+    exprs = [target["expr"] for panel in dashboard["panels"] for target in panel["targets"]]
+    used = {name for expr in exprs for name in re.findall(r"\bmonitor_[a-z_]+", expr)}
+    assert used and used <= exported, used - exported
