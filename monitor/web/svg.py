@@ -188,7 +188,7 @@ def timeline_svg(
         stamp = tick.scheduled.strftime("%Y-%m-%dT%H:%M:%SZ")
         title = f"tick {stamp}: {label}, {len(tick.runs)} run(s)"
         parts.append(
-            f'<a href="#{tick_id(tick.scheduled)}" class="tick" data-tick="{stamp}" '
+            f'<a href="#{tick_id(tick.scheduled)}" tabindex="-1" class="tick" data-tick="{stamp}" '
             f'data-outcome="{escape(tick.outcome)}"><title>{escape(title)}</title>'
         )
         if tick.outcome == "missed":
