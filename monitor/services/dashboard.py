@@ -25,6 +25,8 @@ STRIP_TICKS = 30
 MAX_WINDOW_TICKS = 500
 MAX_WINDOW_RUNS = 2 * MAX_WINDOW_TICKS
 """Caps of a timeline: ticks shown, and runs read (duplicates can give a tick several runs)."""
+UPCOMING_TICKS = 3
+"""Upcoming ticks a timeline shows at most (its window ends a little after ``now``)."""
 WINDOWS: dict[str, timedelta | None] = {
     "auto": None,
     "15m": timedelta(minutes=15),
@@ -272,8 +274,10 @@ async def timeline(
     ticks = set(by_tick) | set(marks)
     schedule = spec.schedule
     if not isinstance(schedule, SimpleSchedule):
-        # newest first, so a dense schedule over a wide window shows its latest ticks
-        cursor = schedule.tick_at_or_before(until)
+        # the next few upcoming ticks, then newest first from now: a dense schedule over a wide
+        # window shows its latest past ticks, not a window's margin of upcoming ones
+        ticks.update(tick for tick in schedule.next_ticks(now, UPCOMING_TICKS) if floor <= tick <= until)
+        cursor = schedule.tick_at_or_before(min(until, now))
         for _ in range(MAX_WINDOW_TICKS + 1):
             if cursor is None or cursor < floor:
                 break

@@ -287,9 +287,9 @@ class DashboardController(Controller):
             since, until = dashboard.window_bounds(row, window, now, first_run)
             since, until, centre, around_error = _centred(since, until, around)
             line = await dashboard.timeline(conn, row, since, until, now)
-            if centre is not None and line.truncated and line.since > centre:
+            if centre is not None and line.truncated and line.views and line.since > centre:
                 # the window's newest ticks all come after the wanted one: show those around it
-                shown_half = (line.until - line.since) / 2
+                shown_half = (line.views[-1].scheduled - line.since) / 2
                 line = await dashboard.timeline(conn, row, since, min(until, centre + shown_half), now)
             pings = await _recent_pings(conn, row["id"])
             alerts = await history.list_alerts(conn, row["id"], 50)

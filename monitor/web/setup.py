@@ -53,10 +53,13 @@ def isoz(instant: datetime | str | None) -> str:
     return instant.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def local(instant: datetime | None, zone: tzinfo) -> str:
-    """``2026-07-18 04:00:00 CEST``: an aware instant in a check's zone (``—`` for none)."""
+def local(instant: datetime | str | None, zone: tzinfo) -> str:
+    """``2026-07-18 04:00:00 CEST``: an aware instant (or ISO text) in a check's zone (``—`` for
+    none)."""
     if instant is None:
         return "—"
+    if isinstance(instant, str):
+        instant = datetime.fromisoformat(instant.replace("Z", "+00:00"))
     return instant.astimezone(zone).strftime("%Y-%m-%d %H:%M:%S %Z")
 
 

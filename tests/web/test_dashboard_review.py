@@ -62,6 +62,10 @@ async def test_dense_check_timeline_is_capped_and_says_so(api: Api) -> None:
     assert len(rows) == dashboard.MAX_WINDOW_TICKS
     assert stamp(1199) in rows and stamp(1199 - dashboard.MAX_WINDOW_TICKS) not in rows
     assert 'id="truncated"' in page.text and "narrow the window" in page.text
+    # the window's margin after now adds a few upcoming ticks, not hundreds
+    assert (
+        len(re.findall(r'<tr id="tick-[^"]+" data-outcome="upcoming"', page.text)) == dashboard.UPCOMING_TICKS
+    )
     assert len(page.content) < 1_000_000
     # an old tick (a notification's link): the shown ticks surround it, bounded on both sides
     old = await api.client.get(f"/checks/{uuid}?window=1h&around={stamp(100)}")
