@@ -265,6 +265,10 @@ def _serve(args: argparse.Namespace) -> int:
         f"monitor {__version__} listening on http://{args.host}:{args.port} ({settings.database_url})",
         flush=True,
     )
+    if not settings.metrics_key and not args.dev:  # issue 9: uuids are ping credentials
+        from monitor.http.metrics import PUBLIC_METRICS_WARNING
+
+        logger.warning(PUBLIC_METRICS_WARNING, extra={"action": "metrics_public"})
     _exit_zero_on_sigterm()
     run_uvicorn(
         "monitor.http.app:app_from_env",

@@ -353,6 +353,13 @@ class SnapshotCollector:
             )
 
 
+PUBLIC_METRICS_WARNING = (
+    "MONITOR_METRICS_KEY is unset: /metrics is public and lists every check's uuid, which is its "
+    "ping credential; set MONITOR_METRICS_KEY in production"
+)
+"""Logged once by ``monitor serve`` (not ``--dev``) when :attr:`Settings.metrics_key` is unset."""
+
+
 def _unauthorized(message: str) -> Response[dict[str, str]]:
     return Response(
         {"error": f"Authorization: {message}"},
@@ -396,4 +403,10 @@ async def metrics(request: Request[Any, Any, Any]) -> Response[Any]:
         )
         snapshot = Snapshot(shards=settings.shards, database_up=False)
     encoder, content_type = choose_encoder(request.headers.get("accept", ""))
-    return Response(encoder(SnapshotCollector(snapshot)), media_type=content_type)
+    # exactly prometheus_client's content type: Litestar would append a second charset to a
+    # text/* media type, and Prometheus 3 refuses a repeated parameter
+    return Response(
+        encoder(SnapshotCollector(snapshot)),
+        media_type=content_type,
+        headers={"content-type": content_type},
+    )

@@ -23,6 +23,10 @@ from monitor.storage import tables as t
 
 STRIP_TICKS = 30
 MAX_WINDOW_TICKS = 500
+MAX_WINDOW_RUNS = 2 * MAX_WINDOW_TICKS
+"""Caps of a timeline: ticks shown, and runs read (duplicates can give a tick several runs)."""
+UPCOMING_TICKS = 3
+"""Upcoming ticks a timeline shows at most (its window ends a little after ``now``)."""
 WINDOWS: dict[str, timedelta | None] = {
     "auto": None,
     "15m": timedelta(minutes=15),
@@ -49,26 +53,6 @@ async def project_names(conn: AsyncConnection, project_ids: Sequence[int]) -> di
         select(t.projects.c.id, t.projects.c.name).where(t.projects.c.id.in_(list(project_ids)))
     )
     return {r[0]: r[1] for r in rows}
-
-
-async def _books(
-    conn: AsyncConnection, check_ids: Sequence[int], since: datetime | None
-) -> dict[int, RunBook]:
-    books = {cid: RunBook() for cid in check_ids}
-    if not check_ids:
-        return books
-    runs = select(t.runs).where(t.runs.c.check_id.in_(list(check_ids)))
-    marks = select(t.tick_marks).where(t.tick_marks.c.check_id.in_(list(check_ids)))
-    if since is not None:
-        runs = runs.where(t.runs.c.scheduled >= since)
-        marks = marks.where(t.tick_marks.c.scheduled >= since)
-    for row in (await conn.execute(runs)).mappings():
-        books[row["check_id"]].add(repositories.run_of(row))
-    for row in (await conn.execute(marks)).mappings():
-        books[row["check_id"]].marks[row["scheduled"]] = TickMark(
-            scheduled=row["scheduled"], outcome=Outcome(row["outcome"])
-        )
-    return books
 
 
 async def _recent_books(conn: AsyncConnection, check_ids: Sequence[int]) -> dict[int, RunBook]:
@@ -217,25 +201,97 @@ def window_bounds(
     return now - span - margin, now + margin
 
 
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Timeline:
+    """A check's ticks over a window, oldest first.
+
+    ``since`` is where the shown ticks start: the window's start, or later when the window held
+    more than :data:`MAX_WINDOW_TICKS` ticks (or :data:`MAX_WINDOW_RUNS` runs) and only the
+    newest are shown; ``truncated`` says so, and the page tells the user to narrow the window.
+    """
+
+    views: list[TickView]
+    since: datetime
+    until: datetime
+    truncated: bool
+
+
+def _view_of(tick: datetime, runs: list[Any], mark: TickMark | None, now: datetime) -> TickView:
+    book = RunBook.of(runs, [mark] if mark is not None else [])
+    return _view(book, tick, now, timedelta(0))
+
+
 async def timeline(
     conn: AsyncConnection, row: dict[str, Any], since: datetime, until: datetime, now: datetime
-) -> list[TickView]:
-    """Ticks in ``[since, until]``: the schedule's (a cron check's newest 500 at most) and every
-    tick with a run or a mark, oldest first, each with its runs and outcome."""
+) -> Timeline:
+    """Ticks in ``[since, until]``: the schedule's and every tick with a run or a mark, each with
+    its runs and outcome, oldest first, bounded whatever the window.
+
+    At most the newest :data:`MAX_WINDOW_TICKS` ticks are shown, from at most the newest
+    :data:`MAX_WINDOW_RUNS` runs and :data:`MAX_WINDOW_TICKS` marks, read newest first through
+    ``ix_runs_check_scheduled`` / ``uq_tick_marks_check_scheduled`` bounded on both sides by the
+    window, so a dense check (a run every second) over a wide window costs as much as 500 ticks.
+    When a cap cuts the window, the result starts at the oldest tick it shows completely.
+    """
     spec = repositories.spec_of(row)
-    book = (await _books(conn, [row["id"]], since))[row["id"]]
-    ticks = {r.scheduled for r in book.runs.values() if r.scheduled <= until}
-    ticks |= {m for m in book.marks if m <= until}
+    check_id = row["id"]
+    run_rows = (
+        (
+            await conn.execute(
+                select(t.runs)
+                .where(t.runs.c.check_id == check_id)
+                .where(t.runs.c.scheduled >= since)
+                .where(t.runs.c.scheduled <= until)
+                .order_by(t.runs.c.scheduled.desc())
+                .limit(MAX_WINDOW_RUNS)
+            )
+        )
+        .mappings()
+        .all()
+    )
+    mark_rows = (
+        await conn.execute(
+            select(t.tick_marks.c.scheduled, t.tick_marks.c.outcome)
+            .where(t.tick_marks.c.check_id == check_id)
+            .where(t.tick_marks.c.scheduled >= since)
+            .where(t.tick_marks.c.scheduled <= until)
+            .order_by(t.tick_marks.c.scheduled.desc())
+            .limit(MAX_WINDOW_TICKS)
+        )
+    ).all()
+    # the oldest instant whose ticks are known completely (a cap may cut a tick's runs)
+    floor = since
+    truncated = False
+    if len(run_rows) >= MAX_WINDOW_RUNS:
+        floor, truncated = max(floor, run_rows[-1]["scheduled"] + timedelta(microseconds=1)), True
+    if len(mark_rows) >= MAX_WINDOW_TICKS:
+        floor, truncated = max(floor, mark_rows[-1][0]), True
+    by_tick: dict[datetime, list[Any]] = {}
+    for r in run_rows:
+        if r["scheduled"] >= floor:
+            by_tick.setdefault(r["scheduled"], []).append(repositories.run_of(r))
+    marks = {m[0]: TickMark(scheduled=m[0], outcome=Outcome(m[1])) for m in mark_rows if m[0] >= floor}
+    ticks = set(by_tick) | set(marks)
     schedule = spec.schedule
     if not isinstance(schedule, SimpleSchedule):
-        # newest first, so a dense schedule over a wide window shows its latest 500 ticks
-        cursor = schedule.tick_at_or_before(until)
-        for _ in range(MAX_WINDOW_TICKS):
-            if cursor is None or cursor < since:
+        # the next few upcoming ticks, then newest first from now: a dense schedule over a wide
+        # window shows its latest past ticks, not a window's margin of upcoming ones
+        ticks.update(tick for tick in schedule.next_ticks(now, UPCOMING_TICKS) if floor <= tick <= until)
+        cursor = schedule.tick_at_or_before(min(until, now))
+        for _ in range(MAX_WINDOW_TICKS + 1):
+            if cursor is None or cursor < floor:
                 break
             ticks.add(cursor)
             cursor = schedule.tick_at_or_before(cursor - timedelta(microseconds=1))
-    return [_view(book, tick, now, spec.max_runtime) for tick in sorted(ticks)]
+        else:
+            truncated = True
+    shown = sorted(ticks)
+    if len(shown) > MAX_WINDOW_TICKS:
+        shown, truncated = shown[-MAX_WINDOW_TICKS:], True
+    if truncated and shown:
+        floor = max(floor, shown[0])
+    views = [_view_of(tick, by_tick.get(tick, []), marks.get(tick), now) for tick in shown]
+    return Timeline(views=views, since=floor, until=until, truncated=truncated)
 
 
 def check_status(row: dict[str, Any], now: datetime) -> str:

@@ -5,6 +5,10 @@ recommended profile). A session is a random token held in an HttpOnly cookie; on
 is stored, next to the session's CSRF token. Login throttling: after :data:`MAX_FAILED_LOGINS`
 consecutive wrong passwords the account refuses logins for :data:`LOCKOUT` (doubling with each
 further failure, capped at one hour), as OWASP's authentication cheat sheet advises.
+An email no account has is throttled by the same rule, so the answers (400, then 429 with the
+same ``Retry-After``) do not reveal which accounts exist: its counter lives in a
+:class:`LoginThrottle` kept in memory by the serving process (no table holds unknown emails;
+real accounts keep theirs in ``users``).
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ import contextlib
 import hashlib
 import re
 import secrets
+from collections import OrderedDict
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -61,6 +66,52 @@ class LoginResult:
     token: str | None = None
     error: str | None = None
     retry_after: int | None = None
+
+
+def _lock_for(failed: int, now: datetime) -> datetime | None:
+    """When ``failed`` consecutive wrong logins lock an account (or an unknown email) until."""
+    if failed < MAX_FAILED_LOGINS:
+        return None
+    factor: int = 2 ** min(failed - MAX_FAILED_LOGINS, 20)
+    return now + min(MAX_LOCKOUT, LOCKOUT * factor)
+
+
+def _throttled(locked_until: datetime | None, now: datetime) -> LoginResult | None:
+    if locked_until is None or locked_until <= now:
+        return None
+    wait = int((locked_until - now).total_seconds()) + 1
+    return LoginResult(error=f"too many failed logins; try again in {wait} s", retry_after=wait)
+
+
+class LoginThrottle:
+    """Failed-login counters of emails no account has, keyed by the normalized email's SHA-256,
+    in memory (one per serving process; the oldest of more than ``size`` entries are dropped).
+
+    Same rule as accounts: :data:`MAX_FAILED_LOGINS` failures lock for :data:`LOCKOUT`,
+    doubling per further failure, at most :data:`MAX_LOCKOUT`.
+    """
+
+    def __init__(self, size: int = 10_000) -> None:
+        self.size = size
+        self._entries: OrderedDict[str, tuple[int, datetime | None]] = OrderedDict()
+
+    @staticmethod
+    def _key(email: str) -> str:
+        return hashlib.sha256(email.strip().lower().encode()).hexdigest()
+
+    def locked_until(self, email: str) -> datetime | None:
+        entry = self._entries.get(self._key(email))
+        return entry[1] if entry is not None else None
+
+    def fail(self, email: str, now: datetime) -> None:
+        key = self._key(email)
+        failed = self._entries.pop(key, (0, None))[0] + 1
+        self._entries[key] = (failed, _lock_for(failed, now))
+        while len(self._entries) > self.size:
+            self._entries.popitem(last=False)
+
+
+_PROCESS_THROTTLE = LoginThrottle()
 
 
 def token_hash(token: str) -> str:
@@ -142,10 +193,18 @@ async def create_user(
     return {"id": user_id, "email": email, "projects": names}
 
 
-async def log_in(conn: AsyncConnection, email: str, password: str, now: datetime) -> LoginResult:
+async def log_in(
+    conn: AsyncConnection,
+    email: str,
+    password: str,
+    now: datetime,
+    throttle: LoginThrottle | None = None,
+) -> LoginResult:
     """Check a password; on success open a session (the returned token goes in the cookie).
 
-    A locked account (throttled) is refused without looking at the password.
+    A locked account (throttled) is refused without looking at the password; an unknown email
+    is throttled alike through ``throttle`` (default: one per process), so a 429 does not tell
+    that an account exists.
     """
     row = (
         (await conn.execute(select(t.users).where(t.users.c.email == email.strip().lower())))
@@ -154,23 +213,25 @@ async def log_in(conn: AsyncConnection, email: str, password: str, now: datetime
     )
     wrong = LoginResult(error="wrong email or password")
     if row is None:
+        unknown = throttle if throttle is not None else _PROCESS_THROTTLE
+        refused = _throttled(unknown.locked_until(email), now)
+        if refused is not None:
+            return refused
         with contextlib.suppress(VerificationError):
             _hasher.verify(_DUMMY_HASH, password)
+        unknown.fail(email, now)
         return wrong
-    if row["locked_until"] is not None and row["locked_until"] > now:
-        wait = int((row["locked_until"] - now).total_seconds()) + 1
-        return LoginResult(error=f"too many failed logins; try again in {wait} s", retry_after=wait)
+    refused = _throttled(row["locked_until"], now)
+    if refused is not None:
+        return refused
     try:
         _hasher.verify(row["password_hash"], password)
     except (VerificationError, InvalidHashError):
         failed = row["failed_logins"] + 1
-        locked_until = None
-        if failed >= MAX_FAILED_LOGINS:
-            locked_until = now + min(MAX_LOCKOUT, LOCKOUT * 2 ** (failed - MAX_FAILED_LOGINS))
         await conn.execute(
             update(t.users)
             .where(t.users.c.id == row["id"])
-            .values(failed_logins=failed, locked_until=locked_until)
+            .values(failed_logins=failed, locked_until=_lock_for(failed, now))
         )
         return wrong
     changes: dict[str, object] = {"failed_logins": 0, "locked_until": None}

@@ -11,21 +11,27 @@
 from __future__ import annotations
 
 import hmac
+import logging
 import secrets
+from http import HTTPStatus
 from typing import Any
 from urllib.parse import quote
 
-from litestar import Controller, Request, Response, get, post
+from litestar import Controller, HttpMethod, Request, Response, post, route
 from litestar.datastructures import Cookie, ResponseHeader
+from litestar.exceptions import HTTPException
+from litestar.exceptions import ValidationException as LitestarValidation
 from litestar.response import Redirect, Template
 from litestar.types import ExceptionHandlersMap
 
+from monitor.domain.errors import Conflict, MonitorError, NotFound, ScheduleError, ValidationError, ZoneError
 from monitor.http.api.common import services_of
 from monitor.services import users
 from monitor.settings import Settings
 
 SESSION_COOKIE = "monitor_session"
 LOGIN_CSRF_COOKIE = "monitor_csrf"
+logger = logging.getLogger(__name__)
 
 Req = Request[Any, Any, Any]
 
@@ -112,6 +118,38 @@ def csrf_rejected(request: Req, error: CsrfRejected) -> Response[Any]:
     )
 
 
+def _error_page(title: str, message: str, status: int) -> Response[Any]:
+    return Template(
+        template_name="error.html",
+        context={"title": title, "message": message, "session": None},
+        status_code=status,
+        headers={"Cache-Control": "no-store"},
+    )
+
+
+def html_http_error(request: Req, error: HTTPException) -> Response[Any]:
+    """Litestar's own errors (bad query parameter, 405 …) as an HTML page with their status."""
+    if isinstance(error, LitestarValidation):
+        return _error_page("Bad request", f"request: {error.detail}", 400)
+    return _error_page(HTTPStatus(error.status_code).phrase, str(error.detail), error.status_code)
+
+
+def html_domain_error(request: Req, error: MonitorError) -> Response[Any]:
+    """A domain error raised under a page: 404 for NotFound, 409 Conflict, else 400."""
+    if isinstance(error, NotFound):
+        return _error_page("Not found", str(error), 404)
+    if isinstance(error, Conflict):
+        return _error_page("Conflict", str(error), 409)
+    return _error_page("Bad request", str(error), 400)
+
+
+def html_unexpected(request: Req, error: Exception) -> Response[Any]:
+    """Anything else: logged with its stack trace, answered with an HTML 500 page (pages answer
+    HTML, never the API's JSON error)."""
+    logger.exception("unhandled error", extra={"action": "unhandled_error", "path": request.url.path})
+    return _error_page("Something went wrong", "An internal error occurred; it has been logged.", 500)
+
+
 SECURITY_HEADERS = [
     # no framing (clickjacking), scripts only from /static, colours as inline style attributes
     ResponseHeader(name="X-Frame-Options", value="DENY"),
@@ -122,13 +160,35 @@ SECURITY_HEADERS = [
     ),
     ResponseHeader(name="Referrer-Policy", value="same-origin"),
     ResponseHeader(name="X-Content-Type-Options", value="nosniff"),
+    # a page of a logged-in user must not come back from the cache after logout (back button)
+    ResponseHeader(name="Cache-Control", value="no-store"),
 ]
 """Headers of every dashboard page."""
 
 EXCEPTION_HANDLERS: ExceptionHandlersMap = {
+    # pages answer errors as HTML; the most specific class wins over the app's JSON handlers
+    HTTPException: html_http_error,
+    LitestarValidation: html_http_error,
+    MonitorError: html_domain_error,
+    ValidationError: html_domain_error,
+    ScheduleError: html_domain_error,
+    ZoneError: html_domain_error,
+    NotFound: html_domain_error,
+    Conflict: html_domain_error,
+    Exception: html_unexpected,
     LoginRequired: redirect_to_login,
     CsrfRejected: csrf_rejected,
 }
+
+
+def login_throttle(request: Req) -> users.LoginThrottle:
+    """The app's counters of failed logins to unknown emails (one per app, in memory)."""
+    state = request.app.state
+    found = state.get("login_throttle")
+    if not isinstance(found, users.LoginThrottle):
+        found = users.LoginThrottle()
+        state["login_throttle"] = found
+    return found
 
 
 def _login_page(
@@ -168,7 +228,7 @@ class LoginController(Controller):
     exception_handlers = EXCEPTION_HANDLERS
     response_headers = SECURITY_HEADERS
 
-    @get("/login")
+    @route("/login", http_method=[HttpMethod.GET, HttpMethod.HEAD])
     async def login_form(self, request: Req, next: str | None = None) -> Response[Any]:
         session = await current_session(request)
         if session is not None:
@@ -184,7 +244,9 @@ class LoginController(Controller):
         password = str(form.get("password") or "")
         next_path = safe_next(str(form.get("next") or "/"))
         async with services.engine.begin() as conn:
-            result = await users.log_in(conn, email, password, services.clock.now())
+            result = await users.log_in(
+                conn, email, password, services.clock.now(), throttle=login_throttle(request)
+            )
         if result.token is None:
             status = 429 if result.retry_after is not None else 400
             headers = {"Retry-After": str(result.retry_after)} if result.retry_after is not None else None

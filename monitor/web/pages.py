@@ -9,12 +9,14 @@ with a redirect (303), so reloading a page never repeats it.
 from __future__ import annotations
 
 import contextlib
+import secrets
 import zoneinfo
 from datetime import UTC, datetime, timedelta
 from functools import cache
 from typing import Any
 
-from litestar import Controller, Request, Response, get, post
+import anyio.to_thread
+from litestar import Controller, HttpMethod, MediaType, Request, Response, get, post, route
 from litestar.response import Redirect, Template
 from sqlalchemy import select
 
@@ -35,6 +37,8 @@ Req = Request[Any, Any, Any]
 STATUSES = ("up", "grace", "down", "new", "paused")
 PING_BODY_SHOWN = 10_000
 PINGS_SHOWN = 50
+TEST_RESULTS_KEPT = 1000
+AROUND_YEARS = (1970, 9998)
 
 
 @cache
@@ -88,6 +92,16 @@ async def _checks_context(
         "status": status,
         "now": now,
     }
+
+
+def _test_results(request: Req) -> dict[str, dict[str, Any]]:
+    """Results of test notifications awaiting their redirect, by one-time token (in memory)."""
+    state = request.app.state
+    found = state.get("channel_test_results")
+    if not isinstance(found, dict):
+        found = {}
+        state["channel_test_results"] = found
+    return found
 
 
 def _uuid(value: str) -> str:
@@ -159,9 +173,37 @@ def _instant(text: str | None) -> datetime | None:
         return None
     try:
         value = datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError:
+        return value.astimezone(UTC) if value.tzinfo is not None else None
+    except (ValueError, OverflowError):  # 0001-01-01T00:00:00+01:00 is before year 1 in UTC
         return None
-    return value.astimezone(UTC) if value.tzinfo is not None else None
+
+
+def _centred(
+    since: datetime, until: datetime, around: str | None
+) -> tuple[datetime, datetime, datetime | None, str | None]:
+    """``(since, until, centre, error)``: the window moved to centre on ``around`` (an ISO
+    instant), or unchanged with an error text when ``around`` is not an instant or the moved
+    window would leave the representable years (``?around=9999-12-31T23:59:59Z``)."""
+    if not around:
+        return since, until, None, None
+    centre = _instant(around)
+    if centre is None:
+        return since, until, None, "around: not an ISO 8601 instant with a zone; showing the default window"
+    half = (until - since) / 2
+    # years 1970-9998 only: a window near datetime's limits overflows (also in a check's zone)
+    if not AROUND_YEARS[0] <= centre.year <= AROUND_YEARS[1]:
+        return since, until, None, "around: too far in the past or future; showing the default window"
+    return centre - half, centre + half, centre, None
+
+
+def _zone(name: str) -> zoneinfo.ZoneInfo | None:
+    """The check's zone for local times on the page; ``None`` for UTC or an unknown name."""
+    if name in ("UTC", "Etc/UTC", ""):
+        return None
+    try:
+        return zoneinfo.ZoneInfo(name)
+    except (zoneinfo.ZoneInfoNotFoundError, ValueError):
+        return None
 
 
 def _explain_context(schedule: str, tz: str, dialect: str, count: str, now: datetime) -> dict[str, Any]:
@@ -206,7 +248,7 @@ class DashboardController(Controller):
     exception_handlers = {**EXCEPTION_HANDLERS, NotFound: not_found}  # noqa: RUF012
     response_headers = SECURITY_HEADERS
 
-    @get("/")
+    @route("/", http_method=[HttpMethod.GET, HttpMethod.HEAD])
     async def checks_page(self, request: Req, q: str = "", tag: str = "", status: str = "") -> Template:
         session = await require_session(request)
         context = await _checks_context(request, session, q, tag, status)
@@ -222,7 +264,7 @@ class DashboardController(Controller):
     @get("/checks/{uuid:str}")
     async def check_page(
         self, request: Req, uuid: str, window: str = "auto", around: str | None = None
-    ) -> Template:
+    ) -> Response[Any]:
         """A check's page; ``around`` (an ISO tick, as in ``#tick-…`` links) centres the window
         on that tick, so a notification's link to an old tick finds it."""
         session = await require_session(request)
@@ -243,11 +285,12 @@ class DashboardController(Controller):
             )
             first_run = await dashboard.first_run_tick(conn, row["id"]) if window == "auto" else None
             since, until = dashboard.window_bounds(row, window, now, first_run)
-            centre = _instant(around)
-            if centre is not None:
-                half = (until - since) / 2
-                since, until = centre - half, centre + half
-            views = await dashboard.timeline(conn, row, since, until, now)
+            since, until, centre, around_error = _centred(since, until, around)
+            line = await dashboard.timeline(conn, row, since, until, now)
+            if centre is not None and line.truncated and line.views and line.since > centre:
+                # the window's newest ticks all come after the wanted one: show those around it
+                shown_half = (line.views[-1].scheduled - line.since) / 2
+                line = await dashboard.timeline(conn, row, since, min(until, centre + shown_half), now)
             pings = await _recent_pings(conn, row["id"])
             alerts = await history.list_alerts(conn, row["id"], 50)
             flips = await history.list_flips(conn, row["id"], 50)
@@ -256,26 +299,42 @@ class DashboardController(Controller):
                 for c in await channel_service.list_channels(conn, row["project_id"])
             }
             project = (await dashboard.project_names(conn, [row["project_id"]])).get(row["project_id"], "")
-        marks = _bars(views, timedelta(seconds=row["max_runtime"]))
-        bars = [b for m in marks for b in m.runs]
-        return _page(
-            "check.html",
-            session,
-            check=check,
-            project=project,
-            window=window,
-            windows=list(dashboard.WINDOWS),
-            since=since,
-            until=until,
-            now=now,
-            ticks=list(reversed(marks)),
-            timeline_svg=svg.timeline_svg(marks, since, until, now),
-            duration_svg=svg.duration_chart_svg(bars),
-            pings=pings,
-            alerts=alerts,
-            flips=flips,
-            channel_names=channel_names,
-        )
+        context = {
+            "check": check,
+            "project": project,
+            "window": window,
+            "windows": list(dashboard.WINDOWS),
+            "since": line.since,
+            "until": line.until,
+            "requested_since": since,
+            "truncated": line.truncated,
+            "max_ticks": dashboard.MAX_WINDOW_TICKS,
+            "around_error": around_error,
+            "zone": _zone(str(row.get("tz") or "UTC")),
+            "now": now,
+            "pings": pings,
+            "alerts": alerts,
+            "flips": flips,
+            "channel_names": channel_names,
+            "session": session,
+            "csrf_token": session.csrf_token,
+        }
+        max_runtime = timedelta(seconds=row["max_runtime"])
+
+        def render() -> str:
+            # the SVGs and up to 500 tick rows are pure CPU work: off the event loop
+            marks = _bars(line.views, max_runtime)
+            context.update(
+                ticks=list(reversed(marks)),
+                timeline_svg=svg.timeline_svg(marks, line.since, line.until, now),
+                duration_svg=svg.duration_chart_svg([b for m in marks for b in m.runs]),
+            )
+            engine = request.app.template_engine
+            assert engine is not None
+            return str(engine.get_template("check.html").render(**context))
+
+        html = await anyio.to_thread.run_sync(render)
+        return Response(content=html, media_type=MediaType.HTML)
 
     @post("/checks/{uuid:str}/pause", status_code=303)
     async def pause(self, request: Req, uuid: str) -> Response[Any]:
@@ -338,9 +397,21 @@ class DashboardController(Controller):
         )
 
     @get("/channels")
-    async def channels_page(self, request: Req, message: str = "", ok: str = "") -> Template:
+    async def channels_page(self, request: Req, added: str = "", tested: str = "") -> Template:
+        """``?added=1`` after adding a channel; ``?tested=<token>`` shows the stored result of a
+        test notification this user sent (never text taken from the URL)."""
         session = await require_session(request)
-        return await self._channels_page(request, session, message=message, ok=ok == "1")
+        message, ok = "", False
+        if added == "1":
+            message, ok = "Channel added.", True
+        elif tested:
+            result = _test_results(request).pop(tested, None)
+            if result is not None and result["user"] == session.user.id:
+                ok = bool(result["ok"])
+                message = f"Test notification to {result['name']}: " + (
+                    "delivered" if ok else f"failed: {result['error']}"
+                )
+        return await self._channels_page(request, session, message=message, ok=ok)
 
     @post("/channels", status_code=303)
     async def add_channel(self, request: Req) -> Response[Any]:
@@ -369,11 +440,7 @@ class DashboardController(Controller):
             return await self._channels_page(
                 request, session, status=400, error=str(error), form={**values, "kinds": kinds}
             )
-        return Redirect(
-            path="/channels",
-            query_params={"message": f"Added channel {values['name'] or ''}".strip(), "ok": "1"},
-            status_code=303,
-        )
+        return Redirect(path="/channels", query_params={"added": "1"}, status_code=303)
 
     @post("/channels/{channel_id:str}/test", status_code=303)
     async def test_channel(self, request: Req, channel_id: str) -> Response[Any]:
@@ -394,13 +461,17 @@ class DashboardController(Controller):
         result = await channel_service.test_channel(
             services.notifier, row, timeout=services.settings.notify_timeout
         )
-        name = row["name"] or row["id"][:8]
-        message = f"Test notification to {name}: " + ("delivered" if result.ok else f"failed: {result.error}")
-        return Redirect(
-            path="/channels",
-            query_params={"message": message, "ok": "1" if result.ok else "0"},
-            status_code=303,
-        )
+        token = secrets.token_urlsafe(12)
+        results = _test_results(request)
+        results[token] = {
+            "user": session.user.id,
+            "name": row["name"] or row["id"][:8],
+            "ok": result.ok,
+            "error": result.error or "",
+        }
+        while len(results) > TEST_RESULTS_KEPT:
+            results.pop(next(iter(results)))
+        return Redirect(path="/channels", query_params={"tested": token}, status_code=303)
 
 
 def template_globals() -> dict[str, Any]:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, tzinfo
 from pathlib import Path
 from typing import Any
 
@@ -53,9 +53,19 @@ def isoz(instant: datetime | str | None) -> str:
     return instant.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+def local(instant: datetime | str | None, zone: tzinfo) -> str:
+    """``2026-07-18 04:00:00 CEST``: an aware instant (or ISO text) in a check's zone (``—`` for
+    none)."""
+    if instant is None:
+        return "—"
+    if isinstance(instant, str):
+        instant = datetime.fromisoformat(instant.replace("Z", "+00:00"))
+    return instant.astimezone(zone).strftime("%Y-%m-%d %H:%M:%S %Z")
+
+
 def _configure(engine: JinjaTemplateEngine) -> None:
     env = engine.engine
-    env.filters.update(ago=ago, utc=utc, isoz=isoz)
+    env.filters.update(ago=ago, utc=utc, isoz=isoz, local=local)
     env.globals.update(pages.template_globals())
     env.trim_blocks = True
     env.lstrip_blocks = True

@@ -4,7 +4,9 @@ Pure functions from plain data to SVG text (no I/O, no clock: ``now`` is an argu
 piece of user text is escaped. The timeline draws, over a window ``[since, until]``:
 
 * a tick row: one marker per tick, coloured by the tick's outcome (DESIGN §2), a cross for
-  ``missed``; each marker links to ``#tick-<YYYY-MM-DDTHH:MM:SSZ>`` (the tick's row in the page);
+  ``missed``; each marker links to ``#tick-<YYYY-MM-DDTHH:MM:SSZ>`` (the tick's row in the page)
+  for a pointer, with ``tabindex="-1"``: the SVG is one image to assistive technology, and the
+  ticks table below it is the keyboard path (hundreds of tab stops would trap a keyboard user);
 * run lanes: each run a bar from its start (its first ping when it sent no ``start``) to its
   finish (or to ``now`` while in progress), with a dashed leader from its tick's marker to the
   bar's start. Runs that overlap in time get separate lanes, so three replicas running one tick
@@ -188,7 +190,7 @@ def timeline_svg(
         stamp = tick.scheduled.strftime("%Y-%m-%dT%H:%M:%SZ")
         title = f"tick {stamp}: {label}, {len(tick.runs)} run(s)"
         parts.append(
-            f'<a href="#{tick_id(tick.scheduled)}" class="tick" data-tick="{stamp}" '
+            f'<a href="#{tick_id(tick.scheduled)}" tabindex="-1" class="tick" data-tick="{stamp}" '
             f'data-outcome="{escape(tick.outcome)}"><title>{escape(title)}</title>'
         )
         if tick.outcome == "missed":
