@@ -94,3 +94,31 @@ async def test_late_ping_after_a_restart_is_still_late(api: Api) -> None:
     assert (await api.client.get(f"/ping/{uuid}")).status_code == 200
     assert await _check_alerts(api, uuid) == ["late"]
     assert await _marks(api) == {}
+
+
+async def test_a_flapping_monitor_pages_once_per_episode(api: Api) -> None:
+    """QA F2: outages separated by less than 2 x TTL are one (extended), so the guard cannot
+    storm; an outage after the monitor was back for longer is a new one."""
+    await renew_liveness(api.engine, "web:1", "http", api.clock, api.settings)
+    for _ in range(6):  # down 25 s (> 2 x TTL = 20 s), up 3 s, again and again
+        api.clock.advance(25)
+        await _up_for(api, 3, sweep=False)
+    async with api.engine.connect() as conn:
+        spans = (await conn.execute(select(t.outages.c.started_at, t.outages.c.ended_at))).tuples().all()
+        unavailable = (
+            (await conn.execute(select(t.alerts.c.id).where(t.alerts.c.kind == "monitor_unavailable")))
+            .scalars()
+            .all()
+        )
+    assert len(spans) == 1 and len(unavailable) == 1
+    assert (spans[0][1] - spans[0][0]).total_seconds() == 28 * 5 + 26  # extended to the last one
+    await _up_for(api, 30, sweep=False)  # back for longer than 2 x TTL
+    api.clock.advance(25)
+    await _up_for(api, 1, sweep=False)
+    async with api.engine.connect() as conn:
+        count = len(
+            (await conn.execute(select(t.alerts.c.id).where(t.alerts.c.kind == "monitor_unavailable")))
+            .scalars()
+            .all()
+        )
+    assert count == 2
