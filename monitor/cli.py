@@ -26,7 +26,13 @@ logger = logging.getLogger("monitor")
 
 
 def _settings(args: argparse.Namespace, **extra: Any) -> Settings:
-    return Settings.from_env(database_url=getattr(args, "database_url", None), **extra)
+    from monitor.storage.dburl import url_problem
+
+    settings = Settings.from_env(database_url=getattr(args, "database_url", None), **extra)
+    problem = url_problem(settings.database_url)
+    if problem is not None:  # QA F3: one line, exit 2, before any connection
+        raise SettingsError(f"MONITOR_DATABASE_URL: {problem}")
+    return settings
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -42,8 +48,8 @@ def _parser() -> argparse.ArgumentParser:
     serve = sub.add_parser("serve", help="run the API, evaluator and notifier")
     db(serve)
     serve.add_argument("--host", default=os.environ.get("MONITOR_HOST", "127.0.0.1"))
-    serve.add_argument("--port", type=int, default=int(os.environ.get("MONITOR_PORT", "8000")))
-    serve.add_argument("--workers", type=int, default=int(os.environ.get("MONITOR_WORKERS", "1")))
+    serve.add_argument("--port", help="TCP port, 1-65535 (env MONITOR_PORT, default 8000)")
+    serve.add_argument("--workers", help="API processes, at least 1 (env MONITOR_WORKERS, default 1)")
     serve.add_argument(
         "--dev", action="store_true", help="allow Apprise targets on private/loopback networks"
     )
@@ -155,6 +161,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     except KeyboardInterrupt:
         return 130
+    except Exception as error:
+        from monitor.storage.dburl import connect_problem
+
+        url = getattr(args, "database_url", None) or os.environ.get("MONITOR_DATABASE_URL") or ""
+        problem = connect_problem(error, url or "sqlite+aiosqlite:///./monitor.db")
+        if problem is None:
+            raise
+        print(f"monitor: MONITOR_DATABASE_URL: {problem}", file=sys.stderr)  # QA F3: exit 1
+        return 1
 
 
 def _dispatch(args: argparse.Namespace) -> int:
@@ -247,7 +262,24 @@ async def _bootstrap(settings: Settings) -> dict[str, object] | None:
         await engine.dispose()
 
 
+def _whole(name: str, raw: object, default: str, low: int, high: int) -> int:
+    """``--port`` / ``--workers`` (or their ``MONITOR_*`` variable) as a bounded integer (QA F7)."""
+    text = str(raw if raw is not None else os.environ.get(f"MONITOR_{name.upper()}") or default)
+    try:
+        value = int(text)
+    except ValueError:
+        value = None
+    if value is None or not low <= value <= high:
+        bound = f"{low}-{high}" if high < 2**31 else f"at least {low}"
+        raise SettingsError(
+            f"--{name} (MONITOR_{name.upper()}): must be a whole number {bound}, got {text!r}"
+        )
+    return value
+
+
 def _serve(args: argparse.Namespace) -> int:
+    args.port = _whole("port", args.port, "8000", 1, 65535)
+    args.workers = _whole("workers", args.workers, "1", 1, 2**31)
     settings = _settings(args, allow_private_targets=True if args.dev else None)
     created = asyncio.run(_bootstrap(settings))
     if created is not None:
@@ -261,10 +293,10 @@ def _serve(args: argparse.Namespace) -> int:
         # ping_url and links follow the address actually served unless told otherwise
         shown = "127.0.0.1" if args.host in ("0.0.0.0", "::", "") else args.host
         os.environ["MONITOR_BASE_URL"] = f"http://{shown}:{args.port}"
-    print(
-        f"monitor {__version__} listening on http://{args.host}:{args.port} ({settings.database_url})",
-        flush=True,
-    )
+    from monitor.storage.dburl import safe_url
+
+    shown_url = safe_url(settings.database_url)  # never the password
+    print(f"monitor {__version__} listening on http://{args.host}:{args.port} ({shown_url})", flush=True)
     if not settings.metrics_key and not args.dev:  # issue 9: uuids are ping credentials
         from monitor.http.metrics import PUBLIC_METRICS_WARNING
 

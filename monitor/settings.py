@@ -7,6 +7,7 @@ This module imports nothing from ``monitor``.
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -14,6 +15,16 @@ from typing import Any
 
 DEFAULT_DATABASE_URL = "sqlite+aiosqlite:///./monitor.db"
 DEFAULT_BASE_URL = "http://127.0.0.1:8000"
+
+
+MAX_SHARDS = 4096
+"""Upper bound of ``MONITOR_SHARDS`` and ``monitor reshard`` (each shard is a lease row and an
+advisory lock held on one session)."""
+
+LEASE_TTL_RANGE = (1.0, 86_400.0)
+"""Allowed ``MONITOR_LEASE_TTL``, seconds. Below 1 s a lone SQLite evaluator cannot renew its
+own leases in time; above a day takeover is meaningless and PostgreSQL's
+``idle_session_timeout`` (milliseconds, a 32-bit integer) would overflow."""
 
 
 class SettingsError(ValueError):
@@ -34,6 +45,8 @@ def _number(name: str, raw: str, kind: type[int] | type[float], minimum: float) 
         value = kind(raw)
     except ValueError:
         raise SettingsError(f"{name}: expected a number, got {raw!r}") from None
+    if isinstance(value, float) and not math.isfinite(value):
+        raise SettingsError(f"{name}: expected a finite number, got {raw!r}")
     if value < minimum:
         raise SettingsError(f"{name}: must be at least {minimum}, got {raw!r}")
     return value
@@ -113,7 +126,7 @@ class Settings:
         text("MONITOR_TEMPLATES_DIR", "templates_dir")
         numbers: list[tuple[str, str, type[int] | type[float], float]] = [
             ("MONITOR_EVALUATE_INTERVAL", "evaluate_interval", float, 0.01),
-            ("MONITOR_LEASE_TTL", "lease_ttl", float, 0.1),
+            ("MONITOR_LEASE_TTL", "lease_ttl", float, LEASE_TTL_RANGE[0]),
             ("MONITOR_SHARDS", "shards", int, 1),
             ("MONITOR_PING_BODY_LIMIT", "ping_body_limit", int, 0),
             ("MONITOR_PING_RATE_LIMIT", "ping_rate_limit", int, 1),
@@ -138,7 +151,37 @@ class Settings:
             values["trusted_proxies"] = frozenset(p.strip() for p in raw.split(",") if p.strip())
         values.update({k: v for k, v in overrides.items() if v is not None})
         values["base_url"] = str(values.get("base_url", DEFAULT_BASE_URL)).rstrip("/")
-        return cls(**values)
+        settings = cls(**values)
+        settings.validate()
+        return settings
+
+    def validate(self) -> None:
+        """Refuse combinations the service cannot run with (QA issue 5, F2/F5/F6).
+
+        * ``lease_ttl`` within :data:`LEASE_TTL_RANGE` (finite);
+        * ``evaluate_interval`` at most ``lease_ttl / 2``: liveness is renewed every interval
+          and a span of 2 x TTL without a renewal is a monitor outage (DESIGN §6), so a longer
+          interval would make every interval an outage (``monitor_unavailable`` storms, no
+          ``missed`` ever); TTL/2 leaves at least three renewals per outage span;
+        * ``shards`` between 1 and :data:`MAX_SHARDS` (as ``monitor reshard``).
+
+        Raises:
+            SettingsError: one line naming the variable(s).
+        """
+        low, high = LEASE_TTL_RANGE
+        ttl = self.lease_ttl
+        if not (math.isfinite(ttl) and low <= ttl <= high):
+            raise SettingsError(
+                f"MONITOR_LEASE_TTL: must be between {low:g} and {high:g} seconds, got {ttl:g}"
+            )
+        interval = self.evaluate_interval
+        if not (math.isfinite(interval) and 0 < interval <= ttl / 2):
+            raise SettingsError(
+                f"MONITOR_EVALUATE_INTERVAL: must be at most half of MONITOR_LEASE_TTL ({ttl:g} s), got "
+                f"{interval:g} (2 x MONITOR_LEASE_TTL without a liveness renewal is a monitor outage)"
+            )
+        if not 1 <= self.shards <= MAX_SHARDS:
+            raise SettingsError(f"MONITOR_SHARDS: must be between 1 and {MAX_SHARDS}, got {self.shards}")
 
     def replace(self, **changes: Any) -> Settings:
         """A copy with ``changes`` applied."""

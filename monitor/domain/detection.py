@@ -132,8 +132,14 @@ def started(spec: CheckSpec, book: RunBook, now: datetime) -> bool:
 # -- pings --------------------------------------------------------------------------------
 
 
-def apply_ping(spec: CheckSpec, state: CheckState, book: RunBook, ping: PingIn) -> Effects:
+def apply_ping(
+    spec: CheckSpec, state: CheckState, book: RunBook, ping: PingIn, *, guard: OutageGuard | None = None
+) -> Effects:
     """Apply one ping at ``ping.received`` (which is also *now*).
+
+    ``guard``: the monitor's outages as known at ``ping.received`` (DESIGN §6). A tick whose
+    grace ended inside one gets outcome ``unknown`` and its first run is not ``late`` (no alert):
+    the ping may have been sent in time and waited for the monitor (QA F1).
 
     Raises:
         ValidationError: from :func:`monitor.domain.runs.bind` (field ``scheduled``); nothing
@@ -191,7 +197,9 @@ def apply_ping(spec: CheckSpec, state: CheckState, book: RunBook, ping: PingIn) 
     elif kind is PingKind.START:
         run = binding.run
         if run is None:
-            run = _new_run(spec, state, book, fx, tick=tick, rid=ping.rid, now=now, first_run=first_run)
+            run = _new_run(
+                spec, state, book, fx, tick=tick, rid=ping.rid, now=now, first_run=first_run, guard=guard
+            )
             run.started_at = now
         elif run.started_at is None and run.is_open:
             run.started_at = now
@@ -206,7 +214,9 @@ def apply_ping(spec: CheckSpec, state: CheckState, book: RunBook, ping: PingIn) 
             _advance(spec, state, book, now)
             return fx
         if run is None:
-            run = _new_run(spec, state, book, fx, tick=tick, rid=ping.rid, now=now, first_run=first_run)
+            run = _new_run(
+                spec, state, book, fx, tick=tick, rid=ping.rid, now=now, first_run=first_run, guard=guard
+            )
         _finish(spec, state, book, fx, run, kind=kind, exit_status=ping.exit_status, now=now)
         fx.run = run
 
@@ -263,6 +273,7 @@ def _new_run(
     rid: str | None,
     now: datetime,
     first_run: bool,
+    guard: OutageGuard | None = None,
 ) -> Run:
     earlier = book.runs_of(tick)
     run = Run(id=new_run_id(), rid=rid, scheduled=tick, first_ping_at=now)
@@ -310,7 +321,19 @@ def _new_run(
     # never for the first run and only for watched ticks (a retry of a tick before the first
     # run is no news).
     if not earlier and now > tick + spec.grace:
-        run.late = True
+        mark = book.marks.get(tick)
+        if (guard is not None and guard.covers(tick + spec.grace)) or (
+            mark is not None and mark.outcome is Outcome.UNKNOWN
+        ):
+            # its grace ended inside a monitor outage: the ping may have been sent in time and
+            # waited for the monitor (a stalled process, the kernel's queue). DESIGN §2: the
+            # tick's outcome is unknown (it comes before late) and nothing is raised (QA F1).
+            if mark is None:
+                mark = TickMark(scheduled=tick, outcome=Outcome.UNKNOWN)
+                book.marks[tick] = mark
+                fx.new_marks.append(mark)
+        else:
+            run.late = True
     alert_late = run.late and not first_run and is_watched(state, tick)
     if alert_late and not (state.is_down and state.late_in_episode):
         fx.alerts.append(

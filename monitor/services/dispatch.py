@@ -545,20 +545,35 @@ async def record(
                 status=PENDING, next_attempt_at=now + backoff(attempts, settings.notify_backoff, rng)
             )
     n = t.notifications.c
+    outcome = "ok" if result.ok else f"failed: {result.error or 'unknown error'}"
     async with engine.begin() as conn:
-        await conn.execute(
-            t.notification_attempts.insert(),
-            [
-                {"notification_id": i, "at": now, "ok": result.ok, "error": result.error}
-                for i in (job.notification_id, *job.riders)
-            ],
-        )
-        await conn.execute(
-            update(t.notifications)
-            .where(n.id == job.notification_id)
-            .where(n.claim_token == job.token)
-            .values(values)
-        )
+        # Only the claim's holder records (QA F8): a sender that stalled past its claim, whose
+        # row another notifier took over, must not add attempt rows or overwrite the status.
+        mine = (
+            await conn.execute(
+                update(t.notifications)
+                .where(n.id == job.notification_id)
+                .where(n.claim_token == job.token)
+                .values(values)
+            )
+        ).rowcount == 1
+        if not mine:
+            logger.warning(
+                "stale delivery result not recorded: notification %d channel %s outcome %s"
+                " (its claim was taken over)",
+                job.notification_id,
+                job.channel_id,
+                outcome,
+                extra={
+                    "action": "stale_delivery_result",
+                    "notification_id": job.notification_id,
+                    "channel_id": job.channel_id,
+                    "ok": result.ok,
+                    "outcome": outcome,
+                },
+            )
+            return
+        recorded = [job.notification_id]
         if job.riders:
             rider_values: dict[str, Any] = {
                 "claimed_until": None,
@@ -577,20 +592,38 @@ async def record(
                 rider_values.update(
                     status=HELD, next_attempt_at=values["next_attempt_at"], last_error=result.error
                 )
-            await conn.execute(
-                update(t.notifications)
-                .where(n.id.in_(job.riders))
-                .where(n.claim_token == job.rider_token)
-                .values(rider_values)
+            riders = (
+                (
+                    await conn.execute(
+                        update(t.notifications)
+                        .where(n.id.in_(job.riders))
+                        .where(n.claim_token == job.rider_token)
+                        .values(rider_values)
+                        .returning(n.id)
+                    )
+                )
+                .scalars()
+                .all()
             )
+            recorded.extend(riders)
+        await conn.execute(
+            t.notification_attempts.insert(),
+            [{"notification_id": i, "at": now, "ok": result.ok, "error": result.error} for i in recorded],
+        )
     logger.info(
-        "notification attempt",
+        "notification attempt: notification %d channel %s outcome %s (attempt %d)",
+        job.notification_id,
+        job.channel_id,
+        outcome,
+        attempts,
         extra={
             "action": "notification_attempt",
             "notification_id": job.notification_id,
+            "channel_id": job.channel_id,
             "ok": result.ok,
+            "outcome": outcome,
             "attempt": attempts,
-            "riders": len(job.riders),
+            "riders": len(recorded) - 1,
         },
     )
 

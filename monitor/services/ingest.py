@@ -27,6 +27,8 @@ from monitor.domain.checks import CheckSpec, CheckState, PingKind, SimpleSchedul
 from monitor.domain.errors import ValidationError
 from monitor.domain.runs import RunBook, needed_since, tick_at_or_before
 from monitor.domain.shards import shard_of
+from monitor.failures import FailureLog
+from monitor.services import outages
 from monitor.services.effects import CheckIdentity, PendingWrites, record_alerts
 from monitor.settings import Settings
 from monitor.storage import cluster, repositories
@@ -275,6 +277,7 @@ async def _ingest(
         row = rows[cid]
         contexts[cid] = _Context(row=row, spec=repositories.spec_of(row), state=repositories.state_of(row))
     await _load_books(conn, contexts, requests, targets)
+    outage_guard = await outages.load_ingest_guard(conn, now, timedelta(seconds=settings.lease_ttl))
 
     ping_rows: list[dict[str, Any]] = []
     pending = PendingWrites.empty()
@@ -305,7 +308,9 @@ async def _ingest(
             post=request.method == "POST",
         )
         try:
-            fx = detection.apply_ping(ctx.spec, ctx.state, ctx.book, ping)
+            fx = detection.apply_ping(
+                ctx.spec, ctx.state, ctx.book, ping, guard=outage_guard.at(request.received)
+            )
         except ValidationError as error:
             answers[index] = PingAnswer(400, str(error))
             if request.idempotency_key:
@@ -414,6 +419,7 @@ class IngestWriter:
         self.limiter = RateLimiter(settings.ping_rate_limit)
         self._queue: asyncio.Queue[tuple[PingRequest, asyncio.Future[PingAnswer]]] = asyncio.Queue()
         self._task: asyncio.Task[None] | None = None
+        self._failures = FailureLog(logger, "ping ingest", action="ingest_batch_failed")
 
     async def start(self) -> None:
         if self._task is None:
@@ -465,17 +471,19 @@ class IngestWriter:
         requests = [r for r, _ in batch]
         try:
             answers = await ingest_pings(self.engine, requests, settings=self.settings, limiter=self.limiter)
-        except Exception:
-            logger.exception(
-                "ingest batch failed; retrying ping by ping", extra={"action": "ingest_batch_failed"}
-            )
+        except Exception as error:
+            # retried ping by ping; a database outage logs one traceback, then a counted
+            # line every 30 s (F4), not one per ping
+            self._failures.failed(error)
             answers = []
             for request in requests:
                 try:
                     answers.extend(await ingest_pings(self.engine, [request], settings=self.settings))
-                except Exception:
-                    logger.exception("ping failed", extra={"action": "ping_failed"})
+                except Exception as single:
+                    self._failures.failed(single)
                     answers.append(PingAnswer(503, "storage unavailable, retry"))
+        else:
+            self._failures.succeeded()
         for (_, future), answer in zip(batch, answers, strict=True):
             if not future.done():
                 future.set_result(answer)

@@ -12,6 +12,7 @@ The outage is recorded by the first HTTP process to renew after it (the row's un
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from sqlalchemy import func, select, update
@@ -34,6 +35,17 @@ def outage_gap(ttl: timedelta) -> timedelta:
     return 2 * ttl
 
 
+def merge_window(ttl: timedelta) -> timedelta:
+    """Outages separated by less than this are one flapping outage (QA F2): 2 × the lease TTL.
+
+    An outage that begins before the monitor has been back for one outage span (at least four
+    liveness renewals, as ``MONITOR_EVALUATE_INTERVAL`` ≤ TTL/2) extends the previous one
+    instead of paging every project again: at most one ``monitor_unavailable`` per project
+    per flapping episode; each extension is still logged.
+    """
+    return 2 * ttl
+
+
 async def renew(engine: AsyncEngine, name: str, roles: str, now: datetime, ttl: timedelta) -> bool:
     """Renew this process's liveness row; record the outage that just ended, if any.
 
@@ -44,7 +56,7 @@ async def renew(engine: AsyncEngine, name: str, roles: str, now: datetime, ttl: 
     async with engine.begin() as conn:
         last_seen = (await conn.execute(select(func.max(t.liveness.c.renewed_at)))).scalar_one_or_none()
         if last_seen is not None and now - last_seen > outage_gap(ttl):
-            recorded = await _record_outage(conn, last_seen, now)
+            recorded = await _record_outage(conn, last_seen, now, ttl)
         result = await conn.execute(
             update(t.liveness).where(t.liveness.c.name == name).values(renewed_at=now, roles=roles)
         )
@@ -57,7 +69,37 @@ async def renew(engine: AsyncEngine, name: str, roles: str, now: datetime, ttl: 
     return recorded
 
 
-async def _record_outage(conn: AsyncConnection, started: datetime, ended: datetime) -> bool:
+async def _record_outage(conn: AsyncConnection, started: datetime, ended: datetime, ttl: timedelta) -> bool:
+    previous = (
+        await conn.execute(
+            select(t.outages.c.id, t.outages.c.started_at, t.outages.c.ended_at)
+            .where(t.outages.c.ended_at >= started - merge_window(ttl))
+            .where(t.outages.c.started_at < started)
+            .order_by(t.outages.c.ended_at.desc())
+            .limit(1)
+        )
+    ).first()
+    if previous is not None:
+        # a flapping monitor: extend the previous outage, alert nobody again
+        await conn.execute(
+            update(t.outages)
+            .where(t.outages.c.id == previous.id)
+            .where(t.outages.c.ended_at < ended)
+            .values(ended_at=ended)
+        )
+        logger.warning(
+            "monitor outage from %s to %s (merged into the outage from %s: back for less than %s)",
+            iso(started),
+            iso(ended),
+            iso(previous.started_at),
+            humanize_duration(merge_window(ttl).total_seconds()),
+            extra={
+                "action": "monitor_outage_merged",
+                "started": iso(previous.started_at),
+                "ended": iso(ended),
+            },
+        )
+        return False
     inserted = (
         await conn.execute(
             repositories.insert_ignoring_conflicts(conn, t.outages)
@@ -151,3 +193,47 @@ async def load_guard(conn: AsyncConnection, now: datetime, ttl: timedelta) -> Ou
     # for it too (QA: a kill -9 of every API replica still paged for the first tick). Costs at
     # most one liveness interval of alert latency.
     return OutageGuard(outages=tuple((s, e) for s, e in spans), seen_until=last_seen)
+
+
+async def load_ingest_guard(conn: AsyncConnection, now: datetime, ttl: timedelta) -> IngestGuard:
+    """What the ingest needs to know of outages for pings received up to ``now`` (QA F1).
+
+    A ping that arrives after its tick's grace is late only if the monitor could have received
+    it in time: when the grace ended inside a monitor outage the tick is ``unknown`` and no
+    ``late`` is raised. The outage may not be recorded yet when the ping is ingested (a stalled
+    process ingests the pings queued in the kernel before its liveness loop renews), so the
+    freshest liveness renewal is returned too: :meth:`IngestGuard.at` treats a gap longer than
+    :func:`outage_gap` up to the ping's arrival as an outage going on.
+    """
+    last_seen = (await conn.execute(select(func.max(t.liveness.c.renewed_at)))).scalar_one_or_none()
+    if last_seen is None:
+        return IngestGuard()
+    spans = (
+        (
+            await conn.execute(
+                select(t.outages.c.started_at, t.outages.c.ended_at).where(
+                    t.outages.c.ended_at >= now - GUARD_WINDOW
+                )
+            )
+        )
+        .tuples()
+        .all()
+    )
+    return IngestGuard(outages=tuple((s, e) for s, e in spans), last_seen=last_seen, gap=outage_gap(ttl))
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class IngestGuard:
+    """Recorded outages plus the freshest liveness renewal, read once per ingest batch."""
+
+    outages: tuple[tuple[datetime, datetime], ...] = ()
+    last_seen: datetime | None = None
+    gap: timedelta = timedelta(0)
+
+    def at(self, received: datetime) -> OutageGuard:
+        """The guard for a ping received at ``received``: the recorded outages, plus
+        ``(last_seen, received]`` when no liveness row was renewed for longer than the gap."""
+        spans = self.outages
+        if self.last_seen is not None and received - self.last_seen > self.gap:
+            spans = (*spans, (self.last_seen, received))
+        return OutageGuard(outages=spans)

@@ -30,6 +30,7 @@ from typing import Any
 from sqlalchemy import or_, select, update
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from monitor import settings
 from monitor.domain.errors import ValidationError
 from monitor.domain.shards import LEASE_PREFIX
 from monitor.storage import cluster, repositories
@@ -37,8 +38,9 @@ from monitor.storage import tables as t
 
 logger = logging.getLogger(__name__)
 
-MAX_SHARDS = 4096
-"""Upper bound of the shard count (each shard is a lease row and an advisory lock)."""
+MAX_SHARDS = settings.MAX_SHARDS
+"""Upper bound of the shard count (each shard is a lease row and an advisory lock); the same
+bound as ``MONITOR_SHARDS`` (:data:`monitor.settings.MAX_SHARDS`)."""
 
 
 async def reshard(engine: AsyncEngine, count: int, now: datetime) -> dict[str, Any]:

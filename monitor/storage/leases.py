@@ -36,6 +36,7 @@ from sqlalchemy import or_, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from monitor.domain.errors import StaleLease
+from monitor.failures import FailureLog
 from monitor.storage import repositories
 from monitor.storage import tables as t
 
@@ -138,6 +139,9 @@ class PostgresLeases(Leases):
         self._dsn = url.replace("postgresql+asyncpg://", "postgresql://", 1)
         self._conn: asyncpg.Connection | None = None
         self._lock = asyncio.Lock()
+        # a session that cannot be opened or used is never silent (QA F5), but is not a
+        # traceback every round either (F4)
+        self._failures = FailureLog(logger, "lease session", action="lease_session_failed")
         ttl_s = ttl.total_seconds()
         self._statement_timeout_s = max(ttl_s / 3, 0.05)
         self._settings = {
@@ -204,8 +208,10 @@ class PostgresLeases(Leases):
                     await conn.execute("SELECT pg_advisory_unlock($1)", key, timeout=timeout)
                     return None
             except (OSError, TimeoutError, asyncpg.PostgresError, asyncpg.InterfaceError) as error:
+                self._failures.failed(error)
                 self._lose(f"acquire failed: {type(error).__name__}: {error}")
                 return None
+            self._failures.succeeded()
             self._held[name] = int(token)
             return int(token)
 
@@ -236,7 +242,9 @@ class PostgresLeases(Leases):
             ) as error:
                 # any failure of the session (InternalClientError: its protocol is out of step after
                 # a SIGSTOP) means the server may have freed the locks: step down at once
+                self._failures.failed(error)
                 return lost + self._lose(f"renewal failed: {type(error).__name__}: {error}")
+            self._failures.succeeded()
             return lost
 
     async def release(self, name: str) -> None:

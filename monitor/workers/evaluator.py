@@ -39,6 +39,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from monitor.domain.clock import Clock
 from monitor.domain.errors import StaleLease
 from monitor.domain.shards import LEASE_PREFIX, lease_names
+from monitor.failures import FailureLog
 from monitor.services import sweeps
 from monitor.services.evaluator import evaluate_due
 from monitor.settings import Settings
@@ -95,6 +96,8 @@ class ShardedEvaluator:
         self.names: list[str] = []
         self._order: list[str] = []
         self._use_count(shards or settings.shards)
+        self.sweep_failures = FailureLog(logger, "evaluator sweep", action="evaluator_failed")
+        self.renew_failures = FailureLog(logger, "lease renewal", action="lease_renewal_failed")
 
     def _use_count(self, shards: int) -> None:
         self.shards = shards
@@ -208,14 +211,12 @@ class ShardedEvaluator:
                 continue
             except asyncio.CancelledError:
                 raise
-            except Exception:
-                # e.g. the server ended a stalled transaction; the other shards still run
-                logger.exception(
-                    "sweep of %s failed",
-                    name,
-                    extra={"action": "evaluator_failed", "lease": name, "token": token},
-                )
+            except Exception as error:
+                # e.g. the server ended a stalled transaction, or the database is down; the
+                # other shards still run (one traceback, then a counted line every 30 s)
+                self.sweep_failures.failed(error)
                 continue
+            self.sweep_failures.succeeded()
             if count:
                 # debug: a check that stays down with a seconds schedule is evaluated every sweep
                 logger.debug(
@@ -242,8 +243,10 @@ class ShardedEvaluator:
                 await self.leases.renew(self.clock.now())
             except asyncio.CancelledError:
                 raise
-            except Exception:
-                logger.exception("lease renewal failed", extra={"action": "lease_renewal_failed"})
+            except Exception as error:
+                self.renew_failures.failed(error)
+            else:
+                self.renew_failures.succeeded()
 
     async def close(self) -> None:
         """Release every lease and retire the replica row (clean shutdown)."""
@@ -276,13 +279,16 @@ async def run_evaluator(
     try:
         renewer = asyncio.create_task(evaluator.renew_forever(), name="lease-renewal")
         plan: dict[str, int] = {}
+        rebalance_failures = FailureLog(logger, "shard rebalance", action="rebalance_failed")
         while True:
             try:
                 await evaluator.rebalance()
             except asyncio.CancelledError:
                 raise
-            except Exception:
-                logger.exception("shard rebalance failed", extra={"action": "rebalance_failed"})
+            except Exception as error:
+                rebalance_failures.failed(error)
+            else:
+                rebalance_failures.succeeded()
             plan = dict(evaluator.leases.held)
             await asyncio.sleep(settings.evaluate_interval)
             try:
@@ -290,8 +296,8 @@ async def run_evaluator(
                     wake.set()
             except asyncio.CancelledError:
                 raise
-            except Exception:
-                logger.exception("evaluator sweep failed", extra={"action": "evaluator_failed"})
+            except Exception as error:
+                evaluator.sweep_failures.failed(error)
     finally:
         if renewer is not None:
             renewer.cancel()

@@ -10,6 +10,7 @@ from datetime import timedelta
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from monitor.domain.clock import Clock
+from monitor.failures import FailureLog
 from monitor.services import outages
 from monitor.settings import Settings
 
@@ -33,12 +34,15 @@ async def run_liveness(
     wake: asyncio.Event | None = None,
 ) -> None:
     """Renew forever; wake the notifier when an outage was recorded (its alerts are queued)."""
+    failures = FailureLog(logger, "liveness renewal", action="liveness_failed")
     while True:
         try:
             if await renew_liveness(engine, name, roles, clock, settings) and wake is not None:
                 wake.set()
         except asyncio.CancelledError:
             raise
-        except Exception:
-            logger.warning("liveness renewal failed", extra={"action": "liveness_failed"}, exc_info=True)
+        except Exception as error:
+            failures.failed(error)
+        else:
+            failures.succeeded()
         await asyncio.sleep(settings.evaluate_interval)

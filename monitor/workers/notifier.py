@@ -14,6 +14,7 @@ import time
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from monitor.domain.clock import Clock
+from monitor.failures import FailureLog
 from monitor.notify.base import Notifier
 from monitor.services import reminders
 from monitor.services.dispatch import Job, claim_due, deliver, next_delivery_at
@@ -42,6 +43,8 @@ async def run_notifier(
     wake = wake or asyncio.Event()
     in_flight: set[asyncio.Task[object]] = set()
     last_sweep = float("-inf")
+    reminder_failures = FailureLog(logger, "reminder sweep", action="reminders_failed")
+    round_failures = FailureLog(logger, "notifier round", action="notifier_failed")
     try:
         while True:
             claimed = 0
@@ -51,8 +54,10 @@ async def run_notifier(
                     await reminders.raise_due(engine, clock.now(), settings=settings)
                 except asyncio.CancelledError:
                     raise
-                except Exception:
-                    logger.exception("reminder sweep failed", extra={"action": "reminders_failed"})
+                except Exception as error:
+                    reminder_failures.failed(error)
+                else:
+                    reminder_failures.succeeded()
             try:
                 jobs = await claim_due(
                     engine, clock.now(), settings=settings, limit=IN_FLIGHT - len(in_flight)
@@ -64,8 +69,10 @@ async def run_notifier(
                     task.add_done_callback(in_flight.discard)
             except asyncio.CancelledError:
                 raise
-            except Exception:
-                logger.exception("notifier round failed", extra={"action": "notifier_failed"})
+            except Exception as error:
+                round_failures.failed(error)
+            else:
+                round_failures.succeeded()
             if claimed and len(in_flight) < IN_FLIGHT:
                 continue
             wake.clear()
@@ -85,6 +92,9 @@ async def run_notifier(
             await asyncio.gather(*in_flight, return_exceptions=True)
 
 
+_RECORD_FAILURES = FailureLog(logger, "delivery recording", action="delivery_record_failed")
+
+
 async def _deliver(
     engine: AsyncEngine, notifier: Notifier, job: Job, clock: Clock, settings: Settings
 ) -> object:
@@ -92,9 +102,9 @@ async def _deliver(
         return await deliver(engine, notifier, job, clock.now, settings=settings)
     except asyncio.CancelledError:
         raise
-    except Exception:
+    except Exception as error:
         # the claim expires and another round retries the row
-        logger.exception("delivery failed to record", extra={"action": "delivery_record_failed"})
+        _RECORD_FAILURES.failed(error)
         return None
 
 
