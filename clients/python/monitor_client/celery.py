@@ -15,7 +15,9 @@ What it does:
   entry was due at: the crontab time, or ``last_run_at + run_every``, not the moment beat woke
   up; see :func:`entry_tick`). With an API key, beat also upserts a
   check per entry at start: a ``crontab`` becomes a cron check in ``app.conf.timezone``, a
-  ``timedelta`` a simple check with that period.
+  ``timedelta`` a simple check with that period. The upserts are sent by a background thread
+  (:data:`sender`, a bounded queue): beat never waits for the monitor, down or not, before
+  sending its first task.
 * **worker** (``task_prerun``, ``task_success``, ``task_failure``, ``task_revoked``): ``start``
   before the task, then ``success`` or ``fail`` (exception type, message and traceback as body).
   The run id is the Celery task id, so a retried task (same id) is one run and its repeated
@@ -28,17 +30,21 @@ monitor that is down never fails a task.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from monitor_client import _common
+from monitor_client._background import Sender
 from monitor_client._client import Client
 from monitor_client._common import failure_body
 
 HEADER_CHECK = "monitor_check"
 HEADER_SCHEDULED = "monitor_scheduled"
 SKIPPED_ENTRIES = frozenset({"celery.backend_cleanup"})
+#: sends beat's check upserts off beat's thread (``sender.drain(timeout)`` waits for them)
+sender = Sender("monitor-celery-beat")
 
 
 def slugify(name: str) -> str:
@@ -178,7 +184,11 @@ def enable(
                 if name in SKIPPED_ENTRIES:
                     continue
                 check = names.get(name) or slugify(name)
-                client.upsert_check(check, **check_fields(entry, tz))
+                try:
+                    fields = check_fields(entry, tz)
+                except Exception:  # an unusual schedule type: a check without a schedule
+                    fields = {}
+                sender.submit(functools.partial(client.upsert_check, check, **fields))
 
     def check_of(task: Any) -> str | None:
         value = _header(task, HEADER_CHECK)
