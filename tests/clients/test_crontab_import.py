@@ -6,14 +6,17 @@ rewritten line really reports to its check when cron's shell runs it.
 
 from __future__ import annotations
 
+import argparse
+import io
 import re
-import uuid
 import subprocess
 import sys
+import uuid
 from pathlib import Path
 
 import pytest
 
+from monitor import crontab_import
 from tests.clients.conftest import Monitor
 
 pytestmark = pytest.mark.e2e
@@ -149,7 +152,8 @@ def test_dry_run_needs_no_key_and_creates_nothing(monitor: Monitor, tmp_path: Pa
     )
     assert proc.returncode == 0, proc.stderr
     line = proc.stdout.splitlines()[1]
-    assert re.fullmatch(rf"\*/5 \* \* \* \* {MONITOR_RUN} --check dry-poll-[0-9a-f]{{6}} -- sh -c '/opt/poll.sh'", line)
+    expected = rf"\*/5 \* \* \* \* {MONITOR_RUN} --check dry-poll-[0-9a-f]{{6}} -- sh -c '/opt/poll.sh'"
+    assert re.fullmatch(expected, line), line
     slug = line.split("--check ")[1].split()[0]
     assert monitor.api("GET", f"checks/?slug={slug}")["checks"] == []
 
@@ -179,7 +183,8 @@ def test_curl_style_line_reports_start_and_exit_status_when_run(monitor: Monitor
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.splitlines()
     assert lines[0] == "CRON_TZ=Asia/Tokyo"  # no MONITOR_BASE_URL line: the URLs are in the commands
-    [check] = [c for c in monitor.api("GET", "checks/?tag=crontab")["checks"] if c["slug"].startswith("curlstyle-printf-")]
+    checks = monitor.api("GET", "checks/?tag=crontab")["checks"]
+    [check] = [c for c in checks if c["slug"].startswith("curlstyle-printf-")]
     assert (check["schedule"], check["tz"], check["grace"]) == ("*/10 * * * *", "Asia/Tokyo", 150)
     command = lines[1].removeprefix("*/10 * * * * ")
     ran = subprocess.run(["/bin/sh", "-c", command], capture_output=True, timeout=30, check=False)
@@ -196,25 +201,25 @@ def test_reimport_after_adding_a_line_keeps_every_job_on_its_check(monitor: Moni
     first = "0 1 * * * echo one\n0 2 * * * echo two\n"
     path = tmp_path / "crontab"
     path.write_text(first)
-    proc = _import(monitor, path, "--prefix", tag, system=False)
-    assert proc.returncode == 0, proc.stderr
-    assert "warning: monitor-run is not on the crontab's PATH" in proc.stderr  # but called by its path
-    before = _bound_checks(proc.stdout)
+    code, out, err = _import_here(monitor, path, "--prefix", tag)
+    assert code == 0, err
+    assert "warning: monitor-run is not on the crontab's PATH" in err  # but called by its path
+    before = _bound_checks(out)
 
     path.write_text("*/5 * * * * echo zero\n" + first)
-    again = _import(monitor, path, "--prefix", tag, system=False)
-    assert again.returncode == 0, again.stderr
-    after = _bound_checks(again.stdout)
+    code, again, err = _import_here(monitor, path, "--prefix", tag)
+    assert code == 0, err
+    after = _bound_checks(again)
     assert after[1:] == before
     for uuid_, expected in zip(after, ["*/5 * * * *", "0 1 * * *", "0 2 * * *"], strict=True):
         assert monitor.check(uuid_)["schedule"] == expected
 
     # the rewritten crontab plus a new line: rewritten lines are recognised and keep their check
-    path.write_text("0 3 * * * echo three\n" + "\n".join(again.stdout.splitlines()[1:]) + "\n")
-    third = _import(monitor, path, "--prefix", tag, system=False)
-    assert third.returncode == 0, third.stderr
-    assert f"already reports to check {after[0]}" in third.stderr
-    assert _bound_checks(third.stdout)[1:] == after
+    path.write_text("0 3 * * * echo three\n" + "\n".join(again.splitlines()[1:]) + "\n")
+    code, third, err = _import_here(monitor, path, "--prefix", tag)
+    assert code == 0, err
+    assert f"already reports to check {after[0]}" in err
+    assert _bound_checks(third)[1:] == after
 
 
 def test_reads_stdin_and_warns_about_six_fields_and_user_fields(monitor: Monitor) -> None:
@@ -233,6 +238,18 @@ def test_reads_stdin_and_warns_about_six_fields_and_user_fields(monitor: Monitor
     assert "line 2: 'root' looks like a user field" in proc.stderr and "--system" in proc.stderr
     assert "'monitor-run' is not on the crontab's PATH (/usr/bin:/bin): cron will not find it" in proc.stderr
     assert proc.stdout.splitlines()[2].startswith("0 1 * * * monitor-run --check ")
+
+
+def _import_here(monitor: Monitor, path: Path, *extra: str) -> tuple[int, str, str]:
+    """``monitor import-crontab`` in this process (no interpreter start): status, stdout, stderr."""
+    parser = argparse.ArgumentParser()
+    crontab_import.add_parser(parser.add_subparsers())
+    args = parser.parse_args(
+        ["import-crontab", str(path), "--base-url", monitor.base, "--api-key", monitor.api_key, *extra]
+    )
+    out, err = io.StringIO(), io.StringIO()
+    code = crontab_import.run(args, out=out, err=err)
+    return code, out.getvalue(), err.getvalue()
 
 
 def _bound_checks(crontab_text: str) -> list[str]:
