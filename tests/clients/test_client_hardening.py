@@ -525,6 +525,12 @@ def test_celery_beat_sends_its_first_task_without_waiting_for_check_upserts(
         thread.start()
         try:
             wait_until(lambda: published, timeout=15, what="beat's first task")
+            # the upserts were made all the same, from the background sender
+            wait_until(
+                lambda: any(r.path == "/api/v3/checks/" for r in receiver.requests),
+                timeout=5,
+                what="an upsert",
+            )
         finally:
             beat.stop()
             thread.join(10)

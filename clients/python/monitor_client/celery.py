@@ -47,6 +47,11 @@ SKIPPED_ENTRIES = frozenset({"celery.backend_cleanup"})
 sender = Sender("monitor-celery-beat")
 
 
+def _queue() -> Sender:
+    """:data:`sender`, looked up when used (signal handlers take a ``sender`` argument too)."""
+    return sender
+
+
 def slugify(name: str) -> str:
     """A check slug for a beat entry name (``[a-z0-9_-]``, at most 100 characters)."""
     return _common.slugify(name, "celery-task")
@@ -188,7 +193,7 @@ def enable(
                     fields = check_fields(entry, tz)
                 except Exception:  # an unusual schedule type: a check without a schedule
                     fields = {}
-                sender.submit(functools.partial(client.upsert_check, check, **fields))
+                _queue().submit(functools.partial(client.upsert_check, check, **fields))
 
     def check_of(task: Any) -> str | None:
         value = _header(task, HEADER_CHECK)
