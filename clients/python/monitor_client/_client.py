@@ -249,7 +249,7 @@ class Client(_Base):
         would hold a plain request for ever: the request runs in a daemon thread and the caller
         waits for it at most ``remaining`` seconds (the thread ends with the connection).
         """
-        box: list[httpx.Response | BaseException] = []
+        box: list[httpx.Response | Exception] = []
 
         def work() -> None:
             try:
@@ -264,7 +264,7 @@ class Client(_Base):
                         timeout=remaining,
                     )
                 )
-            except BaseException as error:  # handed to the caller
+            except Exception as error:  # handed to the caller
                 box.append(error)
 
         worker = threading.Thread(target=work, name="monitor-client-request", daemon=True)
@@ -273,7 +273,7 @@ class Client(_Base):
         if not box:
             raise CallTimeout(f"no complete answer within {remaining:.3g} s")
         outcome = box[0]
-        if isinstance(outcome, BaseException):
+        if isinstance(outcome, Exception):
             raise outcome
         return outcome
 
