@@ -505,7 +505,10 @@ def test_celery_beat_sends_its_first_task_without_waiting_for_check_upserts(
     monkeypatch.setattr(monitor_celery, "sender", Sender("test-celery"))
     suffix = uuid.uuid4().hex[:6]
     app = Celery(f"monitor_lazy_{suffix}", broker="memory://")
-    app.conf.update(timezone="UTC", broker_connection_retry_on_startup=False)
+    # a queue of its own: the in-memory broker is shared by the process's other Celery tests
+    app.conf.update(
+        timezone="UTC", broker_connection_retry_on_startup=False, task_default_queue=f"lazy-{suffix}"
+    )
     app.conf.beat_schedule = {
         f"entry-{n}-{suffix}": {"task": f"t{n}.{suffix}", "schedule": timedelta(seconds=1)} for n in range(4)
     }

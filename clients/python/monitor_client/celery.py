@@ -149,6 +149,8 @@ def enable(
     names = dict(checks or {})
 
     def on_beat_init(sender: Any = None, **_: Any) -> None:
+        if getattr(sender, "app", app) is not app:  # another app's beat in this process
+            return
         scheduler = sender.scheduler
         original = scheduler.apply_async
         tz = str(getattr(scheduler.app.conf, "timezone", None) or "UTC")
@@ -196,6 +198,8 @@ def enable(
                 _queue().submit(functools.partial(client.upsert_check, check, **fields))
 
     def check_of(task: Any) -> str | None:
+        if task is None or getattr(task, "app", app) is not app:  # another app's task
+            return None
         value = _header(task, HEADER_CHECK)
         if isinstance(value, str) and value:
             return value
@@ -226,6 +230,8 @@ def enable(
         finish(sender, "fail", body)
 
     def on_revoked(sender: Any = None, request: Any = None, terminated: bool = False, **_: Any) -> None:
+        if sender is not None and getattr(sender, "app", app) is not app:
+            return
         check = _header(sender, HEADER_CHECK) if request is None else getattr(request, HEADER_CHECK, None)
         check = check or (names.get(sender.name) if sender is not None else None)
         if not check or request is None:
