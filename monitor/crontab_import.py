@@ -4,12 +4,20 @@ The edge around :mod:`monitor.domain.crontab`: reads the file, upserts one check
 the management API (``monitor_client``, ``unique: ["slug"]``, so running it twice updates the
 same checks), prints the rewritten crontab on stdout and the report on stderr. Lines it cannot
 read stay as they were and are reported with their line numbers; the exit status is then 1.
+
+Re-importing is safe: slugs do not depend on line positions (:func:`monitor.domain.crontab.job_slug`),
+and a line already rewritten (``… monitor-run --check <uuid> …``) is kept as it is, so it keeps
+its check. The rewritten lines call ``monitor-run`` by its absolute path (cron's PATH is
+``/usr/bin:/bin``): the one installed next to this Python (``sys.executable``'s directory), else
+the one on ``$PATH``; ``--monitor-run PATH`` overrides it.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import pwd
+import shutil
 import sys
 from datetime import UTC, datetime
 from pathlib import Path
@@ -29,7 +37,9 @@ def add_parser(sub: Any) -> None:
             "and reported on stderr with their line numbers (exit status 1)."
         ),
     )
-    parser.add_argument("file", type=Path, help="a crontab: `crontab -l` output, /etc/crontab, /etc/cron.d/*")
+    parser.add_argument(
+        "file", type=Path, help="a crontab: `crontab -l` output, /etc/crontab, /etc/cron.d/*; - for stdin"
+    )
     form = parser.add_mutually_exclusive_group()
     form.add_argument(
         "--system",
@@ -49,6 +59,53 @@ def add_parser(sub: Any) -> None:
     parser.add_argument("--prefix", default="", help="put before every check slug, e.g. the host name")
     parser.add_argument("--base-url", help="the monitor's address (env MONITOR_BASE_URL)")
     parser.add_argument("--api-key", help="read-write API key of the project (env MONITOR_API_KEY)")
+    parser.add_argument(
+        "--monitor-run",
+        dest="runner",
+        help="how the rewritten lines call monitor-run (default: its absolute path, found next to "
+        "this Python or on $PATH)",
+    )
+
+
+#: the PATH cron gives a job when the crontab sets none
+CRON_PATH = "/usr/bin:/bin"
+
+
+def default_runner() -> str | None:
+    """The absolute path of the ``monitor-run`` installed with this Python, else on ``$PATH``."""
+    beside = Path(sys.executable).parent / "monitor-run"
+    if os.access(beside, os.X_OK):
+        return str(beside.absolute())
+    found = shutil.which("monitor-run")
+    return str(Path(found).absolute()) if found else None
+
+
+def runner_warning(runner: str, cron_path: str) -> str | None:
+    """Why cron may not find ``runner`` with the crontab's PATH, or ``None``."""
+    if "/" in runner:
+        if not os.access(runner, os.X_OK):
+            return f"{runner} is not an executable file here; the rewritten lines may not run"
+        if str(Path(runner).parent) not in cron_path.split(":"):
+            return (
+                f"monitor-run is not on the crontab's PATH ({cron_path}); the rewritten lines "
+                f"call it by its absolute path, {runner}"
+            )
+        return None
+    if not any(os.access(Path(d) / runner, os.X_OK) for d in cron_path.split(":") if d):
+        return (
+            f"{runner!r} is not on the crontab's PATH ({cron_path}): cron will not find it; "
+            "give its absolute path with --monitor-run"
+        )
+    return None
+
+
+def _looks_like_user(word: str) -> bool:
+    """A first command word that is a user of this machine and not a program."""
+    try:
+        pwd.getpwnam(word)
+    except (KeyError, OSError):
+        return False
+    return shutil.which(word) is None
 
 
 def is_system_crontab(path: Path) -> bool:
@@ -59,12 +116,19 @@ def is_system_crontab(path: Path) -> bool:
 
 def run(args: argparse.Namespace, out: TextIO = sys.stdout, err: TextIO = sys.stderr) -> int:
     """Carry out ``monitor import-crontab``; returns the exit status (0, 1 some lines unread, 2 error)."""
+    from_stdin = str(args.file) == "-"
     try:
-        text = args.file.read_text(encoding="utf-8", errors="replace")
+        if from_stdin:
+            text = sys.stdin.buffer.read().decode("utf-8", errors="replace")
+        else:
+            text = args.file.read_text(encoding="utf-8", errors="replace")
     except OSError as error:
         print(f"monitor import-crontab: cannot read {args.file}: {error.strerror or error}", file=err)
         return 2
-    system = is_system_crontab(args.file) if args.system is None else bool(args.system)
+    if from_stdin:
+        system = bool(args.system)
+    else:
+        system = is_system_crontab(args.file) if args.system is None else bool(args.system)
     lines = crontab.parse_crontab(text, system=system, now=datetime.now(UTC), prefix=args.prefix)
     base_url = (args.base_url or os.environ.get("MONITOR_BASE_URL") or "http://127.0.0.1:8000").rstrip("/")
     api_key = args.api_key or os.environ.get("MONITOR_API_KEY")
@@ -81,9 +145,24 @@ def run(args: argparse.Namespace, out: TextIO = sys.stdout, err: TextIO = sys.st
 
         client = Client(base_url, api_key=api_key, retries=2)
 
+    runner = getattr(args, "runner", None) or default_runner()
+    if runner is None:
+        runner = "monitor-run"
+    cron_path = CRON_PATH
+    for line in lines:
+        if isinstance(line, crontab.Kept):
+            env = crontab.ENV_RE.match(line.text)
+            if env and env.group(1) == "PATH":
+                cron_path = env.group(2).strip().strip("'\"")
+    if args.style == "monitor-run" and any(isinstance(x, crontab.Job) for x in lines):
+        warning = runner_warning(runner, cron_path)
+        if warning:
+            print(f"warning: {warning}", file=err)
+
     rewritten: list[str] = []
     unread = 0
     imported = 0
+    suggested_system = False
     if args.style == "monitor-run" and not any(
         isinstance(x, crontab.Kept) and x.text.strip().startswith("MONITOR_BASE_URL") for x in lines
     ):
@@ -100,6 +179,16 @@ def run(args: argparse.Namespace, out: TextIO = sys.stdout, err: TextIO = sys.st
                 print(f"{line.reason}; left unchanged", file=err)
                 unread += 1
                 continue
+            for warning in line.warnings:
+                print(f"warning: {warning}", file=err)
+            first = line.command.split(None, 1)[0]
+            if line.user is None and not suggested_system and _looks_like_user(first):
+                suggested_system = True
+                print(
+                    f"warning: line {line.line}: {first!r} looks like a user field; if this is an "
+                    "/etc/crontab-style file, import it with --system",
+                    file=err,
+                )
             check_ref, ping_url = line.slug, f"{base_url}/ping/<uuid of {line.slug}>"
             if client is not None:
                 created = client.upsert_check(line.slug, **_fields(line, args.file))
@@ -112,7 +201,9 @@ def run(args: argparse.Namespace, out: TextIO = sys.stdout, err: TextIO = sys.st
                     unread += 1
                     continue
                 check_ref, ping_url = str(created["uuid"]), str(created["ping_url"])
-            rewritten.append(crontab.rewrite(line, check_ref, style=args.style, ping_url=ping_url))
+            rewritten.append(
+                crontab.rewrite(line, check_ref, style=args.style, ping_url=ping_url, runner=runner)
+            )
             imported += 1
             what = f"{line.slug} ({line.schedule}, {line.tz}, grace {line.grace}s)"
             print(f"line {line.line}: {what} -> {check_ref}", file=err)

@@ -18,7 +18,12 @@
 #   MONITOR_BASE_URL        the monitor's address (default http://127.0.0.1:8000)
 #   MONITOR_PING_KEY        the project's ping key, for a CHECK given by slug
 #   MONITOR_SCHEDULED_TIME  the tick this run belongs to (sent as scheduled=)
-#   MONITOR_RUN_ID          the run id to use (default: a fresh UUID)
+#   MONITOR_RUN_ID          the run id to use when it is a UUID (default: a fresh UUID)
+#   MONITOR_CHECK           set by an outer wrapper: MONITOR_SCHEDULED_TIME and MONITOR_RUN_ID
+#                           are used only when it is unset or names CHECK (a nested job with
+#                           its own check is not bound to the outer run); COMMAND gets
+#                           MONITOR_CHECK=CHECK, MONITOR_RUN_ID and MONITOR_SCHEDULED_TIME
+# COMMAND reads the wrapper's stdin.
 #   MONITOR_CREATE=1        create a check named by slug if it is missing
 #   MONITOR_TIMEOUT         seconds per ping attempt, and for its retries (default 10;
 #                           a ping thus takes at most about twice this)
@@ -67,7 +72,24 @@ case $check in
         ;;
 esac
 
-rid=${MONITOR_RUN_ID:-}
+# the outer run's tick and id belong to its check only
+inherit=1
+if [ -n "${MONITOR_CHECK:-}" ] && [ "$(printf %s "$MONITOR_CHECK" | tr 'A-F' 'a-f')" != "$(printf %s "$check" | tr 'A-F' 'a-f')" ]; then
+    inherit=0
+fi
+scheduled=""
+rid=""
+if [ "$inherit" -eq 1 ]; then
+    scheduled=${MONITOR_SCHEDULED_TIME:-}
+    rid=${MONITOR_RUN_ID:-}
+fi
+h='[0-9a-fA-F]'
+h4="$h$h$h$h"
+# shellcheck disable=SC2254 # the pattern is built from $h on purpose
+case $rid in
+    $h4$h4-$h4-$h4-$h4-$h4$h4$h4) ;;
+    *) rid="" ;; # not a UUID: the monitor would refuse both pings
+esac
 if [ -z "$rid" ]; then
     if [ -r /proc/sys/kernel/random/uuid ]; then
         rid=$(cat /proc/sys/kernel/random/uuid)
@@ -78,8 +100,8 @@ fi
 if [ -n "$rid" ]; then
     param "rid=$rid"
 fi
-if [ -n "${MONITOR_SCHEDULED_TIME:-}" ]; then
-    param "scheduled=$MONITOR_SCHEDULED_TIME"
+if [ -n "$scheduled" ]; then
+    param "scheduled=$scheduled"
 fi
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/monitor-run.XXXXXX") || exit 70
@@ -116,12 +138,23 @@ limit=${limit:-100000}
 mkfifo "$work/out" || exit 70
 tee "$work/log" <"$work/out" &
 tee_pid=$!
-export MONITOR_RUN_ID="$rid"
-"$@" >"$work/out" 2>&1 &
+export MONITOR_RUN_ID="$rid" MONITOR_CHECK="$check"
+if [ -n "$scheduled" ]; then
+    export MONITOR_SCHEDULED_TIME="$scheduled"
+else
+    unset MONITOR_SCHEDULED_TIME
+fi
+# A background command of a non-interactive shell reads /dev/null unless its stdin is
+# redirected explicitly: hand it ours (fd 3, a copy of our stdin).
+{ command exec 3<&0; } 2>/dev/null || exec 3</dev/null
+"$@" <&3 3<&- >"$work/out" 2>&1 &
 child=$!
+exec 3<&-
 
+interrupted=0
 # shellcheck disable=SC2329 # called by the signal traps
 forward() {
+    interrupted=1
     kill "-$1" "$child" 2>/dev/null
 }
 trap 'forward TERM' TERM
@@ -131,10 +164,19 @@ trap 'forward TERM' INT
 trap 'forward HUP' HUP
 
 while :; do
+    interrupted=0
     wait "$child"
     status=$?
-    # a trapped signal ends `wait` early (status > 128) while the command still runs
-    kill -0 "$child" 2>/dev/null || break
+    # `wait` ended by the command's exit: $status is its status
+    [ "$interrupted" -eq 1 ] || break
+    # a trapped signal ended `wait` early (status 128+N): wait again while the command runs
+    kill -0 "$child" 2>/dev/null && continue
+    # the command is gone; the shell may have reaped it already: ask for its stored status
+    # (127 when `wait` above had it already)
+    wait "$child"
+    again=$?
+    [ "$again" -eq 127 ] || status=$again
+    break
 done
 wait "$tee_pid" 2>/dev/null
 trap - TERM INT HUP

@@ -11,6 +11,7 @@ that cannot be read (``@reboot``, a bad expression, a missing command, an unknow
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import itertools
 import re
 import shlex
@@ -27,6 +28,9 @@ MACROS = frozenset({"@yearly", "@annually", "@monthly", "@weekly", "@daily", "@m
 GRACE_MIN = 60
 GRACE_MAX = 3600
 MONITORED_RE = re.compile(r"(/ping/|monitor-run|hc-ping\.com)")
+CHECK_OPTION_RE = re.compile(r"monitor-run['\"]?\s+--check[ =](\S+)")
+#: a word that reads as a cron time field (a 6-field line's sixth field, in the command's place)
+CRON_FIELD_RE = re.compile(r"^(\*|\?|[0-9]+([-/,][0-9*]+)*|\*/[0-9]+)$")
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -40,8 +44,11 @@ class Job:
         tz: the IANA zone in force for the line (``CRON_TZ``/``TZ``, default ``"UTC"``).
         user: the user field (system crontabs), else ``None``.
         command: the command, as written (shell syntax, cron's ``%`` rules).
-        slug: a check slug unique within the file (from the command's program name).
+        slug: a check slug unique within the file: the command's program name and a hash of
+            (user, command), so it does not depend on the line's position and a re-import
+            after lines were added or removed finds the same check (see :func:`job_slug`).
         grace: seconds, a quarter of the shortest gap between the schedule's ticks, 60-3600.
+        warnings: doubts about the line worth telling the user (a 6-field schedule …).
     """
 
     line: int
@@ -52,6 +59,7 @@ class Job:
     command: str
     slug: str
     grace: int
+    warnings: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -145,12 +153,12 @@ def parse_crontab(text: str, *, system: bool, now: datetime, prefix: str = "") -
 
     Returns:
         One :class:`Job`, :class:`Unreadable` or :class:`Kept` per line, in order. Job slugs
-        are unique within the file (``backup``, ``backup-2`` …).
+        are unique within the file and stable: :func:`job_slug`.
     """
     result: list[Line] = []
     cron_tz: str | None = None
     tz_var: str | None = None
-    used: dict[str, int] = {}
+    used: set[str] = set()
     for number, raw in enumerate(text.splitlines(), start=1):
         stripped = raw.strip()
         if stripped == "" or stripped.startswith("#"):
@@ -167,12 +175,29 @@ def parse_crontab(text: str, *, system: bool, now: datetime, prefix: str = "") -
             continue
         line = _job(number, raw, stripped, system=system, tz=cron_tz or tz_var or "UTC", now=now)
         if isinstance(line, Job):
-            base = _prefixed(prefix, line.slug)
-            count = used.get(base, 0) + 1
-            used[base] = count
-            line = dataclasses.replace(line, slug=base if count == 1 else f"{base}-{count}")
+            slug = job_slug(prefix, line, used)
+            used.add(slug)
+            line = dataclasses.replace(line, slug=slug)
         result.append(line)
     return result
+
+
+def job_slug(prefix: str, job: Job, used: set[str] | frozenset[str] = frozenset()) -> str:
+    """``[<prefix>-]<program>-<hash>``: the hash is the first 6 hex digits of SHA-256 over
+    (user, command), so a job keeps its slug (and check) when other lines are added, removed or
+    moved, and when its schedule changes (the check's schedule is updated). A second line with
+    the same user and command hashes its schedule too; an identical line again gets ``-2`` …
+    """
+    base = _prefixed(prefix, job.slug)[:90]
+    seeds = [f"{job.user or ''}\0{job.command}", f"{job.user or ''}\0{job.schedule}\0{job.command}"]
+    for seed in seeds:
+        slug = f"{base}-{hashlib.sha256(seed.encode()).hexdigest()[:6]}"
+        if slug not in used:
+            return slug
+    number = 2
+    while f"{slug}-{number}" in used:
+        number += 1
+    return f"{slug}-{number}"
 
 
 def _prefixed(prefix: str, slug: str) -> str:
@@ -219,9 +244,18 @@ def _job(number: int, raw: str, stripped: str, *, system: bool, tz: str, now: da
     except ZoneError as error:
         return bad(f"tz: {error}")
     if MONITORED_RE.search(rest):
-        return Kept(line=number, text=raw, note=f"line {number}: already pings a monitor; left as it is")
+        bound = CHECK_OPTION_RE.search(rest)
+        what = f"already reports to check {bound.group(1)}" if bound else "already pings a monitor"
+        return Kept(line=number, text=raw, note=f"line {number}: {what}; left as it is")
     if has_unescaped_percent(rest):
         return bad("the command holds an unescaped % (cron's stdin separator): wrap it by hand")
+    warnings: list[str] = []
+    first = rest.split(None, 1)[0]
+    if CRON_FIELD_RE.match(first) or (user is not None and CRON_FIELD_RE.match(user)):
+        warnings.append(
+            f"line {number}: looks like a 6-field schedule (seconds or years); cron reads 5 fields, "
+            f"so {first!r} is taken as part of the command"
+        )
     return Job(
         line=number,
         text=raw,
@@ -231,6 +265,7 @@ def _job(number: int, raw: str, stripped: str, *, system: bool, tz: str, now: da
         command=rest,
         slug=_program_slug(rest),
         grace=grace_for(schedule, now),
+        warnings=tuple(warnings),
     )
 
 
@@ -239,7 +274,14 @@ def has_unescaped_percent(command: str) -> bool:
     return re.search(r"(?<!\\)%", command) is not None
 
 
-def rewrite(job: Job, check: str, *, style: str = "monitor-run", ping_url: str | None = None) -> str:
+def rewrite(
+    job: Job,
+    check: str,
+    *,
+    style: str = "monitor-run",
+    ping_url: str | None = None,
+    runner: str = "monitor-run",
+) -> str:
     """The job's line with the monitor wrapped around its command.
 
     Args:
@@ -248,6 +290,8 @@ def rewrite(job: Job, check: str, *, style: str = "monitor-run", ping_url: str |
         style: ``"monitor-run"`` (``monitor-run --check CHECK -- sh -c 'COMMAND'``) or ``"curl"``
             (a start ping, the command, then ``curl`` of its exit status with ``rid``).
         ping_url: the check's ping URL, for ``style="curl"``.
+        runner: how the line calls ``monitor-run``: best its absolute path, since cron's PATH
+            (``/usr/bin:/bin``) rarely holds it; shell-quoted when needed.
 
     Returns:
         The new line: the same schedule (and user), the command wrapped. The command is passed
@@ -266,7 +310,7 @@ def rewrite(job: Job, check: str, *, style: str = "monitor-run", ping_url: str |
             f'curl -fsS -m 10 --retry 3 -o /dev/null "{url}/$RC?rid=$RID"'
         )
     else:
-        wrapped = f"monitor-run --check {check} -- sh -c {_quote(job.command)}"
+        wrapped = f"{shlex.quote(runner)} --check {check} -- sh -c {_quote(job.command)}"
     return f"{head} {wrapped}"
 
 

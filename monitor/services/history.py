@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from datetime import datetime
 from typing import Any
+from urllib.parse import urlsplit
 
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncConnection
@@ -45,6 +46,7 @@ async def list_pings(
             "rid": r["rid"],
             "exit_status": r["exit_status"],
             "duration": round(r["duration"], 3) if r["duration"] is not None else None,
+            "scheme": urlsplit(base_url).scheme or "http",  # Healthchecks' field (its clients need it)
             "method": r["method"],
             "remote_addr": r["remote_addr"],
             "ua": r["ua"],

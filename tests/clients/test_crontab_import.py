@@ -6,12 +6,17 @@ rewritten line really reports to its check when cron's shell runs it.
 
 from __future__ import annotations
 
+import argparse
+import io
+import re
 import subprocess
 import sys
+import uuid
 from pathlib import Path
 
 import pytest
 
+from monitor import crontab_import
 from tests.clients.conftest import Monitor
 
 pytestmark = pytest.mark.e2e
@@ -34,6 +39,14 @@ CRON_TZ=Europe/Berlin
 0 4 * * * root curl -fsS http://127.0.0.1:9/ping/0b5ad9c4-3b1f-4a52-8a4e-6f3a1c2f6d11
 45 23 * * 0 dave echo "weekly $(hostname)" >/dev/null
 """
+
+
+MONITOR_RUN = str(Path(sys.executable).parent / "monitor-run")
+
+
+def _unhashed(slug: str) -> str:
+    """A slug without its stable (user, command) hash: ``host1-backup-1a2b3c`` → ``host1-backup``."""
+    return re.sub(r"-[0-9a-f]{6}$", "", slug)
 
 
 def _import(
@@ -78,7 +91,7 @@ def test_import_crontab_upserts_checks_and_rewrites_the_file(monitor: Monitor, t
         assert body[number - 1] == original[number - 1]
 
     checks = {
-        c["slug"]: c
+        _unhashed(c["slug"]): c
         for c in monitor.api("GET", "checks/?tag=crontab")["checks"]
         if c["slug"].startswith("host1-")
     }
@@ -97,7 +110,7 @@ def test_import_crontab_upserts_checks_and_rewrites_the_file(monitor: Monitor, t
     assert checks["host1-sync-reports"]["grace"] == 225
     assert "user-alice" in checks["host1-sync-reports"]["tags"]
     assert body[6] == (
-        f"0 3 * * * postgres monitor-run --check {backup['uuid']} -- "
+        f"0 3 * * * postgres {MONITOR_RUN} --check {backup['uuid']} -- "
         "sh -c '/usr/local/bin/backup.sh --full > /var/log/backup.log 2>&1'"
     )
 
@@ -114,10 +127,9 @@ def test_import_crontab_upserts_checks_and_rewrites_the_file(monitor: Monitor, t
     # the rewritten line runs as cron would run it (sh -c, the crontab's environment): the job's
     # check gets its start and its exit status
     weekly = body[14]
-    assert weekly.startswith("45 23 * * 0 dave monitor-run --check ")
+    assert weekly.startswith(f"45 23 * * 0 dave {MONITOR_RUN} --check ")
     command = weekly.split(" dave ", 1)[1]
-    bin_dir = str(Path(sys.executable).parent)
-    env = monitor.env(PATH=f"{bin_dir}:/usr/bin:/bin")
+    env = monitor.env(PATH="/usr/bin:/bin")  # cron's PATH: monitor-run is called by its absolute path
     env.pop("MONITOR_PING_KEY")
     ran = subprocess.run(["/bin/sh", "-c", command], env=env, capture_output=True, timeout=30, check=False)
     assert ran.returncode == 0, ran.stderr
@@ -139,8 +151,11 @@ def test_dry_run_needs_no_key_and_creates_nothing(monitor: Monitor, tmp_path: Pa
         check=False,
     )
     assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.splitlines()[1] == "*/5 * * * * monitor-run --check dry-poll -- sh -c '/opt/poll.sh'"
-    assert monitor.api("GET", "checks/?slug=dry-poll")["checks"] == []
+    line = proc.stdout.splitlines()[1]
+    expected = rf"\*/5 \* \* \* \* {MONITOR_RUN} --check dry-poll-[0-9a-f]{{6}} -- sh -c '/opt/poll.sh'"
+    assert re.fullmatch(expected, line), line
+    slug = line.split("--check ")[1].split()[0]
+    assert monitor.api("GET", f"checks/?slug={slug}")["checks"] == []
 
 
 def test_missing_file_and_missing_key_are_clear_errors(monitor: Monitor, tmp_path: Path) -> None:
@@ -168,7 +183,8 @@ def test_curl_style_line_reports_start_and_exit_status_when_run(monitor: Monitor
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.splitlines()
     assert lines[0] == "CRON_TZ=Asia/Tokyo"  # no MONITOR_BASE_URL line: the URLs are in the commands
-    [check] = monitor.api("GET", "checks/?slug=curlstyle-printf")["checks"]
+    checks = monitor.api("GET", "checks/?tag=crontab")["checks"]
+    [check] = [c for c in checks if c["slug"].startswith("curlstyle-printf-")]
     assert (check["schedule"], check["tz"], check["grace"]) == ("*/10 * * * *", "Asia/Tokyo", 150)
     command = lines[1].removeprefix("*/10 * * * * ")
     ran = subprocess.run(["/bin/sh", "-c", command], capture_output=True, timeout=30, check=False)
@@ -176,3 +192,65 @@ def test_curl_style_line_reports_start_and_exit_status_when_run(monitor: Monitor
     pings = monitor.pings(check["uuid"])
     assert [(p["type"], p["exit_status"]) for p in pings] == [("start", None), ("fail", 4)]
     assert pings[0]["rid"] == pings[1]["rid"]
+
+
+def test_reimport_after_adding_a_line_keeps_every_job_on_its_check(monitor: Monitor, tmp_path: Path) -> None:
+    """Issue 7: slugs were numbered by position (echo, echo-2 …), so a line added at the top
+    handed the existing jobs each other's checks."""
+    tag = f"re{uuid.uuid4().hex[:6]}"
+    first = "0 1 * * * echo one\n0 2 * * * echo two\n"
+    path = tmp_path / "crontab"
+    path.write_text(first)
+    code, out, err = _import_here(monitor, path, "--prefix", tag)
+    assert code == 0, err
+    assert "warning: monitor-run is not on the crontab's PATH" in err  # but called by its path
+    before = _bound_checks(out)
+
+    path.write_text("*/5 * * * * echo zero\n" + first)
+    code, again, err = _import_here(monitor, path, "--prefix", tag)
+    assert code == 0, err
+    after = _bound_checks(again)
+    assert after[1:] == before
+    for uuid_, expected in zip(after, ["*/5 * * * *", "0 1 * * *", "0 2 * * *"], strict=True):
+        assert monitor.check(uuid_)["schedule"] == expected
+
+    # the rewritten crontab plus a new line: rewritten lines are recognised and keep their check
+    path.write_text("0 3 * * * echo three\n" + "\n".join(again.splitlines()[1:]) + "\n")
+    code, third, err = _import_here(monitor, path, "--prefix", tag)
+    assert code == 0, err
+    assert f"already reports to check {after[0]}" in err
+    assert _bound_checks(third)[1:] == after
+
+
+def test_reads_stdin_and_warns_about_six_fields_and_user_fields(monitor: Monitor) -> None:
+    text = "0 0 3 * * * /opt/six.sh\n0 1 * * * root /opt/y.sh\n"
+    proc = subprocess.run(
+        [sys.executable, "-m", "monitor", "import-crontab", "-", "--dry-run", "--monitor-run", "monitor-run"],
+        input=text,
+        env=monitor.env(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "line 1: looks like a 6-field schedule" in proc.stderr
+    assert "line 2: 'root' looks like a user field" in proc.stderr and "--system" in proc.stderr
+    assert "'monitor-run' is not on the crontab's PATH (/usr/bin:/bin): cron will not find it" in proc.stderr
+    assert proc.stdout.splitlines()[2].startswith("0 1 * * * monitor-run --check ")
+
+
+def _import_here(monitor: Monitor, path: Path, *extra: str) -> tuple[int, str, str]:
+    """``monitor import-crontab`` in this process (no interpreter start): status, stdout, stderr."""
+    parser = argparse.ArgumentParser()
+    crontab_import.add_parser(parser.add_subparsers())
+    args = parser.parse_args(
+        ["import-crontab", str(path), "--base-url", monitor.base, "--api-key", monitor.api_key, *extra]
+    )
+    out, err = io.StringIO(), io.StringIO()
+    code = crontab_import.run(args, out=out, err=err)
+    return code, out.getvalue(), err.getvalue()
+
+
+def _bound_checks(crontab_text: str) -> list[str]:
+    return re.findall(r"--check ([0-9a-f-]{36}) ", crontab_text)

@@ -63,6 +63,8 @@ COMPATIBLE = [
     "start_ping_slug",
     "check_trap",
     "get_integrations",
+    "get_check_pings",
+    "get_badges",
     "pause_check",
     "delete_check",
 ]

@@ -8,8 +8,10 @@ warning (per outage, not per ping).
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import functools
 import inspect
+import logging
 import threading
 import time
 import uuid as uuid_module
@@ -41,6 +43,38 @@ def _refused(error: Exception, body_limit: int) -> PingResult:
     return PingResult(False, None, body_limit, text)
 
 
+class CallTimeout(Exception):
+    """A call got no complete answer within its ``timeout`` (a slow-drip server)."""
+
+
+def _transient(error: BaseException) -> bool:
+    """A transport problem worth retrying; a misconfiguration (no URL scheme, a non-ASCII header,
+    a body that cannot be encoded) is not."""
+    if isinstance(error, httpx.UnsupportedProtocol | httpx.LocalProtocolError):
+        return False
+    return isinstance(error, httpx.TransportError | CallTimeout | TimeoutError | OSError)
+
+
+def _scheduled_refused(plan: Plan, result: PingResult) -> bool:
+    """The server refused the ping for its ``scheduled`` value alone (``400 scheduled: …``)."""
+    return (
+        result.status == 400
+        and "scheduled" in plan.params
+        and result.text.startswith("scheduled:")
+        and not plan.url.endswith("/skip")
+    )
+
+
+def _without_scheduled(plan: Plan) -> Plan:
+    params = {k: v for k, v in plan.params.items() if k != "scheduled"}
+    headers = dict(plan.headers)
+    if any(k == "Idempotency-Key" for k in headers) and headers["Idempotency-Key"].startswith(
+        "monitor-client:"
+    ):
+        headers["Idempotency-Key"] = _common.new_idempotency_key()
+    return Plan(plan.method, plan.url, params, headers, plan.content, plan.json)
+
+
 class _Base:
     def __init__(
         self,
@@ -57,12 +91,15 @@ class _Base:
         self._warn = WarnOnce()
         self._uuids: dict[str, str] = {}
         self._lock = threading.Lock()
+        self._warned_scheduled = False
 
     @property
     def base_url(self) -> str:
         return self.settings.base_url
 
     def _note(self, what: str, result: PingResult) -> PingResult:
+        if result.error is not None and self.settings.ping_key:
+            result = dataclasses.replace(result, error=_common.mask(result.error, self.settings.ping_key))
         with self._lock:
             self.body_limit = result.body_limit
             if result.ok:
@@ -83,6 +120,20 @@ class _Base:
         if time.monotonic() + delay >= deadline:
             return None
         return delay
+
+    def _warn_scheduled(self, check: str, plan: Plan, result: PingResult) -> None:
+        with self._lock:
+            first, self._warned_scheduled = not self._warned_scheduled, True
+        level = logging.WARNING if first else logging.DEBUG
+        _common.logger.log(
+            level,
+            "the monitor refused scheduled=%s for %s (%s); sent again without it, so the run is "
+            "reported but not bound to its tick",
+            plan.params.get("scheduled"),
+            check,
+            result.text,
+            extra={"action": "monitor_scheduled_refused"},
+        )
 
     def _remember(self, check: dict[str, Any] | None) -> None:
         if check and isinstance(check.get("slug"), str) and isinstance(check.get("uuid"), str):
@@ -191,25 +242,52 @@ class Client(_Base):
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def _send(self, plan: Plan) -> tuple[PingResult, httpx.Response | None]:
-        deadline = time.monotonic() + self.settings.timeout
+    def _request(self, plan: Plan, remaining: float) -> httpx.Response:
+        """One HTTP exchange, abandoned after ``remaining`` seconds in all.
+
+        httpx's timeouts are per phase and per read, so a server sending a byte a second
+        would hold a plain request for ever: the request runs in a daemon thread and the caller
+        waits for it at most ``remaining`` seconds (the thread ends with the connection).
+        """
+        box: list[httpx.Response | Exception] = []
+
+        def work() -> None:
+            try:
+                box.append(
+                    self._http.request(
+                        plan.method,
+                        plan.url,
+                        params=plan.params,
+                        headers=plan.headers,
+                        content=plan.content,
+                        json=plan.json,
+                        timeout=remaining,
+                    )
+                )
+            except Exception as error:  # handed to the caller
+                box.append(error)
+
+        worker = threading.Thread(target=work, name="monitor-client-request", daemon=True)
+        worker.start()
+        worker.join(remaining)
+        if not box:
+            raise CallTimeout(f"no complete answer within {remaining:.3g} s")
+        outcome = box[0]
+        if isinstance(outcome, Exception):
+            raise outcome
+        return outcome
+
+    def _send(self, plan: Plan, deadline: float | None = None) -> tuple[PingResult, httpx.Response | None]:
+        deadline = time.monotonic() + self.settings.timeout if deadline is None else deadline
         number = 0
         while True:
             remaining = max(deadline - time.monotonic(), 0.001)
             response: httpx.Response | None = None
             try:
-                response = self._http.request(
-                    plan.method,
-                    plan.url,
-                    params=plan.params,
-                    headers=plan.headers,
-                    content=plan.content,
-                    json=plan.json,
-                    timeout=remaining,
-                )
+                response = self._request(plan, remaining)
                 attempt = _response_attempt(response, self.body_limit)
             except Exception as error:  # never into the job: refused, timeouts, DNS, bad URL …
-                attempt = _common.judge_error(error, self.body_limit)
+                attempt = _common.judge_error(error, self.body_limit, transient=_transient(error))
             delay = self._delay(attempt, number, deadline)
             if delay is None:
                 return attempt.result, response
@@ -262,7 +340,11 @@ class Client(_Base):
             )
         except Exception as error:  # bad arguments end as a refused result too
             return self._note(what, _refused(error, self.body_limit))
-        result, _ = self._send(plan)
+        deadline = time.monotonic() + self.settings.timeout
+        result, _ = self._send(plan, deadline)
+        if _scheduled_refused(plan, result):
+            self._warn_scheduled(check, plan, result)
+            result, _ = self._send(_without_scheduled(plan), deadline)
         return self._note(what, result)
 
     def _uuid_for(self, slug: str, create: bool) -> str | None:
@@ -316,6 +398,11 @@ class Client(_Base):
     def monitored(self, check: str, *, scheduled: Scheduled = None, create: bool = False) -> Callable[[F], F]:
         """Decorator: each call of the function is one :meth:`run` (sync and async functions).
 
+        Raises:
+            TypeError: at decoration, for a generator or async generator function (its body
+                runs only when iterated, after the call returned: use ``with client.run(...)``
+                inside it instead).
+
         Example::
 
             @client.monitored("nightly-billing")
@@ -323,6 +410,11 @@ class Client(_Base):
         """
 
         def decorate(fn: F) -> F:
+            if inspect.isgeneratorfunction(fn) or inspect.isasyncgenfunction(fn):
+                raise TypeError(
+                    f"monitored cannot wrap the generator function {fn!r}: its body runs when it "
+                    "is iterated, not when it is called; put `with client.run(...)` inside it"
+                )
             if inspect.iscoroutinefunction(fn):
 
                 @functools.wraps(fn)
@@ -355,7 +447,7 @@ class _RunState:
         self.create = create
         self.rid = str(uuid_module.uuid4())
         try:
-            self.scheduled: str | None = _common.scheduled_text(scheduled)
+            self.scheduled: str | None = _common.scheduled_text(scheduled, check=check)
         except PlanError:
             self.scheduled = None
         #: set this to send it as the success ping's body
@@ -449,8 +541,10 @@ class AsyncClient(_Base):
     async def __aexit__(self, *exc: object) -> None:
         await self.aclose()
 
-    async def _send(self, plan: Plan) -> tuple[PingResult, httpx.Response | None]:
-        deadline = time.monotonic() + self.settings.timeout
+    async def _send(
+        self, plan: Plan, deadline: float | None = None
+    ) -> tuple[PingResult, httpx.Response | None]:
+        deadline = time.monotonic() + self.settings.timeout if deadline is None else deadline
         number = 0
         while True:
             remaining = max(deadline - time.monotonic(), 0.001)
@@ -469,7 +563,7 @@ class AsyncClient(_Base):
                     )
                 attempt = _response_attempt(response, self.body_limit)
             except Exception as error:  # never into the job
-                attempt = _common.judge_error(error, self.body_limit)
+                attempt = _common.judge_error(error, self.body_limit, transient=_transient(error))
             delay = self._delay(attempt, number, deadline)
             if delay is None:
                 return attempt.result, response
@@ -505,7 +599,11 @@ class AsyncClient(_Base):
             )
         except Exception as error:  # bad arguments end as a refused result too
             return self._note(what, _refused(error, self.body_limit))
-        result, _ = await self._send(plan)
+        deadline = time.monotonic() + self.settings.timeout
+        result, _ = await self._send(plan, deadline)
+        if _scheduled_refused(plan, result):
+            self._warn_scheduled(check, plan, result)
+            result, _ = await self._send(_without_scheduled(plan), deadline)
         return self._note(what, result)
 
     async def _uuid_for(self, slug: str, create: bool) -> str | None:
@@ -547,6 +645,11 @@ class AsyncClient(_Base):
         """
 
         def decorate(fn: F) -> F:
+            if inspect.isasyncgenfunction(fn):
+                raise TypeError(
+                    f"AsyncClient.monitored cannot wrap the async generator function {fn!r}: its "
+                    "body runs when it is iterated; put `async with client.run(...)` inside it"
+                )
             if not inspect.iscoroutinefunction(fn):
                 raise TypeError(
                     f"AsyncClient.monitored needs an async function; use Client.monitored for {fn!r}"

@@ -7,11 +7,14 @@ into an :class:`Attempt` that says whether to retry. The two clients only run th
 
 from __future__ import annotations
 
+import email.utils
 import logging
+import math
 import os
 import random
 import re
 import traceback
+import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -25,6 +28,10 @@ DEFAULT_BASE_URL = "http://127.0.0.1:8000"
 DEFAULT_BODY_LIMIT = 100_000
 #: Seconds to wait for each retry: ``backoff * 2**n``, with "equal jitter" (half fixed, half random).
 RETRYABLE_STATUSES = frozenset({408, 425, 429, 500, 502, 503, 504})
+#: the longest ``Retry-After`` obeyed (seconds); a longer one is cut to this (the call's
+#: ``timeout`` bounds the wait anyway)
+RETRY_AFTER_MAX = 3600.0
+MASK = "****"
 
 Kind = Literal["success", "start", "fail", "log", "skip"]
 KINDS: frozenset[str] = frozenset({"success", "start", "fail", "log", "skip"})
@@ -79,7 +86,9 @@ class Settings:
         env: Mapping[str, str] | None = None,
     ) -> Settings:
         env = os.environ if env is None else env
-        url = base_url or env.get("MONITOR_BASE_URL") or DEFAULT_BASE_URL
+        url = (base_url or env.get("MONITOR_BASE_URL") or DEFAULT_BASE_URL).strip()
+        if "://" not in url:  # "monitor.example.com:8000", as curl reads it
+            url = "http://" + url
         return cls(
             base_url=url.rstrip("/"),
             api_key=api_key or env.get("MONITOR_API_KEY") or None,
@@ -116,18 +125,45 @@ def is_uuid(check: str) -> bool:
     return bool(UUID_RE.match(check))
 
 
-def scheduled_text(value: Scheduled, env: Mapping[str, str] | None = None) -> str | None:
+def env_applies(check: str | None, env: Mapping[str, str] | None = None) -> bool:
+    """Whether ``$MONITOR_SCHEDULED_TIME`` / ``$MONITOR_RUN_ID`` belong to pings of ``check``.
+
+    ``monitor-run`` exports them to its command together with ``MONITOR_CHECK`` (the check it
+    reports to): a client inside that command applies them only to that same check (compared
+    as text, uuids case-insensitively), so a nested job reporting to another check does not
+    claim the outer run's tick. Without ``MONITOR_CHECK`` (a Kubernetes CronJob, the bundled
+    scheduler) they apply to every check, as before. ``check=None`` means "no check known".
+    """
+    env = os.environ if env is None else env
+    owner = (env.get("MONITOR_CHECK") or "").strip()
+    if not owner or check is None:
+        return True
+    return owner.lower() == str(check).strip().lower()
+
+
+def scheduled_text(
+    value: Scheduled, env: Mapping[str, str] | None = None, *, check: str | None = None
+) -> str | None:
     """``scheduled`` as the ping API reads it, or ``None`` for none.
 
-    ``None`` falls back to ``$MONITOR_SCHEDULED_TIME`` (set by the bundled scheduler, or by a
-    Kubernetes CronJob through the downward API). An aware ``datetime`` is sent in UTC
+    ``None`` falls back to ``$MONITOR_SCHEDULED_TIME`` (set by the bundled scheduler, by
+    ``monitor-run`` for its command, or by a Kubernetes CronJob through the downward API) when
+    :func:`env_applies` to ``check``. An aware ``datetime`` is sent in UTC
     (``2026-07-19T03:00:00Z``); a naive one is read as local time (Python's
     ``datetime.astimezone`` convention); ``int``/``float`` are unix seconds (or milliseconds
-    from 10^11, as the server reads them); a ``str`` is sent as it is.
+    from 10^11, as the server reads them); a ``str`` is sent as it is, except ISO 8601 text
+    without an offset (``2026-11-29T13:00:00``, ``2026-11-29 13:00``), which the server refuses
+    and this client reads as **UTC** (``2026-11-29T13:00:00Z``).
     """
+    env = os.environ if env is None else env
     if value is None:
-        env = os.environ if env is None else env
-        return env.get("MONITOR_SCHEDULED_TIME") or None
+        if not env_applies(check, env):
+            return None
+        value = env.get("MONITOR_SCHEDULED_TIME") or None
+        if value is None:
+            return None
+    if isinstance(value, str):
+        return _naive_as_utc(value.strip())
     if isinstance(value, datetime):
         instant = value.astimezone(UTC)
         timespec = "microseconds" if instant.microsecond else "seconds"
@@ -137,6 +173,35 @@ def scheduled_text(value: Scheduled, env: Mapping[str, str] | None = None) -> st
     if isinstance(value, int | float):
         return str(value)
     return str(value)
+
+
+def _naive_as_utc(text: str) -> str:
+    """ISO 8601 text without an offset read as UTC (``…Z``); anything else unchanged."""
+    if not re.match(r"^\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}", text):
+        return text
+    try:
+        parsed = datetime.fromisoformat(text)
+    except ValueError:
+        return text
+    if parsed.tzinfo is not None:
+        return text
+    return scheduled_text(parsed.replace(tzinfo=UTC)) or text
+
+
+def has_header(headers: Mapping[str, str] | None, name: str) -> bool:
+    return any(key.lower() == name.lower() for key in (headers or {}))
+
+
+def new_idempotency_key() -> str:
+    """A fresh ``Idempotency-Key`` for one logical ping (reused by its retries)."""
+    return f"monitor-client:{uuid.uuid4()}"
+
+
+def mask(text: str, secret: str | None) -> str:
+    """``text`` with ``secret`` (a ping key) replaced by ``****``."""
+    if secret and len(secret) >= 4:
+        return text.replace(secret, MASK).replace(quote(secret, safe=""), MASK)
+    return text
 
 
 def tail(body: str | bytes | None, limit: int) -> bytes | None:
@@ -202,17 +267,22 @@ def ping_plan(
         path += f"/{action}"
     if rid is not None:
         params["rid"] = str(rid)
-    when = scheduled_text(scheduled)
+    when = scheduled_text(scheduled, check=check)
     if when is not None:
         params["scheduled"] = when
     if action == "skip" and when is None:
         raise PlanError("scheduled: a skip ping needs the tick it skips")
     content = tail(body, body_limit)
+    request_headers = dict(headers or {})
+    if not has_header(request_headers, "Idempotency-Key"):
+        # DESIGN §5: the server stores one ping per (check, kind, key) for 7 days, so a retry
+        # after a lost answer is not stored twice (which would read as a duplicate run)
+        request_headers["Idempotency-Key"] = new_idempotency_key()
     return Plan(
         method="POST",
         url=settings.base_url + path,
         params=params,
-        headers=dict(headers or {}),
+        headers=request_headers,
         content=content if content is not None else b"",
     )
 
@@ -269,13 +339,7 @@ def judge_response(status: int, headers: Mapping[str, str], text: str, body_limi
     short = text.strip()[:200]
     if 200 <= status < 300:
         return Attempt(PingResult(True, status, limit, None, short), retry=False)
-    retry_after: float | None = None
-    raw_retry = headers.get("retry-after")
-    if raw_retry is not None:
-        try:
-            retry_after = max(float(raw_retry), 0.0)
-        except ValueError:
-            retry_after = None
+    retry_after = parse_retry_after(headers.get("retry-after"))
     return Attempt(
         PingResult(False, status, limit, f"{status} {short}".strip(), short),
         retry=status in RETRYABLE_STATUSES,
@@ -283,11 +347,36 @@ def judge_response(status: int, headers: Mapping[str, str], text: str, body_limi
     )
 
 
-def judge_error(error: BaseException, body_limit: int) -> Attempt:
-    """A transport error (refused, timed out, DNS …): retry."""
+def parse_retry_after(raw: str | None, now: datetime | None = None) -> float | None:
+    """Seconds of a ``Retry-After`` header (RFC 9110 §10.2.3: seconds or an HTTP-date), or
+    ``None`` when absent or unusable (``nan``, ``inf``, negative, garbage); at most
+    :data:`RETRY_AFTER_MAX`. Never raises. ``now`` (aware) is for an HTTP-date; default the clock.
+    """
+    if raw is None:
+        return None
+    text = raw.strip()
+    try:
+        if re.fullmatch(r"\d+(\.\d+)?", text):
+            seconds = float(text)
+        else:
+            when = email.utils.parsedate_to_datetime(text)
+            if when.tzinfo is None:
+                when = when.replace(tzinfo=UTC)
+            seconds = (when - (now or datetime.now(UTC))).total_seconds()
+    except (ValueError, TypeError, OverflowError, IndexError):
+        return None
+    if not math.isfinite(seconds):
+        return None
+    return min(max(seconds, 0.0), RETRY_AFTER_MAX)
+
+
+def judge_error(error: BaseException, body_limit: int, *, transient: bool = True) -> Attempt:
+    """A transport error (refused, timed out, DNS …): retry when ``transient``; a
+    misconfiguration (no URL scheme, a header that is not ASCII …) is not retried."""
     detail = str(error) or type(error).__name__
+    what = "unreachable" if transient else "not sent"
     return Attempt(
-        PingResult(False, None, body_limit, f"unreachable: {type(error).__name__}: {detail}"), retry=True
+        PingResult(False, None, body_limit, f"{what}: {type(error).__name__}: {detail}"), retry=transient
     )
 
 

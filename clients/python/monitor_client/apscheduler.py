@@ -24,6 +24,11 @@ carries several fire times (catch-up without ``coalesce``) APScheduler runs them
 another but announces them together; the first gets its ``start`` at submission, the later ones
 just before their finish, so they are not reported as overlapping.
 
+The listener itself never pings: it hands each event to :data:`sender`, one background
+thread with a bounded queue, so a monitor that is down never delays the scheduler's thread (jobs
+due together start together) — see :mod:`monitor_client._background`.
+``sender.drain(timeout)`` waits until the queued pings are sent (it also runs at exit).
+
 APScheduler 4 replaces these events and is not covered.
 """
 
@@ -36,7 +41,11 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from monitor_client import _common
+from monitor_client._background import Sender
 from monitor_client._client import Client
+
+#: sends the pings of every enabled scheduler of this process, in order, off their threads
+sender = Sender("monitor-apscheduler")
 
 NAMESPACE = uuid.UUID("8a0f3c52-41d4-4c1e-9a57-53c0d3b1e4a7")
 
@@ -130,6 +139,11 @@ def enable(
             client.upsert_check(check, **cron_fields(job.trigger))
 
     def listener(event: Any) -> None:
+        # in the scheduler's thread: only queue the work, never wait for the monitor
+        if check_of(event.job_id) is not None:
+            sender.submit(handle, event)
+
+    def handle(event: Any) -> None:
         check = check_of(event.job_id)
         if check is None:
             return

@@ -15,7 +15,9 @@ What it does:
   entry was due at: the crontab time, or ``last_run_at + run_every``, not the moment beat woke
   up; see :func:`entry_tick`). With an API key, beat also upserts a
   check per entry at start: a ``crontab`` becomes a cron check in ``app.conf.timezone``, a
-  ``timedelta`` a simple check with that period.
+  ``timedelta`` a simple check with that period. The upserts are sent by a background thread
+  (:data:`sender`, a bounded queue): beat never waits for the monitor, down or not, before
+  sending its first task.
 * **worker** (``task_prerun``, ``task_success``, ``task_failure``, ``task_revoked``): ``start``
   before the task, then ``success`` or ``fail`` (exception type, message and traceback as body).
   The run id is the Celery task id, so a retried task (same id) is one run and its repeated
@@ -28,17 +30,26 @@ monitor that is down never fails a task.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from monitor_client import _common
+from monitor_client._background import Sender
 from monitor_client._client import Client
 from monitor_client._common import failure_body
 
 HEADER_CHECK = "monitor_check"
 HEADER_SCHEDULED = "monitor_scheduled"
 SKIPPED_ENTRIES = frozenset({"celery.backend_cleanup"})
+#: sends beat's check upserts off beat's thread (``sender.drain(timeout)`` waits for them)
+sender = Sender("monitor-celery-beat")
+
+
+def _queue() -> Sender:
+    """:data:`sender`, looked up when used (signal handlers take a ``sender`` argument too)."""
+    return sender
 
 
 def slugify(name: str) -> str:
@@ -138,6 +149,8 @@ def enable(
     names = dict(checks or {})
 
     def on_beat_init(sender: Any = None, **_: Any) -> None:
+        if getattr(sender, "app", app) is not app:  # another app's beat in this process
+            return
         scheduler = sender.scheduler
         original = scheduler.apply_async
         tz = str(getattr(scheduler.app.conf, "timezone", None) or "UTC")
@@ -178,9 +191,15 @@ def enable(
                 if name in SKIPPED_ENTRIES:
                     continue
                 check = names.get(name) or slugify(name)
-                client.upsert_check(check, **check_fields(entry, tz))
+                try:
+                    fields = check_fields(entry, tz)
+                except Exception:  # an unusual schedule type: a check without a schedule
+                    fields = {}
+                _queue().submit(functools.partial(client.upsert_check, check, **fields))
 
     def check_of(task: Any) -> str | None:
+        if task is None or getattr(task, "app", app) is not app:  # another app's task
+            return None
         value = _header(task, HEADER_CHECK)
         if isinstance(value, str) and value:
             return value
@@ -211,6 +230,8 @@ def enable(
         finish(sender, "fail", body)
 
     def on_revoked(sender: Any = None, request: Any = None, terminated: bool = False, **_: Any) -> None:
+        if sender is not None and getattr(sender, "app", app) is not app:
+            return
         check = _header(sender, HEADER_CHECK) if request is None else getattr(request, HEADER_CHECK, None)
         check = check or (names.get(sender.name) if sender is not None else None)
         if not check or request is None:

@@ -17,12 +17,26 @@ Configuration: ``MONITOR_BASE_URL``, ``MONITOR_PING_KEY`` (checks named by slug)
 ``MONITOR_API_KEY``, ``MONITOR_SCHEDULED_TIME`` (default ``--scheduled``), ``MONITOR_RUN_ID``
 (used as the run id when it is a UUID, e.g. under the bundled scheduler), ``MONITOR_CHECK``
 (default ``--check``), ``MONITOR_TIMEOUT`` and ``MONITOR_RETRIES`` (defaults of ``--timeout``
-and ``--retries``).
+and ``--retries``; an unreadable value is warned about and the default used: the command
+always runs).
+
+Scope of the tick: the command gets ``MONITOR_CHECK`` (the check of this run),
+``MONITOR_RUN_ID`` and ``MONITOR_SCHEDULED_TIME``; a client inside it (``monitor-run``, the
+Python client, ``monitor-run.sh``) applies the latter two only to pings of that same check
+(``MONITOR_CHECK`` unset: to every check), so a nested job with its own check is not bound to
+the outer run's tick or id.
+
+If our stdout is closed by its reader (``monitor-run -- yes | head -n 1``), copying stops and
+the command's stdout pipe is closed, so the command gets ``EPIPE``/``SIGPIPE`` as it would in
+the plain pipeline, and ``monitor-run`` exits with its status (141 for a SIGPIPE death).
+Closed stdout/stderr of ``monitor-run`` itself (``>&-``) are allowed: that output is only kept
+for the ping body.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
 import os
 import selectors
@@ -33,8 +47,9 @@ import threading
 import uuid
 from collections.abc import Sequence
 from types import FrameType
-from typing import BinaryIO
+from typing import IO
 
+from monitor_client import _common
 from monitor_client._client import Client
 from monitor_client._common import UUID_RE
 
@@ -60,7 +75,7 @@ class Tail:
             return bytes(self._data[-self.limit :]) if self.limit else b""
 
 
-def _pump(streams: list[tuple[BinaryIO, BinaryIO]], tail: Tail) -> None:
+def _pump(streams: list[tuple[IO[bytes], IO[bytes] | None]], tail: Tail) -> None:
     """Copy each (source, sink) pair as data arrives, keeping the tail of both in arrival order.
 
     One thread reads both pipes, and when both have data the one registered first (stdout) is
@@ -82,13 +97,56 @@ def _pump(streams: list[tuple[BinaryIO, BinaryIO]], tail: Tail) -> None:
                     source.close()
                     continue
                 tail.write(chunk)
+                if sink is None:
+                    continue
                 try:
                     sink.write(chunk)
                     sink.flush()
-                except (OSError, ValueError):  # our own stdout closed: keep draining the child
-                    pass
+                except BrokenPipeError:
+                    # our reader went away (`monitor-run -- yes | head -n 1`): stop copying and
+                    # close the command's pipe too, so it gets EPIPE/SIGPIPE as in the plain
+                    # pipeline instead of writing for ever
+                    _silence(sink)
+                    selector.unregister(key.fd)
+                    source.close()
+                except (OSError, ValueError):  # our stream unusable: keep draining the child
+                    selector.modify(key.fd, selectors.EVENT_READ, (source, None))
     finally:
         selector.close()
+
+
+def _silence(sink: IO[bytes]) -> None:
+    """Point a broken stdout/stderr at /dev/null (no "Exception ignored … BrokenPipeError" at exit)."""
+    try:
+        fd = sink.fileno()
+        null = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(null, fd)
+        os.close(null)
+    except (OSError, ValueError):
+        pass
+
+
+def _say(message: str) -> None:
+    """A line on our stderr, if we have one."""
+    if sys.stderr is not None:
+        with contextlib.suppress(OSError, ValueError):
+            print(message, file=sys.stderr)
+
+
+def _env_number(name: str, default: float, kind: type[int] | type[float]) -> float:
+    """``$name`` as a number ≥ 0, or ``default`` with a warning when it is not one."""
+    raw = os.environ.get(name, "").strip()
+    if not raw:
+        return default
+    try:
+        value = kind(raw)
+    except ValueError:
+        value = None
+    if value is None or value != value or value < 0 or value == float("inf"):
+        what = "a whole number" if kind is int else "a number of seconds"
+        _say(f"monitor-run: {name}={raw!r} is not {what}; using {default:g}")
+        return default
+    return value
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -108,13 +166,13 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--timeout",
         type=float,
-        default=float(os.environ.get("MONITOR_TIMEOUT") or 10.0),
+        default=_env_number("MONITOR_TIMEOUT", 10.0, float),
         help="seconds per ping, retries included (env MONITOR_TIMEOUT, default 10)",
     )
     parser.add_argument(
         "--retries",
         type=int,
-        default=int(os.environ.get("MONITOR_RETRIES") or 3),
+        default=int(_env_number("MONITOR_RETRIES", 3, int)),
         help="retries of a ping (env MONITOR_RETRIES, default 3)",
     )
     parser.add_argument("command", nargs=argparse.REMAINDER, help="-- COMMAND [ARGS…]")
@@ -124,24 +182,29 @@ def _parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``monitor-run`` console script; returns the command's exit status."""
     args = _parser().parse_args(argv)
-    logging.basicConfig(level=logging.WARNING, format="monitor-run: %(message)s", stream=sys.stderr)
+    if sys.stderr is not None:
+        logging.basicConfig(level=logging.WARNING, format="monitor-run: %(message)s", stream=sys.stderr)
+    else:  # `2>&-`: nowhere to warn
+        logging.getLogger("monitor_client").addHandler(logging.NullHandler())
+        logging.getLogger("monitor_client").propagate = False
     command = list(args.command)
     if command and command[0] == "--":
         command = command[1:]
     if not command:
-        print("monitor-run: no command given (monitor-run --check CHECK -- COMMAND …)", file=sys.stderr)
+        _say("monitor-run: no command given (monitor-run --check CHECK -- COMMAND …)")
         return 2
     if not args.check:
-        print("monitor-run: --check (or MONITOR_CHECK) is required", file=sys.stderr)
+        _say("monitor-run: --check (or MONITOR_CHECK) is required")
         return 2
 
-    run_id = os.environ.get("MONITOR_RUN_ID", "")
+    inherited = _common.env_applies(args.check)  # the tick of an outer monitor-run's check?
+    run_id = os.environ.get("MONITOR_RUN_ID", "") if inherited else ""
     rid = run_id.lower() if UUID_RE.match(run_id) else str(uuid.uuid4())
-    scheduled = args.scheduled or os.environ.get("MONITOR_SCHEDULED_TIME") or None
+    scheduled = args.scheduled or (os.environ.get("MONITOR_SCHEDULED_TIME") if inherited else None) or None
     client = Client(args.base_url, timeout=args.timeout, retries=args.retries)
     try:
         client.ping(args.check, "start", rid=rid, scheduled=scheduled, create=args.create)
-        status, tail = _execute(command, rid, scheduled, client.body_limit)
+        status, tail = _execute(command, args.check, rid, scheduled, client.body_limit)
         client.ping(
             args.check, exit_status=status, rid=rid, scheduled=scheduled, body=tail, create=args.create
         )
@@ -150,9 +213,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     return status
 
 
-def _execute(command: list[str], rid: str, scheduled: str | None, limit: int) -> tuple[int, bytes]:
+def _execute(
+    command: list[str], check: str, rid: str, scheduled: str | None, limit: int
+) -> tuple[int, bytes]:
     """Run ``command`` with output passed through and signals forwarded; (exit status, output tail)."""
-    env = dict(os.environ, MONITOR_RUN_ID=rid)
+    env = dict(os.environ, MONITOR_RUN_ID=rid, MONITOR_CHECK=check)
+    env.pop("MONITOR_SCHEDULED_TIME", None)
     if scheduled:
         env["MONITOR_SCHEDULED_TIME"] = scheduled
     tail = Tail(limit)
@@ -160,9 +226,9 @@ def _execute(command: list[str], rid: str, scheduled: str | None, limit: int) ->
         proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
     except OSError as error:
         status = 127 if isinstance(error, FileNotFoundError) else 126
-        message = f"monitor-run: cannot run {command[0]!r}: {error.strerror or error}\n"
-        sys.stderr.write(message)
-        return status, message.encode()
+        message = f"monitor-run: cannot run {command[0]!r}: {error.strerror or error}"
+        _say(message)
+        return status, (message + "\n").encode()
 
     def forward(signum: int, frame: FrameType | None) -> None:
         if proc.poll() is None:
@@ -170,7 +236,10 @@ def _execute(command: list[str], rid: str, scheduled: str | None, limit: int) ->
 
     previous = {sig: signal.signal(sig, forward) for sig in FORWARDED}
     assert proc.stdout is not None and proc.stderr is not None
-    streams = [(proc.stdout, sys.stdout.buffer), (proc.stderr, sys.stderr.buffer)]
+    streams: list[tuple[IO[bytes], IO[bytes] | None]] = [
+        (proc.stdout, sys.stdout.buffer if sys.stdout is not None else None),
+        (proc.stderr, sys.stderr.buffer if sys.stderr is not None else None),
+    ]
     pump = threading.Thread(target=_pump, args=(streams, tail), daemon=True)
     pump.start()
     try:

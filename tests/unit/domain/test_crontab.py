@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, datetime
 
 import pytest
@@ -30,7 +31,8 @@ def _one(text: str, *, system: bool = False) -> crontab.Line:
 )
 def test_slug_names_the_program_that_does_the_work(command: str, slug: str) -> None:
     line = _one(f"0 3 * * * {command}")
-    assert isinstance(line, crontab.Job) and line.slug == slug
+    # the program's name, then a hash of (user, command) that keeps the slug stable
+    assert isinstance(line, crontab.Job) and re.fullmatch(rf"{slug}-[0-9a-f]{{6}}", line.slug), line.slug
 
 
 def test_user_crontab_job_fields_and_grace_from_the_schedule() -> None:
@@ -83,9 +85,38 @@ def test_system_format_reads_the_user_field() -> None:
 
 def test_slugs_are_unique_within_a_file_and_take_a_prefix() -> None:
     lines = crontab.parse_crontab(
-        "0 1 * * * /a/backup.sh\n0 2 * * * /b/backup.sh\n", system=False, now=NOW, prefix="Web1"
+        "0 1 * * * /a/backup.sh\n0 2 * * * /b/backup.sh\n0 3 * * * /b/backup.sh\n0 3 * * * /b/backup.sh\n",
+        system=False,
+        now=NOW,
+        prefix="Web1",
     )
-    assert [x.slug for x in lines if isinstance(x, crontab.Job)] == ["web1-backup", "web1-backup-2"]
+    slugs = [x.slug for x in lines if isinstance(x, crontab.Job)]
+    assert len(set(slugs)) == 4 and all(re.fullmatch(r"web1-backup-[0-9a-f]{6}(-2)?", s) for s in slugs)
+    assert slugs[3] == slugs[2] + "-2"  # the very same line twice
+
+
+def test_slugs_do_not_depend_on_line_positions() -> None:
+    """Issue 7: a line added above (or a schedule changed) must not hand a job another check."""
+    before = crontab.parse_crontab("0 1 * * * echo one\n0 2 * * * echo two\n", system=False, now=NOW)
+    after = crontab.parse_crontab(
+        "*/5 * * * * echo zero\n0 1 * * * echo one\n30 2 * * * echo two\n", system=False, now=NOW
+    )
+    old = [x.slug for x in before if isinstance(x, crontab.Job)]
+    new = [x.slug for x in after if isinstance(x, crontab.Job)]
+    assert new[1:] == old and new[0] not in old
+
+
+def test_six_field_line_is_warned_about() -> None:
+    line = _one("0 0 3 * * * /opt/x.sh")
+    assert isinstance(line, crontab.Job) and line.warnings and "6-field" in line.warnings[0]
+    assert isinstance(plain := _one("0 3 * * * /opt/x.sh"), crontab.Job) and plain.warnings == ()
+
+
+def test_runner_is_written_as_given_and_quoted() -> None:
+    line = _one("0 3 * * * /opt/x.sh")
+    assert isinstance(line, crontab.Job)
+    text = crontab.rewrite(line, "u", runner="/opt/my tools/monitor-run")
+    assert text == "0 3 * * * '/opt/my tools/monitor-run' --check u -- sh -c '/opt/x.sh'"
 
 
 def test_a_line_that_already_pings_is_kept() -> None:
