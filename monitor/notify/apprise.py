@@ -24,6 +24,7 @@ The module-level helpers validate, mask and vet channel URLs for the management 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
 import importlib
 import ipaddress
@@ -33,7 +34,6 @@ import socket
 import threading
 import time
 from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from http import HTTPStatus
 from typing import Any
@@ -533,7 +533,10 @@ class AppriseNotifier:
             the connect-time check always judges the address actually connected to.
 
     Call :meth:`aclose` (or use ``async with``) at shutdown; a send still blocked on a hung
-    target is abandoned, not waited for.
+    target is abandoned, not waited for: each send runs in a *daemon* thread, which the
+    interpreter does not join at exit (a ``ThreadPoolExecutor``'s threads are joined, so a
+    process told to stop stayed alive until a hung SMTP connection timed out). The
+    abandoned row's claim expires and another notifier retries it (DESIGN §6).
     """
 
     def __init__(
@@ -541,7 +544,8 @@ class AppriseNotifier:
     ) -> None:
         self.allow_private_targets = allow_private_targets
         self._resolve = resolve
-        self._executor = ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="apprise-send")
+        self._slots = threading.BoundedSemaphore(max_workers)
+        self._closed = False
 
     async def __aenter__(self) -> AppriseNotifier:
         return self
@@ -550,8 +554,8 @@ class AppriseNotifier:
         await self.aclose()
 
     async def aclose(self) -> None:
-        """Stop the worker threads without waiting for sends stuck on hung targets."""
-        self._executor.shutdown(wait=False, cancel_futures=True)
+        """Refuse new sends; sends stuck on hung targets are abandoned (daemon threads)."""
+        self._closed = True
 
     async def send(self, url: str, message: Message, *, timeout: float) -> DeliveryResult:  # noqa: ASYNC109
         """Deliver ``message`` to the Apprise URL ``url`` within ``timeout`` seconds.
@@ -567,9 +571,22 @@ class AppriseNotifier:
             for this send (``"HTTP 503 Service Unavailable from host:port: ..."``),
             ``"timed out after <timeout>s"``, or the private-target refusal (permanent).
         """
+        if self._closed:
+            return DeliveryResult.failed("the notifier is shutting down")
         loop = asyncio.get_running_loop()
         context = contextvars.copy_context()
-        future = loop.run_in_executor(self._executor, context.run, self._send_blocking, url, message, timeout)
+        future: asyncio.Future[DeliveryResult] = loop.create_future()
+        if not self._slots.acquire(blocking=False) and not await asyncio.to_thread(
+            self._slots.acquire, True, timeout
+        ):
+            return DeliveryResult.failed(f"timed out after {timeout:g}s waiting for a free sender thread")
+        thread = threading.Thread(
+            target=self._run_in_thread,
+            args=(loop, future, context, url, message, timeout),
+            name="apprise-send",
+            daemon=True,
+        )
+        thread.start()
         try:
             result = await asyncio.wait_for(future, timeout + _HARD_STOP_GRACE_S)
         except TimeoutError:
@@ -583,6 +600,34 @@ class AppriseNotifier:
             # Apprise's log lines and exception texts may quote a token-bearing URL.
             result = DeliveryResult.failed(redact(result.error, url_secrets(url)), permanent=result.permanent)
         return result
+
+    def _run_in_thread(
+        self,
+        loop: asyncio.AbstractEventLoop,
+        future: asyncio.Future[DeliveryResult],
+        context: contextvars.Context,
+        url: str,
+        message: Message,
+        timeout: float,
+    ) -> None:
+        """A send thread's body: deliver, then hand the outcome to the event loop (if still there)."""
+        try:
+            outcome: DeliveryResult | BaseException = context.run(self._send_blocking, url, message, timeout)
+        except BaseException as error:  # handed to the awaiting coroutine, which reports it
+            outcome = error
+        finally:
+            self._slots.release()
+
+        def settle() -> None:
+            if future.done():
+                return  # the caller gave up (timeout, shutdown)
+            if isinstance(outcome, BaseException):
+                future.set_exception(outcome)
+            else:
+                future.set_result(outcome)
+
+        with contextlib.suppress(RuntimeError):  # the loop closed while we were sending
+            loop.call_soon_threadsafe(settle)
 
     def _send_blocking(self, url: str, message: Message, timeout: float) -> DeliveryResult:
         deadline = time.monotonic() + timeout
