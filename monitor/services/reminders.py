@@ -280,7 +280,11 @@ async def _summaries(conn: AsyncConnection, now: datetime, settings: Settings) -
 
 
 async def held_back(
-    conn: AsyncConnection, project_id: int, window: maintenance.Window, occurrence: maintenance.Occurrence
+    conn: AsyncConnection,
+    project_id: int,
+    window: maintenance.Window,
+    occurrence: maintenance.Occurrence,
+    since: datetime | None = None,
 ) -> list[tuple[datetime, str]]:
     """``(raised at, title)`` of the alerts ``window`` held back during ``occurrence``, oldest first.
 
@@ -288,16 +292,18 @@ async def held_back(
     check and the project-level alerts), was raised in ``[start, end)``, and has a notification
     that was suppressed or is still waiting (it will be suppressed when its turn comes: the
     window covers it). Alerts already sent — raised before the window was created — and alerts
-    routed to no channel were not held back by anything.
+    routed to no channel were not held back by anything. ``since`` (the end of the span last
+    summarised) keeps an alert out of a second summary when merged spans overlap.
     """
     a, n = t.alerts.c, t.notifications.c
+    start = max(occurrence.start, since) if since is not None else occurrence.start
     waiting = (
         select(n.id).where(n.alert_id == a.id).where(n.status.in_(("suppressed", "pending", "held"))).exists()
     )
     query = (
         select(a.created_at, a.title)
         .where(a.project_id == project_id)
-        .where(a.created_at >= occurrence.start)
+        .where(a.created_at >= start)
         .where(a.created_at < occurrence.end)
         .where(a.kind != messages.MAINTENANCE)
         .where(waiting)
@@ -319,7 +325,8 @@ async def summarise(
     """Raise the summary of one ended occurrence — only if it held something back (issue 8).
 
     Args:
-        row: the ``maintenance_windows`` row (``project_id``).
+        row: the ``maintenance_windows`` row (``project_id``; ``summarized_until`` as it was
+            before this summary).
         window: the row as a domain window.
         occurrence: the span that ended (``end`` is part of the summary's key, so one
             occurrence is summarised once).
@@ -329,7 +336,7 @@ async def summarise(
     Returns:
         True if a summary alert was raised.
     """
-    held_rows = await held_back(conn, row["project_id"], window, occurrence)
+    held_rows = await held_back(conn, row["project_id"], window, occurrence, row["summarized_until"])
     if not held_rows:
         return False  # nothing was held back: nothing to tell anyone
     held = [f"{messages.format_utc(at)} {title}" for at, title in held_rows[:SUMMARY_LINES]]
