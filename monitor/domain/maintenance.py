@@ -9,9 +9,15 @@ The rules, as Healthchecks users would expect from a "maintenance" mute plus a s
 
 * an alert raised at instant ``x`` is *held back* when some applicable window has an
   occurrence with ``start <= x < end`` (:func:`covering`);
-* when an occurrence ends, one summary goes out listing what was held back
-  (:func:`summary_due` names the latest occurrence that ended since the last summary; older
-  ones missed while no notifier ran are folded into it rather than sent as a burst).
+* when an occurrence ends, one summary goes out listing what was held back, and only if
+  something was (:func:`summary_due` names the latest occurrence that ended since the last
+  summary; older ones missed while no notifier ran are folded into it rather than sent as a
+  burst); deleting a window ends its current occurrence at once (:func:`cut_short`);
+* occurrences that overlap or touch (one starts when or before the previous ends) are one
+  span (:func:`occurrence_at` merges them, at most :data:`MERGE_LIMIT` ticks each way), so a
+  window never sends one summary per tick. New recurring windows must be shorter than the
+  shortest gap between their ticks (:func:`shortest_gap`), so this only matters for windows
+  saved before that rule or irregular schedules.
 """
 
 from __future__ import annotations
@@ -24,6 +30,16 @@ from monitor.domain import schedules
 
 #: Longest occurrence of a recurring window (a week); longer mutes are one-off windows.
 MAX_DURATION = timedelta(days=7)
+
+#: Longest one-off window (issue 8): a mute longer than a year is a forgotten mute.
+MAX_ONE_OFF = timedelta(days=366)
+
+#: Most neighbouring ticks merged into one occurrence each way (bounds every call).
+MERGE_LIMIT = 50
+
+#: :func:`shortest_gap` looks at most this many ticks, and at most this far ahead.
+GAP_SAMPLE_TICKS = 2000
+GAP_SAMPLE_SPAN = timedelta(days=366)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -69,6 +85,24 @@ class Occurrence:
     end: datetime
 
 
+def _merged(cron: schedules.CronSchedule, duration: timedelta, tick: datetime) -> Occurrence:
+    """The span of ``tick``'s occurrence joined with every neighbour that overlaps or touches it."""
+    start, end = tick, tick + duration
+    earlier = cron.prev_tick(start)
+    for _ in range(MERGE_LIMIT):
+        if earlier is None or earlier + duration < start:
+            break
+        start = earlier
+        earlier = cron.prev_tick(start)
+    later = cron.next_tick(tick)
+    for _ in range(MERGE_LIMIT):
+        if later is None or later > end:
+            break
+        end = max(end, later + duration)
+        later = cron.next_tick(later)
+    return Occurrence(start, end)
+
+
 def occurrence_at(window: Window, instant: datetime) -> Occurrence | None:
     """The occurrence of ``window`` that contains ``instant``, if any.
 
@@ -77,9 +111,8 @@ def occurrence_at(window: Window, instant: datetime) -> Occurrence | None:
         instant: an aware instant.
 
     Returns:
-        ``Occurrence(start, end)`` with ``start <= instant < end``, else ``None``. For
-        recurring windows whose occurrences overlap (duration longer than the period), the
-        latest one that began is returned (it also ends last).
+        ``Occurrence(start, end)`` with ``start <= instant < end``, else ``None``. Occurrences
+        of a recurring window that overlap or touch are merged into one span.
 
     Raises:
         ScheduleError / ZoneError: the window's schedule is invalid (validated at creation).
@@ -95,8 +128,34 @@ def occurrence_at(window: Window, instant: datetime) -> Occurrence | None:
     # instant, no earlier one does.
     tick = cron.tick_at_or_before(instant)
     if tick is not None and instant < tick + window.duration:
-        return Occurrence(tick, tick + window.duration)
+        return _merged(cron, window.duration, tick)
     return None
+
+
+def shortest_gap(cron: schedules.CronSchedule, after: datetime) -> timedelta | None:
+    """The shortest time between two consecutive ticks of ``cron`` after ``after``.
+
+    Looks at the ticks of the next :data:`GAP_SAMPLE_SPAN` (a year: every DST change and month
+    length), at most :data:`GAP_SAMPLE_TICKS` of them (a dense schedule shows its shortest
+    gap long before that). ``None`` when fewer than two ticks are in the sample.
+
+    Args:
+        cron: a parsed schedule.
+        after: an aware instant (now).
+    """
+    shortest: timedelta | None = None
+    horizon = after + GAP_SAMPLE_SPAN
+    previous = cron.next_tick(after)
+    for _ in range(GAP_SAMPLE_TICKS):
+        if previous is None or previous > horizon:
+            break
+        current = cron.next_tick(previous)
+        if current is None:
+            break
+        gap = current - previous
+        shortest = gap if shortest is None else min(shortest, gap)
+        previous = current
+    return shortest
 
 
 def covering(windows: Iterable[Window], check_id: int | None, instant: datetime) -> Window | None:
@@ -123,8 +182,8 @@ def summary_due(window: Window, since: datetime | None, now: datetime) -> Occurr
         now: the current instant (aware).
 
     Returns:
-        The occurrence, or ``None`` when no occurrence ended in the span. O(1): one
-        ``tick_at_or_before`` lookup, never a scan.
+        The occurrence (merged with its overlapping neighbours), or ``None`` when no occurrence
+        ended in the span. Bounded: a few tick lookups, never a scan.
     """
     floor = since if since is not None else window.created_at
     if not window.recurring:
@@ -136,9 +195,40 @@ def summary_due(window: Window, since: datetime | None, now: datetime) -> Occurr
     cron = schedules.parse_cron(window.schedule, window.dialect, window.tz)
     # end = tick + duration lies in (floor, now]  <=>  tick lies in (floor - duration, now - duration]
     tick = cron.tick_at_or_before(now - window.duration)
-    if tick is not None and tick + window.duration > floor:
-        return Occurrence(tick, tick + window.duration)
+    if tick is None:
+        return None
+    occurrence = _merged(cron, window.duration, tick)
+    if occurrence.end > now:
+        # the tick's occurrence runs on, merged with later ones: the one before it is the
+        # latest that ended
+        earlier = cron.prev_tick(occurrence.start)
+        if earlier is None:
+            return None
+        occurrence = _merged(cron, window.duration, earlier)
+    if floor < occurrence.end <= now:
+        return occurrence
     return None
+
+
+def cut_short(window: Window, since: datetime | None, now: datetime) -> Occurrence | None:
+    """What a window being deleted at ``now`` still owes a summary for (issue 8).
+
+    Deleting a window ends it: its current occurrence counts as ended at ``now``, and an
+    occurrence that ended but whose summary was not raised yet is still owed.
+
+    Args:
+        window: the window being deleted.
+        since: its ``summarized_until``.
+        now: the deletion instant (aware).
+
+    Returns:
+        ``Occurrence(start, now + 1 µs)`` for an occurrence going on (an alert raised at the
+        deletion instant itself was held back too), else :func:`summary_due`'s answer.
+    """
+    current = occurrence_at(window, now)
+    if current is not None:
+        return Occurrence(current.start, now + timedelta(microseconds=1))
+    return summary_due(window, since, now)
 
 
 def next_occurrence(window: Window, after: datetime) -> Occurrence | None:

@@ -69,7 +69,11 @@ class AlertFacts:
         down_for_s: nag / escalation: how long the check has been down, seconds.
         reminder: nag: which reminder this is (1, 2, ...).
         window_name / window_start / window_end: maintenance: the window and its occurrence.
-        held: maintenance: one line per alert held back during the occurrence.
+        held: maintenance: one line per alert held back during the occurrence (at most 50,
+            then a "… and N more" line; ``count`` holds the total).
+        down_checks: project maintenance: the names of the project's checks that are down.
+        simple: the check is a simple (period) check: its "tick" is the due instant that was
+            current at the run's first ping, so messages name the run by that deadline.
     """
 
     kind: str
@@ -94,6 +98,8 @@ class AlertFacts:
     window_start: datetime | None = None
     window_end: datetime | None = None
     held: tuple[str, ...] = ()
+    down_checks: tuple[str, ...] = ()
+    simple: bool = False
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -246,7 +252,7 @@ def facts_from_json(text: str) -> AlertFacts:
             continue
         if name in _INSTANT_FIELDS and value is not None:
             value = datetime.fromisoformat(str(value).replace("Z", "+00:00"))
-        elif name in ("run_ids", "held") and value is not None:
+        elif name in ("run_ids", "held", "down_checks") and value is not None:
             value = tuple(value)
         values[name] = value
     return AlertFacts(**values)
@@ -278,21 +284,30 @@ def _clock(local: datetime) -> str:
     return local.strftime("%H:%M:%S" if local.second else "%H:%M")
 
 
-def _run_label(instant: datetime | None, zone: ZoneInfo) -> str:
-    """``"the 03:00 run"`` (UTC checks) or ``"the 05:00 CEST run"`` (check's zone), for titles."""
+def _run_label(instant: datetime | None, zone: ZoneInfo, simple: bool = False) -> str:
+    """``"the 03:00 run"`` (UTC checks) or ``"the 05:00 CEST run"`` (check's zone), for titles.
+
+    A simple check's "tick" is the deadline that was current when the run began (DESIGN §2),
+    usually still ahead at that moment: ``"the run due by 14:07:26"`` (issue 8).
+    """
     if instant is None:
         return "the last run"
     local = _as_utc(instant).astimezone(zone)
+    if simple:
+        return f"the run due by {_clock(_as_utc(instant))}"
     if _is_utc(zone):
         return f"the {_clock(local)} run"
     return f"the {_clock(local)} {local.strftime('%Z')} run"
 
 
-def _run_label_both(instant: datetime | None, zone: ZoneInfo) -> str:
-    """``"the 03:00 UTC (05:00 Europe/Berlin) run"``, for body sentences."""
+def _run_label_both(instant: datetime | None, zone: ZoneInfo, simple: bool = False) -> str:
+    """``"the 03:00 UTC (05:00 Europe/Berlin) run"``, for body sentences (simple checks:
+    ``"the run due by 14:07:26 UTC"``)."""
     if instant is None:
         return "the last run"
     utc = _as_utc(instant)
+    if simple:
+        return f"the run due by {_clock(utc)} UTC"
     if _is_utc(zone):
         return f"the {_clock(utc)} UTC run"
     return f"the {_clock(utc)} UTC ({_clock(utc.astimezone(zone))} {zone.key}) run"
@@ -362,12 +377,13 @@ def _details(facts: AlertFacts, zone: ZoneInfo) -> list[tuple[str, str]]:
             rows.append(
                 ("Window (local)", f"{_local(facts.window_start, zone)} – {_local(facts.window_end, zone)}")
             )
-        rows.append(("Alerts held back", str(len(facts.held))))
+        rows.append(("Alerts held back", str(max(facts.count, len(facts.held)) if facts.held else 0)))
     if facts.exit_status is not None:
         rows.append(("Exit status", str(facts.exit_status)))
     if facts.run_ids:
         rows.append(("Run ids" if len(facts.run_ids) > 1 else "Run id", ", ".join(facts.run_ids)))
-    rows.append(("Status", facts.status))
+    if facts.status:  # project-level messages have no check, hence no status
+        rows.append(("Status", facts.status))
     return rows
 
 
@@ -380,21 +396,22 @@ def _missed(f: AlertFacts, z: ZoneInfo) -> tuple[str, str]:
     if f.count > 1:
         before = "the run" if f.count == 2 else f"the {f.count - 1} runs"
         return (
-            f"{_run_label(f.scheduled, z)} and {before} before it did not report",
-            f"{_run_label_both(f.scheduled, z)} and {before} before it did not report"
+            f"{_run_label(f.scheduled, z, f.simple)} and {before} before it did not report",
+            f"{_run_label_both(f.scheduled, z, f.simple)} and {before} before it did not report"
             f" ({f.count} ticks missed).",
         )
     return (
-        f"{_run_label(f.scheduled, z)} did not report",
-        f"{_run_label_both(f.scheduled, z)} did not report.",
+        f"{_run_label(f.scheduled, z, f.simple)} did not report",
+        f"{_run_label_both(f.scheduled, z, f.simple)} did not report.",
     )
 
 
 def _late(f: AlertFacts, z: ZoneInfo) -> tuple[str, str]:
     by = f" {humanize_duration(f.late_by_s)}" if f.late_by_s is not None else ""
     return (
-        f"{_run_label(f.scheduled, z)} was{by} late",
-        f"{_run_label_both(f.scheduled, z)} was{by} late: its first ping came after the grace period.",
+        f"{_run_label(f.scheduled, z, f.simple)} was{by} late",
+        f"{_run_label_both(f.scheduled, z, f.simple)} was{by} late:"
+        " its first ping came after the grace period.",
     )
 
 
@@ -403,8 +420,8 @@ def _failed(f: AlertFacts, z: ZoneInfo) -> tuple[str, str]:
     after = f" after {humanize_duration(f.duration_s)}" if f.duration_s is not None else ""
     again = f" ({f.count} bad outcomes in a row)" if f.count > 1 else ""
     return (
-        f"{_run_label(f.scheduled, z)} {how}",
-        f"{_run_label_both(f.scheduled, z)} {how}{after}{again}.",
+        f"{_run_label(f.scheduled, z, f.simple)} {how}",
+        f"{_run_label_both(f.scheduled, z, f.simple)} {how}{after}{again}.",
     )
 
 
@@ -414,8 +431,8 @@ def _timeout(f: AlertFacts, z: ZoneInfo) -> tuple[str, str]:
     else:
         took = "exceeded its max runtime"
     return (
-        f"{_run_label(f.scheduled, z)} {took}",
-        f"{_run_label_both(f.scheduled, z)} {took}, past its max runtime.",
+        f"{_run_label(f.scheduled, z, f.simple)} {took}",
+        f"{_run_label_both(f.scheduled, z, f.simple)} {took}, past its max runtime.",
     )
 
 
@@ -425,28 +442,32 @@ def _overlap(f: AlertFacts, z: ZoneInfo) -> tuple[str, str]:
         notes.append(f"runs {_runs(f.run_ids)}")
     so_far = f" ({'; '.join(notes)})" if notes else ""
     if f.other_scheduled is not None:
-        earlier, earlier_both = _run_label(f.other_scheduled, z), _run_label_both(f.other_scheduled, z)
+        earlier, earlier_both = (
+            _run_label(f.other_scheduled, z, f.simple),
+            _run_label_both(f.other_scheduled, z, f.simple),
+        )
     else:
         earlier = earlier_both = "an earlier run"
     return (
-        f"{_run_label(f.scheduled, z)} started while {earlier} was still running",
-        f"{_run_label_both(f.scheduled, z)} started while {earlier_both} was still running{so_far}.",
+        f"{_run_label(f.scheduled, z, f.simple)} started while {earlier} was still running",
+        f"{_run_label_both(f.scheduled, z, f.simple)} started while {earlier_both}"
+        f" was still running{so_far}.",
     )
 
 
 def _duplicate(f: AlertFacts, z: ZoneInfo) -> tuple[str, str]:
     runs = f" (runs {_runs(f.run_ids)})" if f.run_ids else ""
     return (
-        f"{_run_label(f.scheduled, z)} ran {_times(f.count)}",
-        f"{_run_label_both(f.scheduled, z)} ran {_times(f.count)}{runs}.",
+        f"{_run_label(f.scheduled, z, f.simple)} ran {_times(f.count)}",
+        f"{_run_label_both(f.scheduled, z, f.simple)} ran {_times(f.count)}{runs}.",
     )
 
 
 def _recovered(f: AlertFacts, z: ZoneInfo) -> tuple[str, str]:
     took = f" in {humanize_duration(f.duration_s)}" if f.duration_s is not None else ""
     return (
-        f"{_run_label(f.scheduled, z)} succeeded",
-        f"{_run_label_both(f.scheduled, z)} succeeded{took}; the check is up again.",
+        f"{_run_label(f.scheduled, z, f.simple)} succeeded",
+        f"{_run_label_both(f.scheduled, z, f.simple)} succeeded{took}; the check is up again.",
     )
 
 
@@ -457,28 +478,39 @@ def _a(kind: str | None) -> str:
 
 def _nag(f: AlertFacts, z: ZoneInfo) -> tuple[str, str]:
     down = humanize_duration(f.down_for_s) if f.down_for_s is not None else "a while"
-    since = f"{f.episode_kind} {_run_label(f.scheduled, z)}" if f.episode_kind else _run_label(f.scheduled, z)
+    since = (
+        f"{f.episode_kind} {_run_label(f.scheduled, z, f.simple)}"
+        if f.episode_kind
+        else _run_label(f.scheduled, z, f.simple)
+    )
     nth = f", reminder {f.reminder}" if f.reminder else ""
     return (
         f"still down after {down} ({since}{nth})",
         f"still down after {down}: the down episode began with {_a(f.episode_kind)} alert for"
-        f" {_run_label_both(f.scheduled, z)} and no run has succeeded since.",
+        f" {_run_label_both(f.scheduled, z, f.simple)} and no run has succeeded since.",
     )
 
 
 def _escalation(f: AlertFacts, z: ZoneInfo) -> tuple[str, str]:
     down = humanize_duration(f.down_for_s) if f.down_for_s is not None else "too long"
     return (
-        f"down for {down} ({f.episode_kind or 'down'}: {_run_label(f.scheduled, z)})",
+        f"down for {down} ({f.episode_kind or 'down'}: {_run_label(f.scheduled, z, f.simple)})",
         f"has been down for {down} and is escalated to you: the down episode began with"
-        f" {_a(f.episode_kind)} alert for {_run_label_both(f.scheduled, z)}.",
+        f" {_a(f.episode_kind)} alert for {_run_label_both(f.scheduled, z, f.simple)}.",
     )
 
 
 def _maintenance(f: AlertFacts, z: ZoneInfo) -> tuple[str, str]:
-    n = len(f.held)
+    listed = len([line for line in f.held if not line.startswith("… and ")])
+    n = max(f.count, listed)
     held = "no alerts were held back" if n == 0 else f"{n} alert{'s' if n != 1 else ''} held back"
     name = f" “{f.window_name}”" if f.window_name else ""
+    if not f.check_uuid:  # a project-wide window: no one check's status to report
+        now = f" Down now: {', '.join(f.down_checks)}." if f.down_checks else " No check is down now."
+        return (
+            f"window{name} ended, {held}",
+            f"project-wide maintenance window{name} ended; {held} during it.{now}",
+        )
     return (
         f"window{name} ended, {held}",
         f"maintenance window{name} ended; {held} during it. The check is {f.status} now.",
@@ -486,7 +518,10 @@ def _maintenance(f: AlertFacts, z: ZoneInfo) -> tuple[str, str]:
 
 
 def _generic(f: AlertFacts, z: ZoneInfo) -> tuple[str, str]:
-    return (f"{_run_label(f.scheduled, z)}", f"{f.kind} for {_run_label_both(f.scheduled, z)}.")
+    return (
+        f"{_run_label(f.scheduled, z, f.simple)}",
+        f"{f.kind} for {_run_label_both(f.scheduled, z, f.simple)}.",
+    )
 
 
 _SENTENCES: dict[str, _Sentences] = {

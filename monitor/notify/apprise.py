@@ -24,6 +24,7 @@ The module-level helpers validate, mask and vet channel URLs for the management 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
 import importlib
 import ipaddress
@@ -33,7 +34,6 @@ import socket
 import threading
 import time
 from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from http import HTTPStatus
 from typing import Any
@@ -49,9 +49,11 @@ logger = logging.getLogger(__name__)
 
 EMAIL_SCHEMES = frozenset({"mailto", "mailtos"})
 JSON_SCHEMES = frozenset({"json", "jsons"})
+FORM_SCHEMES = frozenset({"form", "forms", "xml", "xmls"})
 
-#: Plain text for these (email readers, JSON consumers); Markdown for everything else.
-_PLAIN_TEXT_SCHEMES = EMAIL_SCHEMES | JSON_SCHEMES
+#: Plain text for these (email readers, JSON/form/XML consumers: a program, not a chat
+#: client, reads the body); Markdown for everything else.
+_PLAIN_TEXT_SCHEMES = EMAIL_SCHEMES | JSON_SCHEMES | FORM_SCHEMES
 
 #: Extra seconds granted past ``timeout`` before the asyncio hard stop, so Apprise's own
 #: (more informative) timeout normally answers first.
@@ -115,11 +117,53 @@ def validate_apprise_url(url: str) -> None:
         raise ValidationError("url", f"port {port} is out of range 1-65535")
 
 
+#: What a masked secret looks like in a channel URL (Apprise's privacy rendering uses it too).
+MASK = "****"
+
+#: Query parameter names that carry secrets (matched anywhere in the name, any case):
+#: ``token``, ``access_token``, ``apikey``, ``api_key``, ``secret``, ``password``, ``auth`` …
+_SECRET_PARAM = re.compile(r"token|key|secret|pass|pwd|auth|sig|credential|session|cookie|bearer", re.I)
+
+
+def _secret_param(name: str) -> bool:
+    """Whether a query parameter's value is a secret: an HTTP header (``+name`` on json/form/xml
+    URLs), a passed-through GET argument (``-name``), or a name that looks like a secret."""
+    name = unquote(name)
+    return name[:1] in ("+", "-") or _SECRET_PARAM.search(name) is not None
+
+
+def _mask_query(url: str) -> str:
+    """``url`` with the value of every secret-looking query parameter replaced by :data:`MASK`."""
+    base, hash_, fragment = url.partition("#")
+    head, question, query = base.partition("?")
+    if not question:
+        return url
+    parts = []
+    for item in query.split("&"):
+        name, equals, value = item.partition("=")
+        parts.append(f"{name}={MASK}" if equals and value and _secret_param(name) else item)
+    return f"{head}?{'&'.join(parts)}{hash_}{fragment}"
+
+
+def _secret_values(url: str) -> list[str]:
+    """The values (as written and percent-decoded) of ``url``'s secret-looking query parameters."""
+    query = url.partition("#")[0].partition("?")[2]
+    values: set[str] = set()
+    for item in query.split("&"):
+        name, equals, value = item.partition("=")
+        if equals and value and _secret_param(name):
+            values |= {value, unquote(value), unquote(value.replace("+", " "))}
+    return [v for v in values if len(v) >= 3]
+
+
 def mask_url(url: str) -> str:
-    """Render a channel URL with its secrets hidden, for API responses and logs.
+    """Render a channel URL with its secrets hidden, for API responses, the dashboard and logs.
 
     Uses Apprise's privacy rendering (``plugin.url(privacy=True)``): passwords become
-    ``****`` and tokens keep only their first and last characters.
+    ``****`` and tokens keep only their first and last characters. On top of that (issue 8),
+    the values of HTTP headers (``+Authorization=…``), passed-through arguments (``-X-Token=…``)
+    and of every query parameter whose name looks secret (``token``, ``key``, ``secret``,
+    ``password``, ``auth``, ``apikey`` …) become ``****``.
 
     Args:
         url: an Apprise URL, possibly holding passwords or tokens.
@@ -131,19 +175,25 @@ def mask_url(url: str) -> str:
     plugin = _instantiate(url)
     if plugin is None:
         scheme = _scheme(url)
-        return f"{scheme}://****" if scheme else "****"
-    return str(plugin.url(privacy=True))
+        return f"{scheme}://{MASK}" if scheme else MASK
+    return _mask_query(str(plugin.url(privacy=True)))
+
+
+def has_masked_secrets(url: str) -> bool:
+    """Whether ``url`` carries :data:`MASK` (a masked URL sent back by a client)."""
+    return MASK in url or quote(MASK, safe="") in url
 
 
 _URL_PARTS = re.compile(r"[/:@?&=#+,;]+")
 
 
 def url_secrets(url: str) -> list[str]:
-    """The parts of an Apprise URL that its privacy rendering hides (passwords, tokens).
+    """The parts of an Apprise URL that :func:`mask_url` hides (passwords, tokens, headers).
 
     Every piece of ``url`` between delimiters (``/ : @ ? & = # + , ;``) that is 3+ characters
-    long and does not appear in :func:`mask_url`'s rendering counts as a secret. Longest first,
-    so :func:`redact` replaces a token before any part of it.
+    long and does not appear in :func:`mask_url`'s rendering counts as a secret, and so does
+    each secret-looking query parameter's whole value (``Bearer X`` as well as ``X``). Longest
+    first, so :func:`redact` replaces a token before any part of it.
 
     Args:
         url: an Apprise URL.
@@ -151,9 +201,10 @@ def url_secrets(url: str) -> list[str]:
     masked = mask_url(url)
     parts = {unquote(p) for p in _URL_PARTS.split(url.split("://", 1)[-1]) if len(p) >= 3}
     parts |= {p for p in _URL_PARTS.split(url.split("://", 1)[-1]) if len(p) >= 3}
-    return sorted(
-        (p for p in parts if p not in masked and unquote(p) not in unquote(masked)), key=len, reverse=True
-    )
+    found = {p for p in parts if p not in masked and unquote(p) not in unquote(masked)}
+    found |= set(_secret_values(url))
+    found.discard(MASK)
+    return sorted(found, key=len, reverse=True)
 
 
 def redact(text: str, secrets: list[str]) -> str:
@@ -180,6 +231,18 @@ def _target_host(url: str) -> tuple[str, int | None] | None:
         return None
     host = getattr(plugin, "host", None)
     return (str(host), getattr(plugin, "port", None)) if host else None
+
+
+def service_label(url: str) -> str:
+    """A short label for a channel URL: Apprise's service name plus the host it delivers to
+    (``"JSON hooks.example.com"``, ``"Email smtp.example.com"``, ``"Telegram"``). Never a
+    secret: fixed-endpoint services (whose URL "host" is a token) get the service name only."""
+    plugin = _instantiate(url)
+    if plugin is None:
+        return _scheme(url) or "channel"
+    service = str(getattr(plugin, "service_name", "") or _scheme(url) or "channel")
+    target = _target_host(url)
+    return f"{service} {target[0]}" if target else service
 
 
 def _non_public(ip: ipaddress.IPv4Address | ipaddress.IPv6Address) -> bool:
@@ -416,20 +479,26 @@ def _wrap_module_logger(module_name: str) -> None:
 _wrap_module_logger("apprise.plugins.email.smtp")
 
 
+#: Apprise's own privacy rendering of a secret, ``M...t`` (first and last character), as it
+#: appears in its log lines about URLs it rejects: still two characters of the secret.
+_PEEK = re.compile(r"(?<![\w.])[^\s'\"/:@?&=.]\.\.\.[^\s'\"/:@?&=.](?![\w.])")
+
+
 class _RedactSecrets(logging.Filter):
-    """Rewrites ``apprise`` records of a send so that they never carry the channel's secrets,
-    whatever handler (ours, the service's stderr, pytest's caplog) receives them."""
+    """Rewrites ``apprise`` records so that they never carry a channel's secrets, whatever
+    handler (ours, the service's stderr, pytest's caplog) receives them: the secrets of the
+    send in progress, and always Apprise's ``M...t`` peeks (validation logs them too)."""
 
     def filter(self, record: logging.LogRecord) -> bool:
+        try:
+            message = record.getMessage()
+        except Exception:
+            return True
         handler = _active.get()
-        if handler is not None and handler.secrets:
-            try:
-                message = record.getMessage()
-            except Exception:
-                return True
-            cleaned = redact(message, handler.secrets)
-            if cleaned != message:
-                record.msg, record.args = cleaned, None
+        cleaned = redact(message, handler.secrets) if handler is not None and handler.secrets else message
+        cleaned = _PEEK.sub(MASK, cleaned)
+        if cleaned != message:
+            record.msg, record.args = cleaned, None
         return True
 
 
@@ -464,7 +533,10 @@ class AppriseNotifier:
             the connect-time check always judges the address actually connected to.
 
     Call :meth:`aclose` (or use ``async with``) at shutdown; a send still blocked on a hung
-    target is abandoned, not waited for.
+    target is abandoned, not waited for: each send runs in a *daemon* thread, which the
+    interpreter does not join at exit (a ``ThreadPoolExecutor``'s threads are joined, so a
+    process told to stop stayed alive until a hung SMTP connection timed out). The
+    abandoned row's claim expires and another notifier retries it (DESIGN §6).
     """
 
     def __init__(
@@ -472,7 +544,8 @@ class AppriseNotifier:
     ) -> None:
         self.allow_private_targets = allow_private_targets
         self._resolve = resolve
-        self._executor = ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="apprise-send")
+        self._slots = threading.BoundedSemaphore(max_workers)
+        self._closed = False
 
     async def __aenter__(self) -> AppriseNotifier:
         return self
@@ -481,8 +554,8 @@ class AppriseNotifier:
         await self.aclose()
 
     async def aclose(self) -> None:
-        """Stop the worker threads without waiting for sends stuck on hung targets."""
-        self._executor.shutdown(wait=False, cancel_futures=True)
+        """Refuse new sends; sends stuck on hung targets are abandoned (daemon threads)."""
+        self._closed = True
 
     async def send(self, url: str, message: Message, *, timeout: float) -> DeliveryResult:  # noqa: ASYNC109
         """Deliver ``message`` to the Apprise URL ``url`` within ``timeout`` seconds.
@@ -498,9 +571,22 @@ class AppriseNotifier:
             for this send (``"HTTP 503 Service Unavailable from host:port: ..."``),
             ``"timed out after <timeout>s"``, or the private-target refusal (permanent).
         """
+        if self._closed:
+            return DeliveryResult.failed("the notifier is shutting down")
         loop = asyncio.get_running_loop()
         context = contextvars.copy_context()
-        future = loop.run_in_executor(self._executor, context.run, self._send_blocking, url, message, timeout)
+        future: asyncio.Future[DeliveryResult] = loop.create_future()
+        if not self._slots.acquire(blocking=False) and not await asyncio.to_thread(
+            self._slots.acquire, True, timeout
+        ):
+            return DeliveryResult.failed(f"timed out after {timeout:g}s waiting for a free sender thread")
+        thread = threading.Thread(
+            target=self._run_in_thread,
+            args=(loop, future, context, url, message, timeout),
+            name="apprise-send",
+            daemon=True,
+        )
+        thread.start()
         try:
             result = await asyncio.wait_for(future, timeout + _HARD_STOP_GRACE_S)
         except TimeoutError:
@@ -514,6 +600,34 @@ class AppriseNotifier:
             # Apprise's log lines and exception texts may quote a token-bearing URL.
             result = DeliveryResult.failed(redact(result.error, url_secrets(url)), permanent=result.permanent)
         return result
+
+    def _run_in_thread(
+        self,
+        loop: asyncio.AbstractEventLoop,
+        future: asyncio.Future[DeliveryResult],
+        context: contextvars.Context,
+        url: str,
+        message: Message,
+        timeout: float,
+    ) -> None:
+        """A send thread's body: deliver, then hand the outcome to the event loop (if still there)."""
+        try:
+            outcome: DeliveryResult | BaseException = context.run(self._send_blocking, url, message, timeout)
+        except BaseException as error:  # handed to the awaiting coroutine, which reports it
+            outcome = error
+        finally:
+            self._slots.release()
+
+        def settle() -> None:
+            if future.done():
+                return  # the caller gave up (timeout, shutdown)
+            if isinstance(outcome, BaseException):
+                future.set_exception(outcome)
+            else:
+                future.set_result(outcome)
+
+        with contextlib.suppress(RuntimeError):  # the loop closed while we were sending
+            loop.call_soon_threadsafe(settle)
 
     def _send_blocking(self, url: str, message: Message, timeout: float) -> DeliveryResult:
         deadline = time.monotonic() + timeout

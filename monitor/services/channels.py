@@ -12,7 +12,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from monitor.domain import messages
 from monitor.domain.checks import AlertKind
-from monitor.domain.errors import NotFound, ValidationError
+from monitor.domain.errors import Conflict, NotFound, ValidationError
 from monitor.domain.messages import Message
 from monitor.notify import apprise as apprise_notify
 from monitor.notify.base import DeliveryResult, Notifier
@@ -24,39 +24,62 @@ ALERT_KINDS = {k.value for k in AlertKind} | set(messages.EXTRA_KINDS)
 
 
 def _kinds(value: Any) -> str:
+    if value is None:
+        return ""  # null: every kind, like an empty list
     if isinstance(value, str):
         items = [k.strip() for k in value.split(",") if k.strip()]
     elif isinstance(value, list) and all(isinstance(k, str) for k in value):
-        items = value
+        items = [k.strip() for k in value]
     else:
-        raise ValidationError("kinds", "must be a list of alert kinds or a comma-separated string")
+        raise ValidationError("kinds", "must be a list of alert kinds, a comma-separated string or null")
     for kind in items:
         if kind not in ALERT_KINDS:
             raise ValidationError(
                 "kinds", f"{kind!r} is not an alert kind ({', '.join(sorted(ALERT_KINDS))})"
             )
-    return ",".join(items)
+    return ",".join(dict.fromkeys(items))
 
 
-async def validate_channel(data: Any, *, partial: bool, allow_private: bool) -> dict[str, Any]:
+def default_name(url: str) -> str:
+    """A channel name for ``url`` when none is given: the Apprise service's name and the host it
+    delivers to (``"JSON hooks.example.com"``, ``"Telegram"``); never a secret part of the URL."""
+    return apprise_notify.service_label(url)[:100]
+
+
+async def validate_channel(
+    data: Any, *, partial: bool, allow_private: bool, stored_url: str | None = None
+) -> dict[str, Any]:
     """Validate a channel body: ``name`` (≤ 100), ``url`` (Apprise must parse it), ``kinds``,
     ``default``.
 
     ``url`` must parse in Apprise and, unless ``allow_private``, its host must not resolve to a
     private/loopback/link-local address (DESIGN §7). ``kinds``: a list (or comma-separated
-    string) of alert kinds, empty = all. ``default``: a project default channel, routed to every
-    check created without a ``channels`` field.
+    string) of alert kinds, duplicates dropped; empty or ``null`` = all. ``default``: a project
+    default channel, routed to every check created without a ``channels`` field. A missing or
+    empty ``name`` on create (an empty one on update) becomes :func:`default_name` of the URL.
+
+    Masked URLs (issue 8): every answer shows the URL with its secrets as ``****``. An update
+    whose ``url`` is exactly the stored URL's masked form (a client sending back what it read)
+    keeps the stored URL, secrets included; any other URL containing ``****`` is refused —
+    the real secret cannot be recovered from it.
+
+    Args:
+        data: the decoded JSON body.
+        partial: an update (only the given fields change).
+        allow_private: ``MONITOR_ALLOW_PRIVATE_TARGETS``.
+        stored_url: the channel's current URL, on update.
 
     Raises:
-        ValidationError: naming ``body``, ``name``, ``url``, ``kinds`` or ``default``.
+        ValidationError: naming ``body``, ``name``, ``url``, ``kinds`` or ``default``
+            (``url: contains masked secrets (****); send the full URL``).
     """
     if not isinstance(data, dict):
         raise ValidationError("body", "must be a JSON object")
     out: dict[str, Any] = {}
-    if "name" in data:
+    if "name" in data and data["name"] is not None:
         if not isinstance(data["name"], str) or len(data["name"]) > 100 or "\x00" in data["name"]:
             raise ValidationError("name", "must be a string of at most 100 characters (no NUL)")
-        out["name"] = data["name"]
+        out["name"] = data["name"].strip()
     if "url" in data or not partial:
         url = data.get("url")
         if not isinstance(url, str) or not url.strip():
@@ -64,9 +87,18 @@ async def validate_channel(data: Any, *, partial: bool, allow_private: bool) -> 
         if "\x00" in url or len(url) > 2000:
             raise ValidationError("url", "must be at most 2000 characters, without NUL")
         url = url.strip()
-        apprise_notify.validate_apprise_url(url)
-        await asyncio.to_thread(apprise_notify.check_private_target, url, allow_private)
+        if stored_url is not None and url == apprise_notify.mask_url(stored_url):
+            url = stored_url  # the masked form sent back: keep the real secrets
+        elif apprise_notify.has_masked_secrets(url):
+            raise ValidationError("url", "contains masked secrets (****); send the full URL")
+        else:
+            apprise_notify.validate_apprise_url(url)
+            await asyncio.to_thread(apprise_notify.check_private_target, url, allow_private)
         out["url"] = url
+    if not out.get("name") and ("name" in data or not partial):
+        source = out.get("url") or stored_url
+        if source:
+            out["name"] = default_name(source)
     if "kinds" in data:
         out["kinds"] = _kinds(data["kinds"])
     if "default" in data:
@@ -144,22 +176,37 @@ async def update_channel(conn: AsyncConnection, channel_id: str, values: dict[st
         await conn.execute(update(t.channels).where(t.channels.c.id == channel_id).values(values))
 
 
-async def delete_channel(conn: AsyncConnection, channel_id: str) -> None:
+async def delete_channel(conn: AsyncConnection, project_id: int, channel_id: str) -> None:
+    """Delete a channel, its routes and its delivery history.
+
+    A channel's notifications (and their attempts) go with it: the outbox rows reference the
+    channel, and keeping them would need a nullable reference plus a name snapshot (a schema
+    change). Check the alerts' history (``GET /checks/<uuid>/alerts/``) before deleting.
+
+    Raises:
+        Conflict: a check escalates to this channel (``escalate_to``); the error names the
+            checks — change their ``escalate_to`` first, so escalation is never switched off
+            silently.
+    """
+    escalating = (
+        await conn.execute(
+            select(t.checks.c.uuid, t.checks.c.name, t.checks.c.escalate_to)
+            .where(t.checks.c.project_id == project_id)
+            .where(t.checks.c.escalate_to.contains(channel_id))
+        )
+    ).all()
+    names = [name or uuid for uuid, name, targets in escalating if channel_id in targets.split(",")]
+    if names:
+        raise Conflict(
+            f"id: checks escalate to this channel ({', '.join(repr(n) for n in names[:10])}"
+            f"{', …' if len(names) > 10 else ''}); change their escalate_to first"
+        )
     notification_ids = select(t.notifications.c.id).where(t.notifications.c.channel_id == channel_id)
     await conn.execute(
         delete(t.notification_attempts).where(t.notification_attempts.c.notification_id.in_(notification_ids))
     )
     await conn.execute(delete(t.notifications).where(t.notifications.c.channel_id == channel_id))
     await conn.execute(delete(t.check_channels).where(t.check_channels.c.channel_id == channel_id))
-    # issue 8: drop the channel from checks' escalation targets
-    escalating = (
-        await conn.execute(
-            select(t.checks.c.id, t.checks.c.escalate_to).where(t.checks.c.escalate_to.contains(channel_id))
-        )
-    ).all()
-    for check_id, targets in escalating:
-        kept = ",".join(c for c in targets.split(",") if c and c != channel_id)
-        await conn.execute(update(t.checks).where(t.checks.c.id == check_id).values(escalate_to=kept))
     await conn.execute(delete(t.channels).where(t.channels.c.id == channel_id))
 
 

@@ -161,7 +161,15 @@ def _apply_kind(values: dict[str, Any], given: Mapping[str, Any]) -> None:
         values.setdefault("tz", "UTC")
 
 
-async def _resolve_channels(conn: AsyncConnection, project_id: int, text: str) -> list[str]:
+async def _resolve_channels(
+    conn: AsyncConnection, project_id: int, text: str, field: str = "channels"
+) -> list[str]:
+    """Channel ids for ``text``: ``"*"`` (all), ``""`` (none) or comma-separated ids or names.
+
+    Raises:
+        ValidationError: naming ``field`` (``channels`` or ``escalate_to``): an unknown
+            channel, or a name two or more channels share ("ambiguous"; use the id).
+    """
     rows = (
         await conn.execute(
             select(t.channels.c.id, t.channels.c.name).where(t.channels.c.project_id == project_id)
@@ -171,14 +179,34 @@ async def _resolve_channels(conn: AsyncConnection, project_id: int, text: str) -
         return [r[0] for r in rows]
     wanted = [p.strip() for p in text.split(",") if p.strip()]
     by_id = {r[0]: r[0] for r in rows}
-    by_name = {r[1]: r[0] for r in rows if r[1]}
+    by_name: dict[str, list[str]] = {}
+    for channel_id, name in rows:
+        if name:
+            by_name.setdefault(name, []).append(channel_id)
     out = []
     for item in wanted:
-        channel = by_id.get(item) or by_name.get(item)
+        channel = by_id.get(item)
         if channel is None:
-            raise ValidationError("channels", f"no channel {item!r} in this project")
+            named = by_name.get(item, [])
+            if len(named) > 1:
+                raise ValidationError(
+                    field, f"channel name {item!r} is ambiguous: {len(named)} channels have it; use the id"
+                )
+            if not named:
+                raise ValidationError(field, f"no channel {item!r} in this project")
+            channel = named[0]
         out.append(channel)
-    return out
+    return list(dict.fromkeys(out))
+
+
+def _check_escalation(values: Mapping[str, Any]) -> None:
+    """``escalate_after`` needs somewhere to escalate to (issue 8).
+
+    Raises:
+        ValidationError: ``escalate_after`` set while ``escalate_to`` is empty.
+    """
+    if values.get("escalate_after") and not values.get("escalate_to"):
+        raise ValidationError("escalate_after", "needs escalate_to: the channels to escalate to")
 
 
 async def _set_channels(conn: AsyncConnection, check_id: int, channel_ids: Sequence[str]) -> None:
@@ -209,7 +237,9 @@ async def create_or_upsert(
     unique = fields.pop("unique", None)
     channels = fields.pop("channels", None)
     if "escalate_to" in fields:
-        fields["escalate_to"] = ",".join(await _resolve_channels(conn, project_id, fields["escalate_to"]))
+        fields["escalate_to"] = ",".join(
+            await _resolve_channels(conn, project_id, fields["escalate_to"], "escalate_to")
+        )
     if unique:
         if conn.dialect.name == "postgresql":
             # Replicas upserting one check at once (DESIGN §8) must see each other's row: serialise
@@ -232,6 +262,7 @@ async def create_or_upsert(
     if values["kind"] == "cron" and not values.get("schedule"):
         raise ValidationError("schedule", "is required for a cron check")
     _validate_schedule(values, now)
+    _check_escalation(values)
     await _check_slug_free(conn, project_id, values.get("slug"), None)
     try:
         async with conn.begin_nested():
@@ -293,7 +324,9 @@ async def update_check(
     fields.pop("unique", None)
     channels = fields.pop("channels", None)
     if "escalate_to" in fields:
-        fields["escalate_to"] = ",".join(await _resolve_channels(conn, project_id, fields["escalate_to"]))
+        fields["escalate_to"] = ",".join(
+            await _resolve_channels(conn, project_id, fields["escalate_to"], "escalate_to")
+        )
     row = (await lock_checks(conn, [check_id]))[check_id]
     values = dict(row)
     values.update(fields)
@@ -301,6 +334,8 @@ async def update_check(
     if values["kind"] == "cron" and not values.get("schedule"):
         raise ValidationError("schedule", "is required for a cron check")
     _validate_schedule(values, now)
+    if "escalate_after" in fields or "escalate_to" in fields:
+        _check_escalation(values)
     if "slug" in fields:
         await _check_slug_free(conn, project_id, values.get("slug"), check_id)
     spec = repositories.spec_of(values)

@@ -338,8 +338,8 @@ async def prepare(engine: AsyncEngine, job: Job, now: datetime, *, settings: Set
                     },
                 )
                 return None
-        if job.check_id is None:
-            return job  # project-level alerts (monitor_unavailable, summaries) are rare: no limit
+        # Project-level alerts (monitor_unavailable, project maintenance summaries) are limited
+        # too, as one more "check" per channel (issue 8: a flood of them must not reach a channel).
         window_start = now - timedelta(seconds=settings.notify_rate_window)
         # Sent ones about this check, plus those being sent right now (marked below; a dead
         # sender's mark lapses with its claim).
@@ -348,7 +348,7 @@ async def prepare(engine: AsyncEngine, job: Job, now: datetime, *, settings: Set
                 select(func.count(), func.min(n.sent_at))
                 .select_from(t.notifications.join(t.alerts, t.alerts.c.id == n.alert_id))
                 .where(n.channel_id == job.channel_id)
-                .where(t.alerts.c.check_id == job.check_id)
+                .where(_same_source(job))
                 .where(n.id != job.notification_id)
                 .where(n.sent_at > window_start)
                 .where(or_(n.status == SENT, n.status.in_(OPEN_STATUSES) & (n.claimed_until >= now)))
@@ -392,6 +392,15 @@ async def prepare(engine: AsyncEngine, job: Job, now: datetime, *, settings: Set
     )
 
 
+def _same_source(job: Job) -> Any:
+    """Alerts about the job's check, or — for a project-level alert — the project's other
+    project-level alerts (the rate limit's unit)."""
+    a = t.alerts.c
+    if job.check_id is None:
+        return a.check_id.is_(None) & (a.project_id == job.project_id)
+    return a.check_id == job.check_id
+
+
 async def _claim_riders(
     conn: AsyncConnection, job: Job, rider_token: str, now: datetime, settings: Settings
 ) -> list[int]:
@@ -407,7 +416,7 @@ async def _claim_riders(
             await conn.execute(
                 select(n.id)
                 .join(t.alerts, t.alerts.c.id == n.alert_id)
-                .where(t.alerts.c.check_id == job.check_id)
+                .where(_same_source(job))
                 .where(n.channel_id == job.channel_id)
                 .where(n.status == HELD)
                 .where(n.id != job.notification_id)

@@ -16,7 +16,7 @@ from sqlalchemy import bindparam, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from monitor.domain import messages
-from monitor.domain.checks import Status
+from monitor.domain.checks import AlertKind, Status
 from monitor.domain.detection import AlertDraft, Effects
 from monitor.notify import templates
 from monitor.storage import repositories
@@ -33,6 +33,7 @@ class CheckIdentity:
     name: str
     slug: str | None
     tz: str
+    simple: bool = False
 
     @classmethod
     def of(cls, row: Mapping[str, Any]) -> CheckIdentity:
@@ -43,6 +44,7 @@ class CheckIdentity:
             name=row["name"] or row["uuid"],
             slug=row["slug"],
             tz=row["tz"] if row["kind"] == "cron" else "UTC",
+            simple=row["kind"] != "cron",
         )
 
 
@@ -110,8 +112,14 @@ async def record_alerts(
     base_url: str,
     log_tail: str | None = None,
     token: int | None = None,
+    recovering: bool = False,
 ) -> list[int]:
     """Insert new alerts (queueing one notification per routed channel) and raise counts.
+
+    Args:
+        recovering: the ping closed a down episode. Its ``late`` alert is then the recovery
+            notice (DESIGN §5), so it also goes to channels whose ``kinds`` accept
+            ``recovered`` but not ``late`` (issue 8).
 
     Returns:
         Ids of the alerts this call inserted.
@@ -134,6 +142,7 @@ async def record_alerts(
             other_scheduled=draft.other_scheduled,
             log_tail=log_tail,
             check_url=f"{base_url}/checks/{check.uuid}",  # the dashboard's page (issue 9)
+            simple=check.simple,
         )
         if not draft.new:
             values: dict[str, object] = {"count": draft.count}
@@ -195,6 +204,11 @@ async def record_alerts(
             }
             for channel_id, kinds in channels
             if channel_wants(kinds, draft.kind.value)
+            or (
+                recovering
+                and draft.kind is AlertKind.LATE
+                and channel_wants(kinds, AlertKind.RECOVERED.value)
+            )
         ]
         if rows:
             await conn.execute(t.notifications.insert(), rows)

@@ -22,6 +22,12 @@ def _iso(value: datetime | None) -> str | None:
     return iso(value) if value is not None else None
 
 
+def _tick(value: datetime | None) -> str | None:
+    """A ``scheduled`` instant in whole seconds (``…:57Z``): a simple check's tick is a due
+    instant computed from a ping's arrival and carries its microseconds (issue 8)."""
+    return iso(value.replace(microsecond=0)) if value is not None else None
+
+
 async def list_pings(
     conn: AsyncConnection, check_id: int, uuid: str, base_url: str, limit: int
 ) -> list[dict[str, Any]]:
@@ -42,7 +48,7 @@ async def list_pings(
             "n": r["n"],
             "type": r["kind"],
             "date": _iso(r["received_at"]),
-            "scheduled": _iso(r["scheduled"]),
+            "scheduled": _tick(r["scheduled"]),
             "rid": r["rid"],
             "exit_status": r["exit_status"],
             "duration": round(r["duration"], 3) if r["duration"] is not None else None,
@@ -116,7 +122,7 @@ async def list_runs(
             {
                 "id": r["id"],
                 "rid": r["rid"],
-                "scheduled": _iso(r["scheduled"]),
+                "scheduled": _tick(r["scheduled"]),
                 "started": _iso(r["started_at"]),
                 "finished": _iso(r["finished_at"]),
                 "outcome": r["outcome"],
@@ -162,7 +168,7 @@ async def list_alerts(conn: AsyncConnection, check_id: int, limit: int) -> list[
         {
             "id": r["id"],
             "kind": r["kind"],
-            "scheduled": _iso(r["scheduled"]),
+            "scheduled": _tick(r["scheduled"]),
             "rid": r["rid"],
             "run_id": r["run_id"],
             "count": r["count"],

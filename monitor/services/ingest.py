@@ -23,7 +23,7 @@ from sqlalchemy import and_, or_, select
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from monitor.domain import detection
-from monitor.domain.checks import CheckSpec, CheckState, PingKind, SimpleSchedule
+from monitor.domain.checks import CheckSpec, CheckState, FlipReason, PingKind, SimpleSchedule
 from monitor.domain.errors import ValidationError
 from monitor.domain.runs import RunBook, needed_since, tick_at_or_before
 from monitor.domain.shards import shard_of
@@ -168,9 +168,11 @@ async def _resolve(
 async def create_slug_check(
     conn: AsyncConnection, project_id: int, slug: str, now: datetime, *, shards: int
 ) -> int:
-    """Auto-provision a simple check named ``slug`` with every project channel.
+    """Auto-provision a simple check named ``slug``, routed to the project's default channels.
 
-    Healthchecks' ``create=1``: period 1 day, grace 1 hour, all of the project's channels.
+    Healthchecks' ``create=1``: period 1 day, grace 1 hour. Like every check created without a
+    ``channels`` field (README "Notifications"), it goes to the channels marked
+    ``"default": true`` — not to all of them (issue 8).
     The check's evaluator shard comes from the shard count stored in the database
     (:func:`monitor.storage.cluster.shard_count_for_insert`); ``shards`` (``MONITOR_SHARDS``)
     is recorded only if the database has none yet.
@@ -180,7 +182,13 @@ async def create_slug_check(
     values.update(name=slug, slug=slug)
     check_id = (await conn.execute(t.checks.insert().values(values).returning(t.checks.c.id))).scalar_one()
     channel_ids = (
-        (await conn.execute(select(t.channels.c.id).where(t.channels.c.project_id == project_id)))
+        (
+            await conn.execute(
+                select(t.channels.c.id)
+                .where(t.channels.c.project_id == project_id)
+                .where(t.channels.c.is_default)
+            )
+        )
         .scalars()
         .all()
     )
@@ -364,6 +372,8 @@ async def _ingest(
             status=detection.status(ctx.state, now),
             base_url=settings.base_url,
             log_tail=tail,
+            # DESIGN §5: a late that closes a down episode is the recovery notice
+            recovering=any(f.up is True and f.reason is FlipReason.LATE for f in fx.flips),
         )
     updates = []
     for cid, ctx in contexts.items():

@@ -14,15 +14,17 @@ from __future__ import annotations
 
 import uuid as uuid_module
 from collections.abc import Mapping
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from sqlalchemy import delete, select
+from sqlalchemy import delete, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from monitor.domain import maintenance, schedules
+from monitor.domain import maintenance, messages, pings, schedules
 from monitor.domain.errors import NotFound, ScheduleError, ValidationError, ZoneError
+from monitor.services import reminders
 from monitor.services.dispatch import window_of
+from monitor.settings import Settings
 from monitor.storage import tables as t
 
 MAX_DURATION_S = int(maintenance.MAX_DURATION.total_seconds())
@@ -38,7 +40,14 @@ def _instant(data: Mapping[str, Any], name: str) -> datetime:
         raise ValidationError(name, f"must be ISO 8601 with an offset or Z, got {value!r}") from None
     if parsed.tzinfo is None:
         raise ValidationError(name, "needs a UTC offset or Z")
-    return parsed.astimezone(UTC)
+    try:
+        instant = parsed.astimezone(UTC)
+    except OverflowError:
+        raise ValidationError(name, "out of range (2000-01-01 to 9000-01-01)") from None
+    # the same range as a ping's ``scheduled`` (monitor.domain.pings)
+    if not pings.EARLIEST_SCHEDULED <= instant <= pings.LATEST_SCHEDULED:
+        raise ValidationError(name, "out of range (2000-01-01 to 9000-01-01)")
+    return instant
 
 
 def _text(data: Mapping[str, Any], name: str, limit: int, default: str) -> str:
@@ -91,6 +100,10 @@ async def validate_window(conn: AsyncConnection, project_id: int, data: Any, now
         start, end = _instant(data, "start"), _instant(data, "end")
         if end <= start:
             raise ValidationError("end", "must be after start")
+        if end - start > maintenance.MAX_ONE_OFF:
+            raise ValidationError(
+                "end", f"a one-off window lasts at most {maintenance.MAX_ONE_OFF.days} days"
+            )
         out.update(
             starts_at=start, ends_at=end, schedule=None, duration=None, tz=_text(data, "tz", 64, "UTC")
         )
@@ -115,6 +128,15 @@ async def validate_window(conn: AsyncConnection, project_id: int, data: Any, now
     if isinstance(duration, bool) or not isinstance(duration, int) or not 1 <= duration <= MAX_DURATION_S:
         raise ValidationError(
             "duration", f"must be whole seconds between 1 and {MAX_DURATION_S}, got {duration!r}"
+        )
+    gap = maintenance.shortest_gap(cron, now)
+    if gap is not None and timedelta(seconds=duration) >= gap:
+        # Occurrences would overlap or touch: the window would never end between ticks.
+        raise ValidationError(
+            "duration",
+            f"must be shorter than the schedule's shortest gap between ticks "
+            f"({int(gap.total_seconds())} s), got {duration}; for a continuous mute use a one-off "
+            "window (start and end)",
         )
     out.update(starts_at=None, ends_at=None, schedule=schedule, dialect=dialect, tz=tz, duration=duration)
     return out
@@ -163,9 +185,56 @@ async def _rows(conn: AsyncConnection, project_id: int, window_id: str | None) -
     return [dict(r) for r in (await conn.execute(query)).mappings().all()]
 
 
-async def delete_window(conn: AsyncConnection, window_id: str) -> None:
-    """Delete a window (alerts it held back stay ``suppressed``)."""
-    await conn.execute(delete(t.maintenance_windows).where(t.maintenance_windows.c.id == window_id))
+async def delete_window(
+    conn: AsyncConnection, row: Mapping[str, Any], now: datetime, *, settings: Settings
+) -> bool:
+    """Delete a window; what it held back is summarised now (issue 8).
+
+    Deleting a window ends it: an occurrence going on counts as ended at ``now`` (and one that
+    ended but was not summarised yet is still owed), so its summary — listing the alerts it
+    held back and the check's status (for a project window: the checks that are down) — is
+    raised in the same transaction, if it held anything back. Notifications of those alerts
+    still waiting for their turn are marked ``suppressed`` first: they are told in the summary,
+    not sent again one by one. This holds for check windows and project windows alike.
+
+    Args:
+        row: the window's row (:func:`get_window`).
+        now: the deletion instant (aware UTC).
+        settings: ``base_url`` and templates for the summary.
+
+    Returns:
+        True if a summary was raised.
+    """
+    window = window_of(row)
+    try:
+        occurrence = maintenance.cut_short(window, row["summarized_until"], now)
+    except (ScheduleError, ZoneError):  # a schedule that no longer parses: nothing to summarise
+        occurrence = None
+    raised = False
+    if occurrence is not None:
+        a, n = t.alerts.c, t.notifications.c
+        in_scope = (
+            select(a.id)
+            .where(a.project_id == row["project_id"])
+            .where(a.created_at >= occurrence.start)
+            .where(a.created_at < occurrence.end)
+            .where(a.kind != messages.MAINTENANCE)
+        )
+        if window.check_id is not None:
+            in_scope = in_scope.where(a.check_id == window.check_id)
+        await conn.execute(
+            update(t.notifications)
+            .where(n.alert_id.in_(in_scope))
+            .where(n.status.in_(("pending", "held")))
+            .where(or_(n.claimed_until.is_(None), n.claimed_until < now))
+            .values(
+                status="suppressed",
+                last_error=f"held back by maintenance window {window.name or window.id!r} (deleted)",
+            )
+        )
+        raised = await reminders.summarise(conn, row, window, occurrence, now, settings)
+    await conn.execute(delete(t.maintenance_windows).where(t.maintenance_windows.c.id == window.id))
+    return raised
 
 
 def _iso(instant: datetime | None) -> str | None:

@@ -13,8 +13,10 @@ window's ``summarized_until``), so any number of notifiers raise each one exactl
 * **Escalation**: once a down episode has lasted ``escalate_after`` seconds, one escalation
   goes to the channels in ``escalate_to`` (explicit routing: their ``kinds`` filters do not
   apply).
-* **Maintenance summary**: when an occurrence of a maintenance window ends, one summary lists
-  the alerts raised during it (which were recorded but not sent) and the check's status.
+* **Maintenance summary**: when an occurrence of a maintenance window ends (or the window is
+  deleted), one summary lists the alerts held back during it (recorded but not sent) and the
+  check's status — or, for a project window, the checks that are down. Nothing held back,
+  no summary.
 """
 
 from __future__ import annotations
@@ -272,12 +274,47 @@ async def _summaries(conn: AsyncConnection, now: datetime, settings: Settings) -
         )
         if won.rowcount != 1:
             continue  # another notifier summarised it
-        if await _summarise(conn, row, window, occurrence, now, settings):
+        if await summarise(conn, row, window, occurrence, now, settings):
             raised += 1
     return raised
 
 
-async def _summarise(
+async def held_back(
+    conn: AsyncConnection,
+    project_id: int,
+    window: maintenance.Window,
+    occurrence: maintenance.Occurrence,
+    since: datetime | None = None,
+) -> list[tuple[datetime, str]]:
+    """``(raised at, title)`` of the alerts ``window`` held back during ``occurrence``, oldest first.
+
+    An alert counts when it is in the window's scope (its check, or for a project window every
+    check and the project-level alerts), was raised in ``[start, end)``, and has a notification
+    that was suppressed or is still waiting (it will be suppressed when its turn comes: the
+    window covers it). Alerts already sent — raised before the window was created — and alerts
+    routed to no channel were not held back by anything. ``since`` (the end of the span last
+    summarised) keeps an alert out of a second summary when merged spans overlap.
+    """
+    a, n = t.alerts.c, t.notifications.c
+    start = max(occurrence.start, since) if since is not None else occurrence.start
+    waiting = (
+        select(n.id).where(n.alert_id == a.id).where(n.status.in_(("suppressed", "pending", "held"))).exists()
+    )
+    query = (
+        select(a.created_at, a.title)
+        .where(a.project_id == project_id)
+        .where(a.created_at >= start)
+        .where(a.created_at < occurrence.end)
+        .where(a.kind != messages.MAINTENANCE)
+        .where(waiting)
+        .order_by(a.created_at, a.id)
+    )
+    if window.check_id is not None:
+        query = query.where(a.check_id == window.check_id)
+    return [(at, title) for at, title in (await conn.execute(query)).all()]
+
+
+async def summarise(
     conn: AsyncConnection,
     row: Mapping[Any, Any],
     window: maintenance.Window,
@@ -285,18 +322,23 @@ async def _summarise(
     now: datetime,
     settings: Settings,
 ) -> bool:
-    a = t.alerts.c
-    query = (
-        select(a.created_at, a.title)
-        .where(a.project_id == row["project_id"])
-        .where(a.created_at >= occurrence.start)
-        .where(a.created_at < occurrence.end)
-        .where(a.kind != messages.MAINTENANCE)
-        .order_by(a.created_at, a.id)
-    )
-    if window.check_id is not None:
-        query = query.where(a.check_id == window.check_id)
-    held_rows = (await conn.execute(query)).all()
+    """Raise the summary of one ended occurrence — only if it held something back (issue 8).
+
+    Args:
+        row: the ``maintenance_windows`` row (``project_id``; ``summarized_until`` as it was
+            before this summary).
+        window: the row as a domain window.
+        occurrence: the span that ended (``end`` is part of the summary's key, so one
+            occurrence is summarised once).
+        now: the current instant (the check's status is judged at it).
+        settings: ``base_url`` and templates.
+
+    Returns:
+        True if a summary alert was raised.
+    """
+    held_rows = await held_back(conn, row["project_id"], window, occurrence, row["summarized_until"])
+    if not held_rows:
+        return False  # nothing was held back: nothing to tell anyone
     held = [f"{messages.format_utc(at)} {title}" for at, title in held_rows[:SUMMARY_LINES]]
     if len(held_rows) > SUMMARY_LINES:
         held.append(f"… and {len(held_rows) - SUMMARY_LINES} more (see the alerts in the API)")
@@ -307,6 +349,7 @@ async def _summarise(
         "window_start": occurrence.start,
         "window_end": occurrence.end,
         "held": tuple(held),
+        "count": len(held_rows),
         "tz": window.tz,
     }
     if window.check_id is not None:
@@ -329,12 +372,23 @@ async def _summarise(
         project = (
             await conn.execute(select(t.projects.c.name).where(t.projects.c.id == row["project_id"]))
         ).scalar_one()
+        c = t.checks.c
+        down = (
+            await conn.execute(
+                select(c.name, c.uuid)
+                .where(c.project_id == row["project_id"])
+                .where(c.episode_key.is_not(None))
+                .where(c.paused.is_(False))
+                .order_by(c.name, c.id)
+            )
+        ).all()
         facts = AlertFacts(
             check_name=f"project {project}",
             check_uuid="",
             slug=None,
             status="",
             check_url=f"{settings.base_url}/",
+            down_checks=tuple(name or uuid for name, uuid in down[:SUMMARY_LINES]),
             **common,
         )
         channels = list(

@@ -85,7 +85,7 @@ async def test_json_payload_carries_machine_fields_and_links(
     assert "**" not in payload["message"]  # JSON consumers get plain text
 
 
-async def test_form_gets_markdown_and_email_gets_plain_text(
+async def test_form_and_email_get_plain_text(
     api: Api,
     notifier: AppriseNotifier,
     make_http_receiver: Callable[..., HttpReceiver],
@@ -100,9 +100,10 @@ async def test_form_gets_markdown_and_email_gets_plain_text(
     [mail] = await smtp_receiver.async_wait_for_messages(1)
     fields = parse_qs(request.text)
     assert fields["title"][0].startswith("nightly: missed")
-    assert fields["message"][0].startswith("**nightly**: ")
+    assert fields["message"][0].startswith("nightly: the run due by 02:01 UTC did not report.")
+    assert "**" not in fields["message"][0]
     assert mail.subject.startswith("nightly: missed")
-    assert mail.text.startswith("nightly: the 02:01 UTC run did not report.")
+    assert mail.text.startswith("nightly: the run due by 02:01 UTC did not report.")
     assert f"/checks/{check['uuid']}#tick-2026-07-18T02:01:00Z" in mail.text
 
 
@@ -515,10 +516,21 @@ async def test_escalation_after_down_for_a_while_goes_to_its_channel_once(
     assert escalation.json["title"].startswith("nightly: escalation — down for 30 min")
     await asyncio.sleep(0.1)
     assert [r.json["kind"] for r in team.requests] == ["missed"]
+    # a channel that checks escalate to cannot be deleted (escalation would stop silently)
+    refused = await api.client.delete(f"/api/v3/channels/{pager_id}", headers=api.headers)
+    assert refused.status_code == 409 and "'nightly'" in refused.json()["error"], refused.text
+    assert refused.json()["error"].startswith("id: checks escalate to this channel")
+    cleared = await api.client.post(
+        f"/api/v3/checks/{check['uuid']}", json={"escalate_to": ""}, headers=api.headers
+    )
+    assert cleared.status_code == 400 and cleared.json()["error"].startswith("escalate_after: ")
+    cleared = await api.client.post(
+        f"/api/v3/checks/{check['uuid']}",
+        json={"escalate_to": "", "escalate_after": None},
+        headers=api.headers,
+    )
+    assert cleared.status_code == 200, cleared.text
     assert (await api.client.delete(f"/api/v3/channels/{pager_id}", headers=api.headers)).status_code == 200
-    assert (await api.client.get(f"/api/v3/checks/{check['uuid']}", headers=api.headers)).json()[
-        "escalate_to"
-    ] == ""
 
 
 async def test_check_field_errors_name_the_field(api: Api) -> None:
@@ -526,7 +538,8 @@ async def test_check_field_errors_name_the_field(api: Api) -> None:
         ({"nag_interval": "1h"}, "nag_interval"),
         ({"nag_interval": -5}, "nag_interval"),
         ({"escalate_after": True}, "escalate_after"),
-        ({"escalate_to": "no-such-channel"}, "channels"),
+        ({"escalate_to": "no-such-channel"}, "escalate_to"),
+        ({"escalate_after": 600}, "escalate_after"),
     ]:
         r = await api.client.post("/api/v3/checks/", json=body, headers=api.headers)
         assert r.status_code == 400 and r.json()["error"].startswith(f"{field}: "), (body, r.text)
@@ -571,7 +584,10 @@ async def test_maintenance_window_records_alerts_without_sending_then_summarises
     [summary] = await http_receiver.async_wait_for_requests(1)
     assert summary.json["kind"] == "maintenance"
     assert summary.json["title"] == "nightly: maintenance — window “deploy” ended, 1 alert held back"
-    assert "2026-07-18T02:01:11Z nightly: missed — the 02:01 run did not report" in summary.json["message"]
+    assert (
+        "2026-07-18T02:01:11Z nightly: missed — the run due by 02:01 did not report"
+        in summary.json["message"]
+    )
     assert await notes(api, check["uuid"]) == [("missed", "suppressed"), ("maintenance", "sent")]
 
 

@@ -50,8 +50,13 @@ class ChannelsController(Controller):
     async def update_channel(self, request: Req, channel_id: str) -> dict[str, Any]:
         key = await authenticate(request, write=True)
         services = services_of(request.app.state)
+        async with services.engine.connect() as conn:
+            stored = await channel_service.get_channel(conn, key.project_id, channel_id)
         values = await channel_service.validate_channel(
-            await json_body(request), partial=True, allow_private=services.settings.allow_private_targets
+            await json_body(request),
+            partial=True,
+            allow_private=services.settings.allow_private_targets,
+            stored_url=stored["url"],
         )
         async with services.engine.begin() as conn:
             await channel_service.get_channel(conn, key.project_id, channel_id)
@@ -66,7 +71,7 @@ class ChannelsController(Controller):
         services = services_of(request.app.state)
         async with services.engine.begin() as conn:
             row = await channel_service.get_channel(conn, key.project_id, channel_id)
-            await channel_service.delete_channel(conn, channel_id)
+            await channel_service.delete_channel(conn, key.project_id, channel_id)
         return channel_service.channel_to_dict(row)
 
     @post("/{channel_id:str}/test", summary="Send a test notification now", status_code=200)

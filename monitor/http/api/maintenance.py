@@ -49,7 +49,8 @@ class MaintenanceController(Controller):
     async def delete_window(self, request: Req, window_id: str) -> dict[str, Any]:
         key = await authenticate(request, write=True)
         services = services_of(request.app.state)
+        now = services.clock.now()
         async with services.engine.begin() as conn:
             row = await maintenance_service.get_window(conn, key.project_id, window_id)
-            await maintenance_service.delete_window(conn, window_id)
-        return maintenance_service.window_to_dict(row, services.clock.now())
+            await maintenance_service.delete_window(conn, row, now, settings=services.settings)
+        return maintenance_service.window_to_dict(row, now)

@@ -77,7 +77,10 @@ def test_window_longer_than_its_period_still_covers() -> None:
         duration=timedelta(minutes=25),
     )
     found = maintenance.occurrence_at(window, at("2026-07-19T02:24:00Z"))
-    assert found == Occurrence(at("2026-07-19T02:20:00Z"), at("2026-07-19T02:45:00Z"))
+    # occurrences that overlap are one span (merged up to MERGE_LIMIT ticks each way)
+    assert found is not None
+    assert found.start <= at("2026-07-19T02:20:00Z") and found.end >= at("2026-07-19T02:45:00Z")
+    assert found.end - found.start <= timedelta(minutes=10 * 2 * maintenance.MERGE_LIMIT + 25)
 
 
 def test_covering_respects_the_windows_scope() -> None:
