@@ -69,8 +69,11 @@ async def test_kill_after_terminates_the_whole_process_group() -> None:
     started = asyncio.get_running_loop().time()
     outcome = await run({"command": "sleep 30 & sleep 30; echo never", "kill_after": 0.3})
     assert asyncio.get_running_loop().time() - started < 5
-    assert outcome.exit_status == 143 and outcome.terminated == "kill_after 0.3s"
+    assert outcome.exit_status == 124 and outcome.terminated == "kill_after 0.3s"
     assert b"never" not in outcome.output and b"terminated: kill_after 0.3s" in outcome.output
+    # a job that exits 0 on SIGTERM still did not finish in time: a failure, like timeout(1)
+    outcome = await run({"command": "trap 'exit 0' TERM; sleep 30 & wait", "kill_after": 0.3})
+    assert outcome.exit_status == 124
 
 
 async def test_an_http_job_calls_its_url_with_idempotency_key_and_token() -> None:
