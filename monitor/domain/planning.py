@@ -164,7 +164,9 @@ def plan(
     policy = rules.policy
     if not candidates:
         pass
-    elif policy is ConcurrencyPolicy.ALLOW and any(d.catchup for d in candidates):
+    elif policy is ConcurrencyPolicy.ALLOW and (
+        any(d.catchup for d in queued) or sum(d.catchup for d in candidates) > 1
+    ):
         # catch-up runs one after another (started together they would overlap), then Allow
         start, queue = (candidates[:1], candidates[1:]) if running == 0 else ([], candidates)
     elif policy is ConcurrencyPolicy.ALLOW:
