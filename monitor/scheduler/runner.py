@@ -207,10 +207,12 @@ class Scheduler:
 
     async def _release_extra(self) -> None:
         """Above the fair share (replicas joined): give up one idle job lease per round."""
-        held = [s for s in self.slots if s.token is not None]
+        # leases taken above the share (no other replica took them) do not count: giving one
+        # back would only make it wait a TTL unheld again
+        held = [s for s in self.slots if s.token is not None and not s.sticky]
         if len(held) <= self.share:
             return
-        idle = [s for s in held if not s.runs and not s.queue and not s.sticky]
+        idle = [s for s in held if not s.runs and not s.queue]
         if not idle:
             return
         slot = idle[-1]
