@@ -74,6 +74,7 @@ class Stack:
             MONITOR_BASE_URL=self.monitor.base,
             MONITOR_API_KEY=API_KEY,
             MONITOR_LEASE_TTL=TTL,
+            MONITOR_EVALUATE_INTERVAL="0.2",  # settings refuse one over TTL/2 (any process)
             MONITOR_SCHEDULER_LIVENESS_INTERVAL="5",
         )
         argv = [
