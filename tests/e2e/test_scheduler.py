@@ -617,6 +617,20 @@ def test_reporter_keeps_pings_across_an_outage_and_a_refused_check_blocks_no_oth
         by_tick = {parse(r["scheduled"]): r for r in runs}
         assert set(later) <= set(by_tick)  # none lost, each bound to its own tick
         assert all(by_tick[t]["exit_status"] == 3 for t in later)
+        # the shared liveness check: its period is set when created, never reset by a replica
+        # configured otherwise (this reporter says 60 s)
+        before = stack.api("/api/v3/checks/?slug=monitor-scheduler")["checks"]
+        reporter.liveness()
+        after = wait_until(
+            lambda: (
+                (c := stack.api("/api/v3/checks/?slug=monitor-scheduler")["checks"])
+                and c[0]["n_pings"] > (before[0]["n_pings"] if before else 0)
+                and c[0]
+            ),
+            timeout=20,
+            what="a liveness ping",
+        )
+        assert after["timeout"] == (before[0]["timeout"] if before else 60)
     finally:
         reporter.close(5.0)
         gate.down()
