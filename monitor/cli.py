@@ -89,7 +89,8 @@ def _parser() -> argparse.ArgumentParser:
     scheduler.add_argument(
         "--check", action="store_true", help="validate the file, print each job's next ticks (JSON), exit"
     )
-    scheduler.add_argument("--count", type=int, default=5, help="next ticks shown by --check")
+    scheduler.add_argument("--count", type=int, default=5, help="next ticks shown by --check (1-1000)")
+    scheduler.add_argument("--after", help="--check: list ticks after this ISO 8601 instant (default now)")
     scheduler.add_argument(
         "--shutdown-grace",
         type=float,
@@ -462,8 +463,10 @@ def _scheduler(args: argparse.Namespace) -> int:
 
     jobs = scheduler.load_jobs(args.jobs)
     if args.check:
-        count = max(1, min(args.count, 100))
-        print(json.dumps(scheduler.next_ticks_report(jobs, datetime.now(UTC), count), indent=2))
+        after = datetime.now(UTC)
+        if args.after:
+            after = scheduler.parse_after(args.after)
+        print(json.dumps(scheduler.next_ticks_report(jobs, after, args.count), indent=2))
         return 0
     asyncio.run(
         scheduler.serve(

@@ -9,6 +9,7 @@ Unknown keys are refused, so a typo (``concurency_policy``) never silently means
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -61,6 +62,8 @@ class HttpCall:
     url: str
     headers: Mapping[str, str] = field(default_factory=dict)
     body: str | None = None
+    timeout: float = 30.0
+    """Seconds the call may take (``timeout`` key, default 30; ``kill_after`` wins when shorter)."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -120,22 +123,30 @@ KEYS = frozenset(
         "max_catchup",
     }
 )
-HTTP_KEYS = frozenset({"method", "url", "headers", "body"})
+HTTP_KEYS = frozenset({"method", "url", "headers", "body", "timeout"})
+MAX_SECONDS = 31_536_000
+"""Largest grace / max_runtime / duration in seconds: one year, the bound the check API enforces."""
 
 
-def _seconds(where: str, value: Any, *, minimum: float) -> float:
+def _seconds(where: str, value: Any, *, minimum: float, maximum: float = MAX_SECONDS) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise ValidationError(where, f"must be a number of seconds, got {value!r}")
+    if not math.isfinite(value):
+        raise ValidationError(where, f"must be a finite number of seconds, got {value!r}")
     if value < minimum:
         raise ValidationError(where, f"must be at least {minimum:g}, got {value!r}")
+    if value > maximum:
+        raise ValidationError(where, f"must be at most {maximum:g}, got {value!r}")
     return float(value)
 
 
-def _whole(where: str, value: Any, *, minimum: int) -> int:
+def _whole(where: str, value: Any, *, minimum: int, maximum: int = MAX_SECONDS) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
         raise ValidationError(where, f"must be a whole number, got {value!r}")
     if value < minimum:
         raise ValidationError(where, f"must be at least {minimum}, got {value!r}")
+    if value > maximum:
+        raise ValidationError(where, f"must be at most {maximum}, got {value!r}")
     return value
 
 
@@ -188,7 +199,8 @@ def _http(where: str, value: Any) -> HttpCall:
     body = value.get("body")
     if body is not None:
         body = _text(f"{where}.body", body)
-    return HttpCall(method=method, url=url, headers=headers, body=body)
+    timeout = _seconds(f"{where}.timeout", value.get("timeout", 30), minimum=0.1)
+    return HttpCall(method=method, url=url, headers=headers, body=body, timeout=timeout)
 
 
 def _command(where: str, value: Any) -> tuple[str, ...]:

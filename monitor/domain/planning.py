@@ -18,7 +18,8 @@ The rules, in order:
 3. **Concurrency policy**, given the runs in progress (Kubernetes: ``Allow``, ``Forbid``,
    ``Replace``; Temporal: ``BufferOne``, ``BufferAll``):
 
-   * ``Allow``: start every candidate.
+   * ``Allow``: start every candidate — except catch-up ticks (missed during downtime): those
+     start one after another, oldest first (queued like ``BufferAll``), so they never overlap.
    * ``Forbid``: nothing running → start the oldest candidate; every other candidate, and every
      candidate while a run is in progress, is skipped.
    * ``Replace``: the newest candidate starts and the runs in progress are terminated first;
@@ -31,7 +32,7 @@ The rules, in order:
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from enum import StrEnum
 
@@ -83,6 +84,8 @@ class Due:
 
     tick: datetime
     attempt: int = 1
+    catchup: bool = field(default=False, compare=False)
+    """Missed during downtime: catch-up ticks run one after another, oldest first."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -141,7 +144,10 @@ def plan(
         cut = len(pending) - rules.max_catchup
         skips += [(d, SkipReason.MAX_CATCHUP) for d in pending[:cut]]
         pending = pending[cut:]
-    if is_downtime(pending, now, handover_window) and rules.catchup is not Catchup.ALL:
+    downtime = is_downtime(pending, now, handover_window)
+    if downtime:
+        pending = [replace(d, catchup=True) for d in pending]
+    if downtime and rules.catchup is not Catchup.ALL:
         keep = 1 if rules.catchup is Catchup.LATEST else 0
         cut = len(pending) - keep
         skips += [(d, SkipReason.CATCHUP) for d in pending[:cut]]
@@ -158,6 +164,11 @@ def plan(
     policy = rules.policy
     if not candidates:
         pass
+    elif policy is ConcurrencyPolicy.ALLOW and (
+        any(d.catchup for d in queued) or sum(d.catchup for d in candidates) > 1
+    ):
+        # catch-up runs one after another (started together they would overlap), then Allow
+        start, queue = (candidates[:1], candidates[1:]) if running == 0 else ([], candidates)
     elif policy is ConcurrencyPolicy.ALLOW:
         start = candidates
     elif policy is ConcurrencyPolicy.FORBID:

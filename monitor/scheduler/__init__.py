@@ -17,7 +17,7 @@ import logging
 import signal
 import tomllib
 from collections.abc import Sequence
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 from zoneinfo import ZoneInfo
@@ -49,12 +49,48 @@ def load_jobs(path: Path) -> list[Job]:
     return parse_jobs(document)
 
 
+def parse_after(text: str) -> datetime:
+    """``--after``: an ISO 8601 instant with a UTC offset or ``Z``, as aware UTC.
+
+    Raises:
+        ValidationError: not ISO 8601, or no offset (field ``after``).
+    """
+    try:
+        parsed = datetime.fromisoformat(text.strip().replace("Z", "+00:00").replace("z", "+00:00"))
+    except ValueError:
+        raise ValidationError("after", f"{text!r} is not an ISO 8601 instant") from None
+    if parsed.tzinfo is None:
+        raise ValidationError("after", "needs a UTC offset or Z (e.g. 2026-03-29T00:00:00Z)")
+    return parsed.astimezone(UTC)
+
+
+MAX_CHECK_COUNT = 1000
+"""Most next ticks ``--check --count`` lists per job."""
+
+
 def next_ticks_report(jobs: Sequence[Job], now: datetime, count: int = 5) -> dict[str, Any]:
-    """``--check``: every job with its schedule and its next ``count`` ticks after ``now``, each as
-    ``{"utc": "…Z", "local": "…+02:00"}`` (as ``monitor cron explain`` shows them)."""
+    """``--check``: every job with its schedule, run rules and its next ``count`` ticks after
+    ``now``, each as ``{"utc": "…Z", "local": "…+02:00"}``, and the warnings ``monitor cron
+    explain`` gives for it (DST changes among the listed ticks, the day-of-month OR trap …).
+
+    Raises:
+        ValidationError: ``count`` outside 1-:data:`MAX_CHECK_COUNT` (field ``count``).
+    """
+    if not 1 <= count <= MAX_CHECK_COUNT:
+        raise ValidationError("count", f"must be between 1 and {MAX_CHECK_COUNT}, got {count}")
+    from monitor.domain.explain import explain
+
     out = []
     for job in jobs:
         zone = ZoneInfo(job.schedule.tz)
+        ticks = job.schedule.next_ticks(now, count)
+        warnings = explain(
+            job.schedule.expression,
+            dialect=job.schedule.dialect,
+            tz=job.schedule.tz,
+            count=min(count, 100),
+            after=now,
+        )["warnings"]
         out.append(
             {
                 "name": job.name,
@@ -63,9 +99,15 @@ def next_ticks_report(jobs: Sequence[Job], now: datetime, count: int = 5) -> dic
                 "tz": job.schedule.tz,
                 "concurrency_policy": job.concurrency_policy.value,
                 "catchup": job.catchup.value,
+                "max_catchup": job.max_catchup,
+                "kill_after": job.kill_after.total_seconds() if job.kill_after else None,
+                "starting_deadline": (
+                    job.starting_deadline.total_seconds() if job.starting_deadline else None
+                ),
+                "warnings": warnings,
                 "next": [
                     {"utc": schedules.format_utc(t), "local": t.astimezone(zone).isoformat()}
-                    for t in job.schedule.next_ticks(now, count)
+                    for t in ticks
                 ],
             }
         )

@@ -28,7 +28,12 @@ OUTPUT_TAIL = 100_000
 TERMINATE_GRACE = 5.0
 """Seconds between SIGTERM and SIGKILL when a run is terminated."""
 HTTP_TIMEOUT = 30.0
-"""Seconds an HTTP job may take when it has no ``kill_after``."""
+"""Seconds an HTTP job may take by default (its ``[jobs.http] timeout``)."""
+TIMED_OUT = 124
+"""Exit status of a run stopped by ``kill_after``, whatever its own (as ``timeout(1)`` reports)."""
+TERMINATED = 128 + signal.SIGTERM
+"""Exit status of a run terminated (``Replace``, shutdown) that exited on the SIGTERM by itself;
+one killed by a signal reports ``128 + signal``."""
 SCRUBBED = ("MONITOR_API_KEY", "MONITOR_DATABASE_URL")
 """The scheduler's own secrets, not passed on to jobs (a job's ``env`` may set them)."""
 
@@ -150,6 +155,7 @@ async def run_command(
             _keep_tail(tail, chunk)
 
     reader = asyncio.create_task(read())
+    timed_out = False
     try:
         if kill_after is None:
             await proc.wait()
@@ -157,6 +163,7 @@ async def run_command(
             try:
                 await asyncio.wait_for(asyncio.shield(proc.wait()), kill_after.total_seconds())
             except TimeoutError:
+                timed_out = True
                 await execution.terminate(f"kill_after {kill_after.total_seconds():g}s")
                 await proc.wait()
     except asyncio.CancelledError:
@@ -173,8 +180,13 @@ async def run_command(
     if execution.terminated:
         output += f"\n[monitor scheduler: terminated: {execution.terminated}]\n".encode()
     assert proc.returncode is not None
+    status = _exit_status(proc.returncode)
+    if timed_out:
+        status = TIMED_OUT  # whatever the job made of the SIGTERM: it did not finish in time
+    elif execution.terminated and proc.returncode >= 0:
+        status = TERMINATED  # it exited on our SIGTERM: its work was cut short
     return Outcome(
-        exit_status=_exit_status(proc.returncode),
+        exit_status=status,
         output=output[-OUTPUT_TAIL:],
         duration=time.monotonic() - started,
         terminated=execution.terminated,
@@ -195,7 +207,7 @@ async def run_http(execution: Execution, job: Job, env: Mapping[str, str]) -> Ou
         "X-Monitor-Fencing-Token": str(execution.context.token),
         **call.headers,
     }
-    timeout = job.kill_after.total_seconds() if job.kill_after else HTTP_TIMEOUT
+    timeout = min(call.timeout, job.kill_after.total_seconds()) if job.kill_after else call.timeout
     try:
         async with httpx.AsyncClient(timeout=timeout) as client:
             response = await client.request(call.method, call.url, headers=headers, content=call.body)

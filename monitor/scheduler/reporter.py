@@ -9,6 +9,20 @@ Pinging never blocks a run: :class:`HttpReporter` puts each ping on a queue drai
 background thread (FIFO, so a run's ``start`` goes before its finish), which retries through the
 client. Every ping carries ``scheduled=<tick>``, and runs carry ``rid``; the header
 ``Idempotency-Key: <job>:<tick>:<attempt>:<kind>`` makes a retried request harmless.
+
+While the monitor is unreachable (no answer, 5xx, 408/425/429) the thread keeps retrying the
+oldest ping (backing off up to :data:`OUTAGE_BACKOFF_MAX` s) and the others wait in order, up to
+:data:`QUEUE_LIMIT` (then the oldest are dropped, logged): a monitor outage delays reports, it
+does not lose them. The ping API has no timestamp parameter, so a ping delivered late is stored
+with its arrival time; ``scheduled=`` still binds it to its tick.
+
+A check the monitor refuses (a 4xx other than those: a bad field, a read-only or unknown key)
+does not hold the other jobs up: the refusal is logged once per job, that job's pings are
+dropped, and its upsert is tried again every :data:`REFUSED_RETRY` seconds.
+
+The liveness check (slug ``monitor-scheduler``) is shared by every replica: its period is set
+only when it is created, so replicas configured differently do not keep changing it; it goes
+down when no replica pings it, i.e. when ALL replicas are dead.
 """
 
 from __future__ import annotations
@@ -22,6 +36,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol
 
+import httpx
+
 from monitor.domain import schedules
 from monitor.domain.jobs import LIVENESS_SLUG, Job
 
@@ -29,8 +45,10 @@ logger = logging.getLogger(__name__)
 
 QUEUE_LIMIT = 10_000
 """Pings waiting for the monitor; beyond it the oldest are dropped (logged)."""
-UPSERT_BACKOFF = (0.5, 1.0, 2.0, 5.0)
-"""Seconds between attempts to upsert a job's check while the monitor is unreachable."""
+OUTAGE_BACKOFF_MAX = 30.0
+"""Longest wait, seconds, between two attempts at a ping while the monitor is unreachable."""
+REFUSED_RETRY = 600.0
+"""Seconds before a check upsert the monitor refused (4xx) is tried again."""
 REGISTER = "register"
 """A queue item that only upserts the job's check."""
 
@@ -132,6 +150,10 @@ class HttpReporter:
         self._jobs = {job.name: job for job in jobs}
         self._liveness_interval = liveness_interval
         self._uuids: dict[str, str] = {}
+        self._refused: dict[str, float] = {}
+        """slug → monotonic time its upsert may be tried again (the monitor refused it)."""
+        self._base_url = base_url.rstrip("/")
+        self._api_key = api_key
         self._queue: queue.Queue[_Ping | None] = queue.Queue()
         self._closing = threading.Event()
         self._thread = threading.Thread(target=self._drain, name="monitor-reporter", daemon=True)
@@ -217,21 +239,42 @@ class HttpReporter:
             return {"name": "monitor scheduler", "timeout": period, "grace": period}
         return check_fields(self._jobs[slug])
 
+    def _upsert(self, slug: str) -> tuple[str | None, int | None, str]:
+        """One upsert: ``(uuid, status, error text)``; status ``None`` when no answer came."""
+        headers = {"X-Api-Key": self._api_key}
+        url = f"{self._base_url}/api/v3/checks/"
+        try:
+            with httpx.Client(timeout=10.0) as http:
+                if slug == LIVENESS_SLUG:  # shared by every replica: created once, never reset
+                    found = http.get(url, params={"slug": slug}, headers=headers)
+                    checks = found.json().get("checks") if found.is_success else None
+                    if checks:
+                        return str(checks[0]["uuid"]), found.status_code, ""
+                payload = {"slug": slug, "unique": ["slug"], **self._fields(slug)}
+                response = http.post(url, json=payload, headers=headers)
+        except (httpx.HTTPError, ValueError, KeyError, TypeError) as error:
+            return None, None, f"{type(error).__name__}: {error}"
+        if response.is_success:
+            try:
+                return str(response.json()["uuid"]), response.status_code, ""
+            except (ValueError, KeyError, TypeError) as error:
+                return None, response.status_code, f"unexpected answer: {error}"
+        return None, response.status_code, response.text[:500]
+
     def _uuid(self, slug: str) -> str | None:
+        """The check's uuid (upserted once), or ``None``: refused (4xx, logged once) or closing."""
         known = self._uuids.get(slug)
         if known is not None:
             return known
-        for attempt, delay in enumerate((0.0, *UPSERT_BACKOFF)):
-            if self._closing.wait(delay):
-                return None
-            try:
-                check = self._client.upsert_check(slug, **self._fields(slug))
-            except Exception as error:  # the client never raises; be safe anyway
-                check = None
-                logger.warning("check upsert raised %s", error, extra={"action": "check_upsert_failed"})
-            if check and check.get("uuid"):
-                uuid = str(check["uuid"])
+        retry_at = self._refused.get(slug)
+        if retry_at is not None and time.monotonic() < retry_at:
+            return None
+        attempt = 0
+        while not self._closing.is_set():
+            uuid, status, error = self._upsert(slug)
+            if uuid is not None:
                 self._uuids[slug] = uuid
+                self._refused.pop(slug, None)
                 logger.info(
                     "check %s is %s",
                     slug,
@@ -239,39 +282,68 @@ class HttpReporter:
                     extra={"action": "check_upserted", "slug": slug, "uuid": uuid},
                 )
                 return uuid
+            if status is not None and _refused(status):
+                if slug not in self._refused:
+                    hint = (
+                        " (MONITOR_API_KEY must be a read-write API key of the checks' project)"
+                        if status in (401, 403)
+                        else ""
+                    )
+                    logger.error(
+                        "the monitor refused the check %s: %s %s%s; its runs are not reported",
+                        slug,
+                        status,
+                        error,
+                        hint,
+                        extra={"action": "check_refused", "slug": slug, "status": status},
+                    )
+                self._refused[slug] = time.monotonic() + REFUSED_RETRY
+                return None
             logger.warning(
-                "could not upsert the check %s (attempt %d)",
+                "could not upsert the check %s (attempt %d): %s %s",
                 slug,
                 attempt + 1,
+                status,
+                error,
                 extra={"action": "check_upsert_failed", "slug": slug},
             )
+            self._closing.wait(_backoff(attempt))
+            attempt += 1
         return None
 
     def _send(self, ping: _Ping) -> None:
         uuid = self._uuid(ping.slug)
-        while uuid is None and not self._closing.is_set():
-            time.sleep(1.0)
-            uuid = self._uuid(ping.slug)
         if uuid is None or ping.kind == REGISTER:
             return
-        result = self._client.ping(
-            uuid,
-            ping.kind,
-            scheduled=ping.scheduled,
-            rid=ping.rid,
-            body=ping.body,
-            exit_status=ping.exit_status,
-            headers={"Idempotency-Key": ping.key} if ping.key else None,
-        )
-        if not getattr(result, "ok", False):
-            logger.warning(
-                "ping %s %s not delivered: %s %s",
-                ping.slug,
+        attempt = 0
+        while True:
+            result = self._client.ping(
+                uuid,
                 ping.kind,
-                getattr(result, "status", None),
-                getattr(result, "error", None),
-                extra={"action": "ping_failed", "slug": ping.slug, "kind": ping.kind},
+                scheduled=ping.scheduled,
+                rid=ping.rid,
+                body=ping.body,
+                exit_status=ping.exit_status,
+                headers={"Idempotency-Key": ping.key} if ping.key else None,
             )
+            if getattr(result, "ok", False):
+                return
+            status = getattr(result, "status", None)
+            if attempt == 0 or status is not None:
+                logger.warning(
+                    "ping %s %s not delivered: %s %s",
+                    ping.slug,
+                    ping.kind,
+                    status,
+                    getattr(result, "error", None),
+                    extra={"action": "ping_failed", "slug": ping.slug, "kind": ping.kind},
+                )
+            if status is not None and _refused(status):
+                return  # the monitor answered no: retrying would not change it
+            # unreachable: keep this ping (and the queue behind it) until the monitor is back
+            if self._closing.wait(_backoff(attempt)):
+                return
+            attempt += 1
 
     def _drain(self) -> None:
         while not self._closing.is_set():
@@ -282,3 +354,13 @@ class HttpReporter:
                 self._send(ping)
             except Exception:
                 logger.exception("ping failed", extra={"action": "ping_failed", "slug": ping.slug})
+
+
+def _refused(status: int) -> bool:
+    """A 4xx the monitor will answer again (not a timeout, too-early or rate limit)."""
+    return 400 <= status < 500 and status not in (408, 425, 429)
+
+
+def _backoff(attempt: int) -> float:
+    """Seconds before the next attempt: 0.5, 1, 2 … up to :data:`OUTAGE_BACKOFF_MAX`."""
+    return min(OUTAGE_BACKOFF_MAX, 0.5 * 2.0 ** min(attempt, 10))

@@ -35,9 +35,10 @@ import os
 import socket
 import uuid
 import zlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Coroutine, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncEngine
 
@@ -54,6 +55,9 @@ logger = logging.getLogger(__name__)
 
 ROUND = 0.2
 """Longest sleep between two rounds, seconds (a round also wakes at a held job's next tick)."""
+SKIP_REPORT_LIMIT = 1000
+"""Ticks older than the newest ``max_catchup`` still reported with a ``skip`` ping (the oldest
+beyond this are only logged)."""
 CLAIM_RETENTION = timedelta(days=1)
 """Finished and skipped claims older than this are pruned (the monitor keeps the run history)."""
 PRUNE_EVERY = timedelta(minutes=10)
@@ -79,6 +83,11 @@ class Slot:
     queue: list[planning.Due] = field(default_factory=list)
     orphans: dict[datetime, claims.Claim] = field(default_factory=dict)
     runs: set[executor.Execution] = field(default_factory=set)
+    unheld_since: datetime | None = None
+    """When this replica first saw the job's lease unheld (above its share; see :meth:`Scheduler.round`)."""
+    sticky: bool = False
+    """Taken above the fair share because no replica below its share took it: not given up again
+    (its other replicas may not know the job) until the replica count changes."""
 
     def forget(self) -> None:
         """The lease is gone: forget what only a holder may act on."""
@@ -128,6 +137,11 @@ class Scheduler:
         self.live = 1
         """Live scheduler replicas (this one included), from the last heartbeat."""
         self._pruned_at: datetime | None = None
+        self.started = clock.now()
+        """The floor of a never-claimed job's ticks (its registration with this replica)."""
+        self.stopping = False
+        self._stop: asyncio.Event | None = None
+        self._unheld_checked: datetime | None = None
 
     # ------------------------------------------------------------------ leases
 
@@ -148,7 +162,10 @@ class Scheduler:
             last = await claims.last_claimed(conn, slot.job.name)
             orphans = await claims.orphans(conn, slot.job.name, token)
         slot.token = token
-        slot.through = last if last is not None else now
+        # never claimed: its ticks count from when this replica started knowing the job, so a
+        # lease handed over during the first rebalance does not lose the first tick
+        slot.through = last if last is not None else min(self.started, now)
+        slot.unheld_since = None
         slot.queue.clear()
         slot.orphans = {o.tick: o for o in orphans}
         logger.info(
@@ -178,7 +195,11 @@ class Scheduler:
     async def announce(self) -> None:
         """Heartbeat in ``replicas``; learn how many scheduler replicas are live."""
         try:
-            self.live = await replicas.announce(self.engine, self.holder, ROLE, self.clock.now(), self.ttl)
+            live = await replicas.announce(self.engine, self.holder, ROLE, self.clock.now(), self.ttl)
+            if live != self.live:  # new replicas may know the jobs taken above the share
+                for slot in self.slots:
+                    slot.sticky = False
+            self.live = live
         except asyncio.CancelledError:
             raise
         except Exception:
@@ -186,7 +207,9 @@ class Scheduler:
 
     async def _release_extra(self) -> None:
         """Above the fair share (replicas joined): give up one idle job lease per round."""
-        held = [s for s in self.slots if s.token is not None]
+        # leases taken above the share (no other replica took them) do not count: giving one
+        # back would only make it wait a TTL unheld again
+        held = [s for s in self.slots if s.token is not None and not s.sticky]
         if len(held) <= self.share:
             return
         idle = [s for s in held if not s.runs and not s.queue]
@@ -226,12 +249,53 @@ class Scheduler:
 
     # ------------------------------------------------------------------ one round
 
+    async def _orphaned(self) -> set[str]:
+        """Jobs of this replica whose lease has been unheld for a TTL (checked every TTL/3).
+
+        Replicas may run different jobs files (a rolling deploy adding a job): a job only this
+        replica knows must run even above its fair share, so a lease no replica below its share
+        took within a TTL is taken anyway (and kept, see :attr:`Slot.sticky`).
+        """
+        now = self.clock.now()
+        if self._unheld_checked is not None and now - self._unheld_checked < self.ttl / 3:
+            return set()
+        self._unheld_checked = now
+        rows = {r["name"]: r for r in await lease_store.list_leases(self.engine)}
+        stamp = schedules.format_utc(now)
+        out: set[str] = set()
+        for slot in self.slots:
+            if slot.token is not None:
+                continue
+            row = rows.get(slot.job.lease_name)
+            unheld = row is None or row["holder"] is None or (row["expires_at"] or "") < stamp
+            if not unheld:
+                slot.unheld_since = None
+                continue
+            slot.unheld_since = slot.unheld_since or now
+            if now - slot.unheld_since >= self.ttl:
+                out.add(slot.job.name)
+        return out
+
     async def round(self) -> None:
-        """Take free job leases (up to the fair share), then plan and act for every held job."""
+        """Take free job leases (up to the fair share, and beyond it a lease left unheld for a
+        TTL), then plan and act for every held job."""
+        orphaned: set[str] = set()
+        if self.stopping or (self._stop is not None and self._stop.is_set()):
+            return
+        if sum(s.token is not None for s in self.slots) >= self.share:
+            try:
+                orphaned = await self._orphaned()
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                logger.exception("could not read the job leases", extra={"action": "lease_read_failed"})
         for slot in self.slots:
             try:
                 if slot.token is None and sum(s.token is not None for s in self.slots) < self.share:
                     await self._take(slot)
+                elif slot.token is None and slot.job.name in orphaned:
+                    await self._take(slot)
+                    slot.sticky = slot.token is not None
                 if slot.token is not None:
                     await self._step(slot)
             except StaleLease as error:
@@ -290,12 +354,17 @@ class Scheduler:
         job = slot.job
         now = self.clock.now()
         assert slot.through is not None
-        ticks, more = planning.overdue_ticks(job.schedule, slot.through, now, job.max_catchup)
+        # ticks beyond max_catchup are skipped by the plan (each gets a skip ping), up to
+        # SKIP_REPORT_LIMIT of them; older ones still are only logged
+        ticks, more = planning.overdue_ticks(
+            job.schedule, slot.through, now, job.max_catchup + SKIP_REPORT_LIMIT
+        )
         if more:
             logger.warning(
-                "%s: more than max_catchup=%d ticks were missed; only the newest are considered",
+                "%s: more than max_catchup=%d + %d ticks were missed; the oldest are not reported",
                 job.name,
                 job.max_catchup,
+                SKIP_REPORT_LIMIT,
                 extra={"action": "catchup_capped", "job": job.name},
             )
         backlog = [planning.Due(tick=o.tick, attempt=o.attempt + 1) for o in slot.orphans.values()]
@@ -314,13 +383,40 @@ class Scheduler:
         if ticks:
             slot.through = max(slot.through, ticks[-1])
         slot.queue = list(plan.queue)
-        if plan.terminate_running:
-            for run in list(slot.runs):
-                await run.terminate(f"replaced by the tick {schedules.format_utc(plan.start[0].tick)}")
         for due, reason in plan.skip:
             await self._skip(slot, due, reason, now)
+        if plan.terminate_running and slot.runs:
+            # terminating may take TERMINATE_GRACE seconds: never on the loop's own time
+            self._spawn(self._replace(slot, list(slot.runs), plan.start))
+            return
         for due in plan.start:
             await self._start(slot, due)
+
+    def _spawn(self, coroutine: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.create_task(coroutine)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _replace(
+        self, slot: Slot, runs: Sequence[executor.Execution], start: Sequence[planning.Due]
+    ) -> None:
+        """``Replace``: terminate the runs in progress, then (still holding the lease and not
+        stopping) start the new tick; until it is claimed the tick stays unclaimed."""
+        reason = f"replaced by the tick {schedules.format_utc(start[0].tick)}" if start else "replaced"
+        await asyncio.gather(*(run.terminate(reason) for run in runs), return_exceptions=True)
+        for due in start:
+            if self.stopping or slot.token is None:
+                return
+            try:
+                await self._start(slot, due)
+            except StaleLease as error:
+                await self._step_down(slot, error)
+            except Exception:
+                logger.exception(
+                    "could not start %s",
+                    slot.job.name,
+                    extra={"action": "scheduler_failed", "job": slot.job.name},
+                )
 
     def _reap(self, slot: Slot) -> None:
         slot.runs = {r for r in slot.runs if r.task is None or not r.task.done()}
@@ -357,6 +453,8 @@ class Scheduler:
 
     async def _start(self, slot: Slot, due: planning.Due) -> None:
         job = slot.job
+        if self.stopping or (self._stop is not None and self._stop.is_set()):
+            return  # stopping: the tick stays unclaimed for the next holder
         fence = self._fence(slot)
         rid = str(uuid.uuid4())
         orphan = slot.orphans.pop(due.tick, None)
@@ -390,9 +488,7 @@ class Scheduler:
             extra={"action": "run_started", "job": job.name, "rid": rid, "token": fence.token},
         )
         self.reporter.start(job, due.tick, attempt, rid)
-        watcher = asyncio.create_task(self._finish(slot, execution))
-        self._tasks.add(watcher)
-        watcher.add_done_callback(self._tasks.discard)
+        self._spawn(self._finish(slot, execution))
 
     async def _finish(self, slot: Slot, execution: executor.Execution) -> None:
         context = execution.context
@@ -432,6 +528,7 @@ class Scheduler:
 
     async def run(self, stop: asyncio.Event, *, shutdown_grace: float = 30.0) -> None:
         """Rounds until ``stop`` is set, then the clean shutdown of the module docstring."""
+        self._stop = stop
         await self.announce()
         renewer = asyncio.create_task(self.renew_forever(), name="job-lease-renewal")
         try:
@@ -439,6 +536,7 @@ class Scheduler:
                 await self.round()
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(stop.wait(), self.next_wake(self.clock.now()))
+            self.stopping = True
             logger.info(
                 "scheduler stopping: %d runs in progress",
                 self.running,
@@ -446,9 +544,10 @@ class Scheduler:
             )
             if self._tasks:
                 await asyncio.wait(set(self._tasks), timeout=shutdown_grace)
-            for slot in self.slots:
-                for execution in list(slot.runs):
-                    await execution.terminate("scheduler shutting down")
+            await asyncio.gather(
+                *(e.terminate("scheduler shutting down") for s in self.slots for e in list(s.runs)),
+                return_exceptions=True,
+            )
             if self._tasks:
                 await asyncio.wait(set(self._tasks), timeout=executor.TERMINATE_GRACE + 1)
         finally:

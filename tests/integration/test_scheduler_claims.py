@@ -9,6 +9,8 @@ Forbid/BufferAll/Replace act on real processes. Commands really run (``sh -c``).
 from __future__ import annotations
 
 import asyncio
+import os
+import signal
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -171,8 +173,9 @@ async def test_after_ten_ticks_of_downtime_catchup_runs_the_right_ticks_in_order
     restarted, reports = make_scheduler(engine, job, clock, "b:2")
     try:
         for _ in range(10):  # rounds every 0.5 s up to 25.5 s: ticks 22 and 24 run on time
-            await restarted.round()
-            await settle(restarted)
+            for _ in range(3):  # catch-up runs one after another: a round starts the next
+                await restarted.round()
+                await settle(restarted)
             clock.advance(0.5)
     finally:
         await restarted.leases.close()
@@ -219,8 +222,9 @@ async def test_forbid_skips_bufferall_queues_replace_terminates(engine: AsyncEng
         assert {s for s in starts if s[0] == "buffer"} == {("buffer", 2)}
         buffer_slot = next(s for s in scheduler.slots if s.job.name == "buffer")
         assert [int((d.tick - T0).total_seconds()) for d in buffer_slot.queue] == [4, 6]
-        assert {s for s in starts if s[0] == "replace"} == {("replace", 2), ("replace", 4), ("replace", 6)}
         await asyncio.sleep(0.3)
+        starts = {(e[1], int((e[2] - T0).total_seconds())) for e in reporter.of("start")}
+        assert {s for s in starts if s[0] == "replace"} == {("replace", 2), ("replace", 4), ("replace", 6)}
         finished = [(e[1], int((e[2] - T0).total_seconds()), e[4]) for e in reporter.of("finish")]
         assert ("replace", 2, 143) in finished and ("replace", 4, 143) in finished  # SIGTERM: 128 + 15
     finally:
@@ -279,3 +283,109 @@ async def test_old_claims_are_pruned_but_the_newest_and_unfinished_stay(engine: 
         assert left == {2: "claimed", 6: "started", 8: "claimed", 10: "skipped"}
     finally:
         await scheduler.leases.close()
+
+
+async def test_replicas_with_different_jobs_files_hold_every_job(engine: AsyncEngine) -> None:
+    """A rolling deploy: ``a`` knows j0-j3, ``b`` knows j0, j1 and the new j4. Fair shares
+    (a: 3 of 5… counted on its own file) leave some job unheld at first; a lease left unheld for
+    a TTL is taken anyway by a replica that knows the job, so every job gets a holder."""
+    clock = FrozenClock(at(0))
+
+    def job(i: int) -> Job:
+        return parse_job({"name": f"j{i}", "schedule": "0 0 1 1 *", "command": "true"}, i)
+
+    a = Scheduler(engine, [job(i) for i in range(4)], clock, RecordingReporter(), lease_ttl=TTL, holder="a:1")
+    b = Scheduler(engine, [job(0), job(1), job(4)], clock, RecordingReporter(), lease_ttl=TTL, holder="b:2")
+    try:
+        await a.announce()
+        await b.announce()
+        await a.announce()
+        assert (a.live, a.share, b.share) == (2, 2, 2)
+        for _ in range(16):  # 8 s of rounds, leases renewed as the renewal task would
+            for s in (a, b):
+                await s.leases.renew(clock.now())
+                await s.round()
+            clock.advance(0.5)
+        held_a, held_b = set(a.leases.held), set(b.leases.held)
+        assert held_a.isdisjoint(held_b)
+        assert held_a | held_b == {f"job-j{i}" for i in range(5)}
+        assert held_b >= {"job-j4"}  # only b knows it
+        # it stays held: a sticky lease is not given back to the fair share
+        for _ in range(4):
+            for s in (a, b):
+                await s.leases.renew(clock.now())
+                await s.round()
+            clock.advance(0.5)
+        assert set(a.leases.held) | set(b.leases.held) == {f"job-j{i}" for i in range(5)}
+    finally:
+        await a.leases.close()
+        await b.leases.close()
+
+
+async def test_a_lease_handed_over_before_its_first_tick_runs_that_tick(engine: AsyncEngine) -> None:
+    """Two replicas start together; ``a`` takes both jobs, gives one back before its first tick
+    (fair share); ``b`` takes it after the tick came due: never claimed, so the job's ticks count
+    from ``b``'s start and the tick runs."""
+    clock = FrozenClock(at(0.5))
+    jobs = [
+        parse_job({"name": n, "schedule": "*/2 * * * * *", "dialect": "seconds", "command": "true"}, i)
+        for i, n in enumerate(("p", "q"))
+    ]
+    a = Scheduler(engine, jobs, clock, RecordingReporter(), lease_ttl=TTL, holder="a:1")
+    reports_b = RecordingReporter()
+    b = Scheduler(engine, jobs, clock, reports_b, lease_ttl=TTL, holder="b:2")
+    try:
+        await a.announce()
+        await a.round()
+        assert len(a.leases.held) == 2
+        await b.announce()
+        await a.announce()
+        clock.set(at(1.9))
+        await a.round()  # above its share of 1: gives one job back, before the tick at 2 s
+        assert len(a.leases.held) == 1
+        clock.set(at(2.3))
+        await b.round()  # takes it after the tick came due
+        (taken,) = b.leases.held
+        await settle(b)
+        assert [(e[1], e[2]) for e in reports_b.of("start")] == [(taken.removeprefix("job-"), at(2))]
+    finally:
+        await settle(a)
+        await a.leases.close()
+        await b.leases.close()
+
+
+async def test_replacing_a_run_that_ignores_sigterm_never_holds_the_loop_up(engine: AsyncEngine) -> None:
+    """Replace terminates in the background (SIGKILL comes 5 s later): the round returns at once,
+    the other jobs' ticks are on time; a replaced run that exits 0 on SIGTERM is still a failure
+    (143), and after the stop no new tick starts."""
+    clock = FrozenClock(at(1.9))
+    raw = {"schedule": "*/2 * * * * *", "dialect": "seconds", "concurrency_policy": "Replace"}
+    jobs = [
+        parse_job({**raw, "name": "stubborn", "command": "trap '' TERM; sleep 30"}, 0),
+        parse_job({**raw, "name": "polite", "command": "trap 'exit 0' TERM; sleep 30 & wait"}, 1),
+        parse_job({"name": "other", "schedule": "*/2 * * * * *", "dialect": "seconds", "command": "true"}, 2),
+    ]
+    reporter = RecordingReporter()
+    scheduler = Scheduler(engine, jobs, clock, reporter, lease_ttl=TTL, holder="a:1")
+    try:
+        for now in (1.9, 2.05, 4.05):
+            clock.set(at(now))
+            began = asyncio.get_running_loop().time()
+            await scheduler.round()
+            assert asyncio.get_running_loop().time() - began < 1.0  # not TERMINATE_GRACE
+            await asyncio.sleep(0.3)
+        starts = {(e[1], int((e[2] - T0).total_seconds())) for e in reporter.of("start")}
+        assert {("other", 2), ("other", 4), ("stubborn", 2), ("polite", 2), ("polite", 4)} <= starts
+        assert ("stubborn", 4) not in starts  # waits for the old run's end (SIGKILL at 5 s)
+        finished = {(e[1], int((e[2] - T0).total_seconds())): e[4] for e in reporter.of("finish")}
+        assert finished[("polite", 2)] == 143  # exited 0 on SIGTERM: still cut short
+        scheduler.stopping = True  # as after SIGTERM: the replacement must not start now
+    finally:
+        scheduler.stopping = True
+        for slot in scheduler.slots:
+            for run in list(slot.runs):
+                if run.process is not None and run.process.returncode is None:
+                    os.killpg(run.process.pid, signal.SIGKILL)
+        await settle(scheduler)
+        await scheduler.leases.close()
+    assert ("stubborn", at(4)) not in {(e[1], e[2]) for e in reporter.of("start")}

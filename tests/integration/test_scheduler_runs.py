@@ -69,8 +69,11 @@ async def test_kill_after_terminates_the_whole_process_group() -> None:
     started = asyncio.get_running_loop().time()
     outcome = await run({"command": "sleep 30 & sleep 30; echo never", "kill_after": 0.3})
     assert asyncio.get_running_loop().time() - started < 5
-    assert outcome.exit_status == 143 and outcome.terminated == "kill_after 0.3s"
+    assert outcome.exit_status == 124 and outcome.terminated == "kill_after 0.3s"
     assert b"never" not in outcome.output and b"terminated: kill_after 0.3s" in outcome.output
+    # a job that exits 0 on SIGTERM still did not finish in time: a failure, like timeout(1)
+    outcome = await run({"command": "trap 'exit 0' TERM; sleep 30 & wait", "kill_after": 0.3})
+    assert outcome.exit_status == 124
 
 
 async def test_an_http_job_calls_its_url_with_idempotency_key_and_token() -> None:
@@ -125,6 +128,23 @@ def test_check_prints_next_ticks_and_refuses_a_bad_file(
     assert (job["name"], job["tz"], len(job["next"])) == ("a", "Europe/Berlin", 3)
     assert all(t["utc"].endswith(("T00:30:00Z", "T01:30:00Z")) for t in job["next"])
     assert all(t["local"][10:] in ("T02:30:00+02:00", "T02:30:00+01:00") for t in job["next"])
+    # --after an instant before the spring-forward: the DST warning of cron explain, the run rules
+    assert (
+        cli.main(
+            ["scheduler", "--jobs", str(good), "--check", "--count", "3", "--after", "2026-03-27T00:00Z"]
+        )
+        == 0
+    )
+    (job,) = json.loads(capsys.readouterr().out)["jobs"]
+    assert job["next"][-1] == {"utc": "2026-03-29T01:00:00Z", "local": "2026-03-29T03:00:00+02:00"}
+    assert any("UTC offset changes on 2026-03-29" in w for w in job["warnings"])
+    assert (job["kill_after"], job["starting_deadline"], job["max_catchup"]) == (None, None, 100)
+    assert cli.main(["scheduler", "--jobs", str(good), "--check", "--count", "1001"]) == 2
+    assert "count: must be between 1 and 1000" in capsys.readouterr().err
+    nan = tmp_path / "nan.toml"
+    nan.write_text('[[jobs]]\nname = "a"\nschedule = "* * * * *"\ncommand = "true"\nkill_after = nan\n')
+    assert cli.main(["scheduler", "--jobs", str(nan), "--check"]) == 2
+    assert "jobs[0].kill_after: must be a finite number" in capsys.readouterr().err
     bad = tmp_path / "bad.toml"
     bad.write_text('[[jobs]]\nname = "a"\nschedule = "0 0 * * 8"\ncommand = "true"\n')
     assert cli.main(["scheduler", "--jobs", str(bad), "--check"]) == 2

@@ -168,6 +168,32 @@ def _document(keys: dict[str, Any]) -> dict[str, Any]:
             "jobs[1].env.A: must be a string",
             id="env",
         ),
+        # the bounds the check API enforces: a job it would refuse is refused by --check already
+        pytest.param(
+            {"name": "b", "schedule": "* * * * *", "command": "x", "grace": 99999999999},
+            "jobs[1].grace: must be at most 31536000",
+            id="grace-over-a-year",
+        ),
+        pytest.param(
+            {"name": "b", "schedule": "* * * * *", "command": "x", "max_runtime": 31536001},
+            "jobs[1].max_runtime: must be at most 31536000",
+            id="max-runtime-over-a-year",
+        ),
+        pytest.param(
+            {"name": "b", "schedule": "* * * * *", "command": "x", "kill_after": float("nan")},
+            "jobs[1].kill_after: must be a finite number",
+            id="kill-after-nan",
+        ),
+        pytest.param(
+            {"name": "b", "schedule": "* * * * *", "command": "x", "starting_deadline": float("inf")},
+            "jobs[1].starting_deadline: must be a finite number",
+            id="deadline-inf",
+        ),
+        pytest.param(
+            {"name": "b", "schedule": "* * * * *", "http": {"url": "http://x/", "timeout": 0}},
+            "jobs[1].http.timeout: must be at least 0.1",
+            id="http-timeout",
+        ),
     ],
 )
 def test_errors_name_the_key(keys: dict[str, Any], message: str) -> None:

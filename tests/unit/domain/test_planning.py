@@ -64,8 +64,8 @@ def run_plan(
             "Allow",
             2,
             (),
-            due(10),
-            {"start": [10], "skip": [], "queue": [], "terminate": False},
+            due(14),
+            {"start": [14], "skip": [], "queue": [], "terminate": False},
             id="allow-overlaps",
         ),
         pytest.param(
@@ -188,13 +188,14 @@ def test_starting_deadline_skips_a_tick_that_starts_too_late() -> None:
 def test_catchup_after_downtime(catchup: str, start: list[int], skipped: list[tuple[int, str]]) -> None:
     backlog = due(*range(2, 22, 2))  # 10 ticks missed
     result = run_plan("Allow", 0, (), backlog, now=21, catchup=Catchup(catchup))
-    assert result["start"] == start
+    assert result["start"] + result["queue"] == start  # type: ignore[operator]
+    assert len(result["start"]) <= 1  # type: ignore[arg-type]  # one catch-up run at a time
     assert result["skip"] == skipped
 
 
 def test_max_catchup_keeps_the_newest() -> None:
     result = run_plan("Allow", 0, (), due(*range(2, 22, 2)), now=21, max_catchup=3)
-    assert result["start"] == [16, 18, 20]
+    assert (result["start"], result["queue"]) == ([16], [18, 20])
     assert result["skip"] == [(s, "max_catchup") for s in range(2, 16, 2)]
 
 
@@ -283,8 +284,8 @@ def test_plan_invariants(
         assert all(
             r in (SkipReason.CATCHUP, SkipReason.MAX_CATCHUP, SkipReason.STARTING_DEADLINE) for _, r in p.skip
         )
-    if policy is ConcurrencyPolicy.ALLOW:
-        assert not p.queue
+    if policy is ConcurrencyPolicy.ALLOW and p.queue:  # ticks wait only behind catch-up, one at a time
+        assert len(p.start) <= (0 if running else 1)
 
 
 def _simulate(
@@ -312,6 +313,11 @@ def _simulate(
         queue = p.queue
         started += [d.tick for d in p.start]
         skipped += [d.tick for d, _ in p.skip]
+        while p.start and queue:  # runs end at once: the next queued (catch-up) tick starts
+            p = plan(rules, running=0, queued=queue, backlog=[], now=now, handover_window=WINDOW)
+            queue = p.queue
+            started += [d.tick for d in p.start]
+            skipped += [d.tick for d, _ in p.skip]
         now += timedelta(seconds=0.5)
     return started, skipped
 
@@ -331,3 +337,39 @@ def test_downtime_of_ten_ticks_with_an_injected_clock(
     after = [at(s) for s in range(22, 31, 2)]  # normal ticks after the restart run on time
     assert started == first_started + after  # in order, with their original times
     assert skips == skipped
+
+
+def test_catchup_under_allow_runs_one_after_another_then_allow_again() -> None:
+    """Ten overdue ticks started together would overlap (a false overlap alert): one at a time."""
+    rules = Rules(policy=ConcurrencyPolicy.ALLOW)
+    first = plan(
+        rules, running=0, queued=(), backlog=due(*range(2, 22, 2)), now=at(21), handover_window=WINDOW
+    )
+    assert ticks(first)["start"] == [2] and ticks(first)["queue"] == list(range(4, 22, 2))
+    busy = plan(rules, running=1, queued=first.queue, backlog=due(22), now=at(22), handover_window=WINDOW)
+    assert ticks(busy) == {"start": [], "skip": [], "queue": [*range(4, 22, 2), 22], "terminate": False}
+    queue, order = busy.queue, [2]
+    while queue:  # each round after the previous run ended
+        step = plan(rules, running=0, queued=queue, backlog=(), now=at(22.5), handover_window=WINDOW)
+        order += ticks(step)["start"]  # type: ignore[operator]
+        queue = step.queue
+    assert order == list(range(2, 24, 2))
+    # caught up: Allow overlaps again
+    normal = plan(rules, running=1, queued=(), backlog=due(24), now=at(24.1), handover_window=WINDOW)
+    assert ticks(normal)["start"] == [24]
+
+
+def test_ticks_dropped_by_max_catchup_are_skipped_for_the_report() -> None:
+    """Every tick the runner found is in the plan: those over max_catchup as ``max_catchup`` skips."""
+    found, more = overdue_ticks(EVERY_2S, T0, at(2 * 1500 + 1), 5 + 1000)
+    assert more and len(found) == 1005
+    p = plan(
+        Rules(max_catchup=5),
+        running=0,
+        queued=(),
+        backlog=[Due(tick=t) for t in found],
+        now=at(3001),
+        handover_window=WINDOW,
+    )
+    assert len(p.skip) == 1000 and {r for _, r in p.skip} == {SkipReason.MAX_CATCHUP}
+    assert len(p.start) + len(p.queue) == 5
