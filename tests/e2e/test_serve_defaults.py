@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import sqlite3
 import time
 from datetime import UTC, datetime
 from pathlib import Path
@@ -57,6 +59,13 @@ def test_a_restart_longer_than_the_outage_gap_pages_once_not_a_storm(
             },
         )
         curl_api(server.base, "GET", f"/ping/{check['uuid']}", None)
+        # the monitor must have recorded itself alive before it stops (a process that lived a few
+        # hundred milliseconds may be stopped before its first liveness renewal commits)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and not _liveness_rows(tmp_path / "m.db"):
+            time.sleep(0.1)
+        assert _liveness_rows(tmp_path / "m.db"), "the first server never renewed its liveness"
+        time.sleep(0.5)
         assert server.terminate() == 0
     finally:
         server.close()
@@ -79,3 +88,12 @@ def test_a_restart_longer_than_the_outage_gap_pages_once_not_a_storm(
         # any missed alert is for a tick whose grace ended after the restart, never inside the outage
         scheduled = datetime.fromisoformat(alert["scheduled"].replace("Z", "+00:00"))
         assert scheduled.timestamp() + 1 > restarted.timestamp() - 0.5, alert
+
+
+def _liveness_rows(database: Path) -> int:
+    """Liveness rows in the SQLite file (0 while the table or file does not exist yet)."""
+    try:
+        with contextlib.closing(sqlite3.connect(database, timeout=5)) as conn:
+            return int(conn.execute("SELECT count(*) FROM liveness").fetchone()[0])
+    except sqlite3.Error:
+        return 0
