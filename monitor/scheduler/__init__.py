@@ -136,6 +136,8 @@ async def serve(
     logging.getLogger("httpx").setLevel(logging.WARNING)  # one INFO line per ping otherwise
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):
+        # no signal handlers off the main thread (RuntimeError: tests run the scheduler in a
+        # thread and set ``stop`` themselves) or on platforms without them (NotImplementedError)
         with contextlib.suppress(NotImplementedError, RuntimeError):
             loop.add_signal_handler(signum, stop.set)
     engine = make_engine(settings.database_url)

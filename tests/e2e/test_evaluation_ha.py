@@ -222,29 +222,34 @@ def assert_one_notification_each(receiver: HttpReceiver, uuids: Sequence[str], t
     assert {p["kind"] for p in got} == {"missed"}
 
 
+def _http_only_process(url: str, directory: Path) -> MonitorProcess:
+    """A ``monitor serve --no-evaluator --no-notifier`` process (not started) on a free port."""
+    port = free_port()
+    return MonitorProcess(
+        [
+            sys.executable,
+            "-m",
+            "monitor",
+            "serve",
+            "--dev",
+            "--no-evaluator",
+            "--no-notifier",
+            "--port",
+            str(port),
+        ],
+        env=_worker_env(url, MONITOR_API_KEY=API_KEY, MONITOR_BASE_URL=f"http://127.0.0.1:{port}"),
+        cwd=directory,
+        logs=directory,
+        name="http",
+        port=port,
+    )
+
+
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     directory = tmp_path_factory.mktemp("ha-postgres")
     with throwaway_postgres("monitor_ha") as url, HttpReceiver() as receiver:
-        port = free_port()
-        http = MonitorProcess(
-            [
-                sys.executable,
-                "-m",
-                "monitor",
-                "serve",
-                "--dev",
-                "--no-evaluator",
-                "--no-notifier",
-                "--port",
-                str(port),
-            ],
-            env=_worker_env(url, MONITOR_API_KEY=API_KEY, MONITOR_BASE_URL=f"http://127.0.0.1:{port}"),
-            cwd=directory,
-            logs=directory,
-            name="http",
-            port=port,
-        )
+        http = _http_only_process(url, directory)
         cluster = Cluster(url=url, directory=directory, http=http, receiver=receiver)
         try:
             http.start()
@@ -385,25 +390,7 @@ def test_sigstopped_leader_is_fenced_after_takeover(cluster: Cluster) -> None:
 
 def test_sqlite_two_evaluators_sigkill_holder_takeover_within_ttl(tmp_path: Path) -> None:
     url = f"sqlite+aiosqlite:///{tmp_path / 'monitor.db'}"
-    port = free_port()
-    http = MonitorProcess(
-        [
-            sys.executable,
-            "-m",
-            "monitor",
-            "serve",
-            "--dev",
-            "--no-evaluator",
-            "--no-notifier",
-            "--port",
-            str(port),
-        ],
-        env=_worker_env(url, MONITOR_API_KEY=API_KEY, MONITOR_BASE_URL=f"http://127.0.0.1:{port}"),
-        cwd=tmp_path,
-        logs=tmp_path,
-        name="http",
-        port=port,
-    )
+    http = _http_only_process(url, tmp_path)
     cluster = Cluster(url=url, directory=tmp_path, http=http)
     try:
         http.start()
