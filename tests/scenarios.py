@@ -1,4 +1,4 @@
-"""Loading the shared run-detection scenarios (``../shared/cases/runs``; FORMAT.txt there)."""
+"""Loading the run-detection scenarios (``tests/cases/runs``, a copy of the shared vectors; FORMAT.txt there)."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-SHARED = Path(__file__).resolve().parents[1].parent / "shared"
-RUN_CASES = SHARED / "cases" / "runs"
-CRON_CASES = SHARED / "cases" / "cron"
+CASES = Path(__file__).resolve().parent / "cases"
+RUN_CASES = CASES / "runs"
+CRON_CASES = CASES / "cron"
 
 
 def parse_instant(text: str) -> datetime:
@@ -18,9 +18,9 @@ def parse_instant(text: str) -> datetime:
 
 
 def scenario_files() -> list[Path]:
-    """Every scenario file; fails loudly (never skips) when the shared folder is missing."""
+    """Every scenario file; fails loudly (never skips) when the folder is missing."""
     if not RUN_CASES.is_dir():
-        raise FileNotFoundError(f"shared run scenarios not found at {RUN_CASES}")
+        raise FileNotFoundError(f"run scenarios not found at {RUN_CASES}")
     files = sorted(RUN_CASES.glob("*.json"))
     if not files:
         raise FileNotFoundError(f"no scenarios in {RUN_CASES}")
@@ -39,7 +39,7 @@ class Scenario:
     def load(cls, path: Path) -> Scenario:
         data = json.loads(path.read_text())
         return cls(
-            id=data["id"],
+            id=data.get("id", path.stem),
             check=data["check"],
             created=parse_instant(data["created"]),
             steps=data["steps"],

@@ -1,4 +1,4 @@
-"""Replay a run scenario (``../shared/cases/runs`` format) through the real services.
+"""Replay a run scenario (``tests/cases/runs`` format) through the real services.
 
 Used by ``monitor replay FILE`` and by the tests: a temporary database, an injected clock,
 pings through :func:`ingest_pings`, and the evaluator run at every instant at which something

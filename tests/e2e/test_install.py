@@ -29,7 +29,7 @@ from tests.support.receivers import free_port
 
 pytestmark = pytest.mark.e2e
 
-SCENARIO = REPO_ROOT.parent / "shared" / "cases" / "runs" / "three-replicas-duplicate.json"
+SCENARIO = REPO_ROOT / "tests" / "cases" / "runs" / "three-replicas-duplicate.json"
 API_KEY = "install-test-key-0123456789"
 
 SITECUSTOMIZE = """

@@ -1,4 +1,4 @@
-"""Every vector in ../shared/cases/cron/cases.json (DESIGN §4) must pass; none may be skipped."""
+"""Every vector in tests/cases/cron/cases.json (DESIGN §4) must pass; none may be skipped."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import pytest
 from monitor.domain.errors import ScheduleError
 from monitor.domain.schedules import parse_cron
 
-CASES_DIR = Path(__file__).resolve().parents[3].parent / "shared" / "cases" / "cron"
+CASES_DIR = Path(__file__).resolve().parents[2] / "cases" / "cron"
 DIALECTS = {"unix5": "unix", "seconds6": "seconds", "quartz": "quartz"}
 
 
