@@ -61,6 +61,9 @@ class Outcome(StrEnum):
     OVERLAPPED = "overlapped"
     SKIPPED = "skipped"
     UNKNOWN = "unknown"
+    EARLY = "early"
+    INCOMPLETE = "incomplete"
+    TOO_FAST = "too_fast"
 
 
 class AlertKind(StrEnum):
@@ -73,6 +76,8 @@ class AlertKind(StrEnum):
     OVERLAP = "overlap"
     DUPLICATE = "duplicate"
     RECOVERED = "recovered"
+    INCOMPLETE = "incomplete"
+    TOO_FAST = "too_fast"
     MONITOR_UNAVAILABLE = "monitor_unavailable"
 
 
@@ -84,6 +89,8 @@ class FlipReason(StrEnum):
     TIMEOUT = "timeout"
     LATE = "late"
     SUCCESS = "success"
+    INCOMPLETE = "incomplete"
+    TOO_FAST = "too_fast"
     PAUSED = "paused"
     RESUMED = "resumed"
 
@@ -103,16 +110,31 @@ class SimpleSchedule:
 Schedule = SimpleSchedule | schedules.CronSchedule
 
 
+#: The early window when ``early_tolerance`` is unset: min(grace, this) (DESIGN §5, rule 4).
+DEFAULT_EARLY_LIMIT = timedelta(seconds=300)
+
+
 @dataclass(frozen=True, kw_only=True, slots=True)
 class CheckSpec:
-    """What the user configured for a check. Durations are ``timedelta``; instants aware UTC."""
+    """What the user configured for a check. Durations are ``timedelta``; instants aware UTC.
+
+    Attributes:
+        early_tolerance: how early a run may arrive and still belong to the tick it is early
+            for; ``None`` (the default) means min(grace, 5 min) (DESIGN §5, binding rule 4).
+        expected_runs: distinct successful runs each tick needs by its deadline (fleets: the
+            same job on N hosts); fewer but at least one is ``incomplete``, more ``duplicate``.
+        min_runtime: a run that succeeds sooner than this after its start is ``too_fast``
+            (a bad outcome); ``None``: no lower bound.
+    """
 
     schedule: Schedule
     grace: timedelta
     max_runtime: timedelta
     failure_threshold: int = 1
     recovery_threshold: int = 1
-    early_tolerance: timedelta = timedelta(seconds=60)
+    early_tolerance: timedelta | None = None
+    expected_runs: int = 1
+    min_runtime: timedelta | None = None
     manual_resume: bool = False
     post_only: bool = False
     name: str = ""
@@ -121,6 +143,20 @@ class CheckSpec:
     @property
     def kind(self) -> CheckKind:
         return CheckKind.SIMPLE if isinstance(self.schedule, SimpleSchedule) else CheckKind.CRON
+
+    @property
+    def early_limit(self) -> timedelta:
+        """The early window before capping: ``early_tolerance``, else min(grace, 5 min).
+
+        Also the furthest a ping's ``scheduled`` may lie after its arrival (DESIGN §5).
+        """
+        if self.early_tolerance is not None:
+            return self.early_tolerance
+        return min(self.grace, DEFAULT_EARLY_LIMIT)
+
+    def early_window(self, previous: datetime, following: datetime) -> timedelta:
+        """E of binding rule 4: :attr:`early_limit` capped at half the gap between two ticks."""
+        return min(self.early_limit, (following - previous) / 2)
 
 
 @dataclass(kw_only=True, slots=True)
@@ -142,8 +178,17 @@ class CheckState:
         episode_count: bad outcomes in the open episode (the episode alert's ``count``).
         late_in_episode: a ``late`` alert was already raised in this episode.
         last_missed_tick: the newest tick judged missed (recovery needs a run at or after it).
-        pending_tick: the first unresolved watched tick (drives ``grace`` status), or ``None``.
+        pending_tick: the first unresolved watched tick that no newer successful run
+            supersedes (drives ``grace`` status), or ``None``.
         next_due: when the evaluator must next look at this check, or ``None``.
+        episode_from: the tick of the bad outcome that opened the open episode.
+        closed_key / closed_from / closed_to / closed_count: the last closed down episode: its
+            alert's key, the tick that opened it, the tick of the run that closed it, and its
+            count. A superseded tick in ``[closed_from, closed_to)`` is counted in it (DESIGN §5,
+            supersession).
+        superseded_key / superseded_through / superseded_count: the shared ``missed`` alert of
+            the latest run of consecutive superseded ticks, the newest tick it covers, and how
+            many it covers.
     """
 
     paused: bool = False
@@ -159,6 +204,14 @@ class CheckState:
     last_missed_tick: datetime | None = None
     pending_tick: datetime | None = None
     next_due: datetime | None = None
+    episode_from: datetime | None = None
+    closed_key: str | None = None
+    closed_from: datetime | None = None
+    closed_to: datetime | None = None
+    closed_count: int = 0
+    superseded_key: str | None = None
+    superseded_through: datetime | None = None
+    superseded_count: int = 0
 
     @property
     def is_new(self) -> bool:

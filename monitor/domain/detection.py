@@ -25,6 +25,7 @@ from monitor.domain.checks import (
     FlipReason,
     Outcome,
     PingKind,
+    SimpleSchedule,
     Status,
 )
 from monitor.domain.errors import ValidationError
@@ -65,6 +66,10 @@ class AlertDraft:
     exit_status: int | None = None
     run_ids: tuple[str, ...] = ()
     other_scheduled: datetime | None = None
+    superseded: bool = False
+    runs_seen: int | None = None
+    runs_expected: int | None = None
+    min_runtime: timedelta | None = None
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -198,7 +203,16 @@ def apply_ping(
         run = binding.run
         if run is None:
             run = _new_run(
-                spec, state, book, fx, tick=tick, rid=ping.rid, now=now, first_run=first_run, guard=guard
+                spec,
+                state,
+                book,
+                fx,
+                tick=tick,
+                rid=ping.rid,
+                now=now,
+                first_run=first_run,
+                guard=guard,
+                early=binding.early,
             )
             run.started_at = now
         elif run.started_at is None and run.is_open:
@@ -215,7 +229,16 @@ def apply_ping(
             return fx
         if run is None:
             run = _new_run(
-                spec, state, book, fx, tick=tick, rid=ping.rid, now=now, first_run=first_run, guard=guard
+                spec,
+                state,
+                book,
+                fx,
+                tick=tick,
+                rid=ping.rid,
+                now=now,
+                first_run=first_run,
+                guard=guard,
+                early=binding.early,
             )
         _finish(spec, state, book, fx, run, kind=kind, exit_status=ping.exit_status, now=now)
         fx.run = run
@@ -243,6 +266,14 @@ def reset_to_new(state: CheckState) -> None:
     state.last_missed_tick = None
     state.pending_tick = None
     state.next_due = None
+    state.episode_from = None
+    state.closed_key = None
+    state.closed_from = None
+    state.closed_to = None
+    state.closed_count = 0
+    state.superseded_key = None
+    state.superseded_through = None
+    state.superseded_count = 0
 
 
 def pause(state: CheckState, now: datetime) -> Effects:
@@ -274,12 +305,20 @@ def _new_run(
     now: datetime,
     first_run: bool,
     guard: OutageGuard | None = None,
+    early: bool = False,
 ) -> Run:
-    earlier = book.runs_of(tick)
-    run = Run(id=new_run_id(), rid=rid, scheduled=tick, first_ping_at=now)
-    # duplicate: another run of the same tick is in progress or has succeeded; after a
-    # failed or timed-out run it is a retry (DESIGN §5).
-    if any(r.in_progress(now, spec.max_runtime) or r.succeeded for r in earlier):
+    run = Run(id=new_run_id(), rid=rid, scheduled=tick, first_ping_at=now, early=early)
+    if early:
+        # bound to the next tick from outside the early window (rule 4c): stored and shown
+        # with that tick, satisfies nothing and raises nothing by itself (DESIGN §5)
+        book.add(run)
+        fx.new_runs.append(run)
+        return run
+    earlier = book.real_runs_of(tick)
+    # duplicate: the tick already has its expected_runs runs in progress or succeeded; after
+    # a failed or timed-out run it is a retry (DESIGN §5, fleets)
+    satisfying = [r for r in earlier if r.satisfies(now, spec.max_runtime)]
+    if len(satisfying) >= spec.expected_runs:
         already = any(r.duplicate for r in earlier)
         run.duplicate = True
         runs = (*earlier, run)
@@ -296,7 +335,11 @@ def _new_run(
             )
         )
     # overlap: a run for an earlier tick is still in progress.
-    lapped = [r for r in book.runs.values() if r.scheduled < tick and r.in_progress(now, spec.max_runtime)]
+    lapped = [
+        r
+        for r in book.runs.values()
+        if r.scheduled < tick and not r.early and r.in_progress(now, spec.max_runtime)
+    ]
     if lapped:
         run.overlap = True
         oldest = min(lapped, key=lambda r: r.scheduled)
@@ -317,9 +360,8 @@ def _new_run(
         # The newest tick judged missed ran after all: its miss no longer breaks the run of
         # successes that recovery counts (DESIGN §2: runs that succeed "on time or late").
         state.good_streak = state.good_before_miss
-    # late: the tick's first run ping arrives after tick + grace (the tick's outcome); alerted
-    # never for the first run and only for watched ticks (a retry of a tick before the first
-    # run is no news).
+    # late: the tick's first run ping arrives after tick + grace (the tick's outcome). The
+    # alert waits for the run's success (DESIGN §5: never raised by a start).
     if not earlier and now > tick + spec.grace:
         mark = book.marks.get(tick)
         if (guard is not None and guard.covers(tick + spec.grace)) or (
@@ -327,27 +369,13 @@ def _new_run(
         ):
             # its grace ended inside a monitor outage: the ping may have been sent in time and
             # waited for the monitor (a stalled process, the kernel's queue). DESIGN §2: the
-            # tick's outcome is unknown (it comes before late) and nothing is raised (QA F1).
+            # tick's outcome is unknown (it comes before late) and nothing is raised.
             if mark is None:
                 mark = TickMark(scheduled=tick, outcome=Outcome.UNKNOWN)
                 book.marks[tick] = mark
                 fx.new_marks.append(mark)
         else:
             run.late = True
-    alert_late = run.late and not first_run and is_watched(state, tick)
-    if alert_late and not (state.is_down and state.late_in_episode):
-        fx.alerts.append(
-            AlertDraft(
-                key=f"late:{iso(tick)}",
-                kind=AlertKind.LATE,
-                scheduled=tick,
-                run_id=run.id,
-                rid=rid,
-                late_by=now - tick,
-            )
-        )
-        if state.is_down:
-            state.late_in_episode = True
     book.add(run)
     fx.new_runs.append(run)
     return run
@@ -370,27 +398,73 @@ def _finish(
     fx.touch(run)
     if run.timed_out:  # judged already; the late finish changes nothing more
         return
-    run.settle()
+    duration = run.duration
+    too_fast = (
+        kind is PingKind.SUCCESS
+        and spec.min_runtime is not None
+        and duration is not None
+        and duration < spec.min_runtime
+    )
+    run.settle(too_fast=too_fast)
+    if run.early or state.paused or state.is_new:
+        return  # an early run raises nothing by itself (DESIGN §5, rule 4c)
     if kind is PingKind.FAIL:
         _bad(spec, state, fx, AlertKind.FAILED, FlipReason.FAILED, run=run, now=now)
+    elif too_fast:
+        _bad(spec, state, fx, AlertKind.TOO_FAST, FlipReason.TOO_FAST, run=run, now=now)
+    elif spec.expected_runs > 1 and not _tick_complete(spec, book, run.scheduled):
+        return  # a fleet's tick counts as a success once all its runs have succeeded
     else:
-        _good(spec, state, fx, run, now=now)
+        _good(spec, state, book, fx, run, now=now)
 
 
-def _good(spec: CheckSpec, state: CheckState, fx: Effects, run: Run, *, now: datetime) -> None:
+def _tick_complete(spec: CheckSpec, book: RunBook, tick: datetime) -> bool:
+    """The tick has its ``expected_runs`` distinct succeeded runs (by rid, else by run)."""
+    return len({r.rid or r.id for r in book.real_runs_of(tick) if r.succeeded}) >= spec.expected_runs
+
+
+def _good(spec: CheckSpec, state: CheckState, book: RunBook, fx: Effects, run: Run, *, now: datetime) -> None:
+    """A run succeeded: count it towards recovery; close the episode, or tell of a late run.
+
+    DESIGN §5 (two notices per episode): a late run's single ``late`` notice is raised here,
+    by the ping that ends it successfully, never by its start; never for the check's first
+    run; while down, only when this run closes the episode (it is then the closing notice).
+    """
     state.bad_streak = 0
     state.good_streak += 1
-    if not state.is_down or state.good_streak < spec.recovery_threshold:
+    late = run.late and is_watched(state, run.scheduled) and run is _first_run_of_tick(book, run)
+    closes = (
+        state.is_down
+        and state.good_streak >= spec.recovery_threshold
+        and not (state.last_missed_tick is not None and run.scheduled < state.last_missed_tick)
+    )
+    if state.is_down and not closes:
+        return  # the episode stays open; nothing new to tell
+    if late:
+        fx.alerts.append(
+            AlertDraft(
+                key=f"late:{iso(run.scheduled)}",
+                kind=AlertKind.LATE,
+                scheduled=run.scheduled,
+                run_id=run.id,
+                rid=run.rid,
+                late_by=run.first_ping_at - run.scheduled,
+                duration=run.duration,
+            )
+        )
+    if not closes:
         return
-    if state.last_missed_tick is not None and run.scheduled < state.last_missed_tick:
-        return  # a newer watched tick is missed: the episode stays open
-    late_now = AlertKind.LATE in fx.raised_kinds
+    state.closed_key = state.episode_key
+    state.closed_from = state.episode_from
+    state.closed_to = run.scheduled
+    state.closed_count = state.episode_count
     state.episode_key = None
     state.episode_count = 0
+    state.episode_from = None
     state.late_in_episode = False
     state.last_missed_tick = None
-    fx.flips.append(FlipDraft(at=now, up=True, reason=FlipReason.LATE if late_now else FlipReason.SUCCESS))
-    if not late_now:
+    fx.flips.append(FlipDraft(at=now, up=True, reason=FlipReason.LATE if late else FlipReason.SUCCESS))
+    if not late:
         fx.alerts.append(
             AlertDraft(
                 key=f"recovered:run:{run.id}",
@@ -403,6 +477,11 @@ def _good(spec: CheckSpec, state: CheckState, fx: Effects, run: Run, *, now: dat
         )
 
 
+def _first_run_of_tick(book: RunBook, run: Run) -> Run | None:
+    runs = book.real_runs_of(run.scheduled)
+    return runs[0] if runs else None
+
+
 def _bad(
     spec: CheckSpec,
     state: CheckState,
@@ -413,6 +492,7 @@ def _bad(
     now: datetime,
     run: Run | None = None,
     tick: datetime | None = None,
+    runs_seen: int | None = None,
 ) -> None:
     was_down = state.is_down
     if kind is AlertKind.MISSED:
@@ -424,21 +504,14 @@ def _bad(
     if state.is_down:
         state.episode_count += 1
         assert state.episode_key is not None
-        fx.alerts.append(
-            AlertDraft(
-                key=state.episode_key,
-                kind=AlertKind(state.episode_key.split(":", 1)[0]),
-                scheduled=None,
-                count=state.episode_count,
-                new=False,
-            )
-        )
+        fx.alerts.append(_bump(state.episode_key, state.episode_count))
         return
     if state.bad_streak < spec.failure_threshold:
         return
     key = f"{kind}:run:{run.id}" if run is not None else f"{kind}:{iso(scheduled or now)}"
     state.episode_key = key
     state.episode_count = state.bad_streak
+    state.episode_from = scheduled
     state.late_in_episode = False
     fx.flips.append(FlipDraft(at=now, up=False, reason=reason))
     fx.alerts.append(
@@ -451,6 +524,9 @@ def _bad(
             rid=run.rid if run is not None else None,
             duration=(now - run.started_at) if run is not None and run.started_at else None,
             exit_status=run.exit_status if run is not None else None,
+            runs_seen=runs_seen,
+            runs_expected=spec.expected_runs if runs_seen is not None else None,
+            min_runtime=spec.min_runtime if kind is AlertKind.TOO_FAST else None,
         )
     )
 
@@ -543,22 +619,110 @@ def evaluate(
             break  # judged once the outage has ended and been recorded
         blind = guard.covers(deadline)
         if isinstance(item, Run):
-            _time_out(spec, state, fx, item, now=now, silent=blind)
+            _time_out(spec, state, fx, item, now=now, silent=blind or item.early)
             continue
         tick = item
-        if blind and not book.is_resolved(tick):
-            mark = TickMark(scheduled=tick, outcome=Outcome.UNKNOWN)
-            book.marks[tick] = mark
-            fx.new_marks.append(mark)
-        elif not book.is_resolved(tick):
-            mark = TickMark(scheduled=tick, outcome=Outcome.MISSED)
-            book.marks[tick] = mark
-            fx.new_marks.append(mark)
-            state.last_missed_tick = tick
-            _bad(spec, state, fx, AlertKind.MISSED, FlipReason.MISSED, tick=tick, now=now)
+        if not book.is_resolved(tick, spec.expected_runs):
+            _judge_tick(spec, state, book, fx, tick, now=now, blind=blind)
         state.judged_until = tick
     _advance(spec, state, book, now)
     return fx
+
+
+def _judge_tick(
+    spec: CheckSpec,
+    state: CheckState,
+    book: RunBook,
+    fx: Effects,
+    tick: datetime,
+    *,
+    now: datetime,
+    blind: bool,
+) -> None:
+    """A watched tick's deadline passed without the runs it needs: ``missed``, ``incomplete``
+    (some but fewer than ``expected_runs``) or, inside a monitor outage, ``unknown``.
+
+    DESIGN §5, supersession: a tick older than a succeeded run never opens or reopens an
+    episode nor changes the status; it is counted in the episode that run closed, or else
+    raises one ``missed`` alert shared with the consecutive superseded ticks before it.
+    """
+    present = {
+        r.rid or r.id for r in book.real_runs_of(tick) if r.satisfies(now, spec.max_runtime) or r.succeeded
+    }
+    outcome = Outcome.INCOMPLETE if book.real_runs_of(tick) else Outcome.MISSED
+    if blind:
+        outcome = Outcome.UNKNOWN
+    mark = TickMark(scheduled=tick, outcome=outcome)
+    book.marks[tick] = mark
+    fx.new_marks.append(mark)
+    if blind:
+        return
+    latest_success = book.latest_success_tick()
+    if latest_success is not None and latest_success > tick and not isinstance(spec.schedule, SimpleSchedule):
+        _superseded(spec, state, fx, tick, now=now)
+        return
+    if outcome is Outcome.MISSED:
+        state.last_missed_tick = tick
+        _bad(spec, state, fx, AlertKind.MISSED, FlipReason.MISSED, tick=tick, now=now)
+    else:
+        _bad(
+            spec,
+            state,
+            fx,
+            AlertKind.INCOMPLETE,
+            FlipReason.INCOMPLETE,
+            tick=tick,
+            now=now,
+            runs_seen=len(present),
+        )
+
+
+def _superseded(spec: CheckSpec, state: CheckState, fx: Effects, tick: datetime, *, now: datetime) -> None:
+    """Judge a tick that a newer successful run supersedes (DESIGN §5, supersession)."""
+    if state.is_down and state.episode_key is not None:
+        # counted in the open episode (a newer run succeeded but did not close it yet)
+        state.episode_count += 1
+        fx.alerts.append(_bump(state.episode_key, state.episode_count))
+        return
+    if (
+        state.closed_key is not None
+        and state.closed_from is not None
+        and state.closed_to is not None
+        and state.closed_from <= tick < state.closed_to
+    ):
+        # the episode that the newer run closed was open at this tick: counted in it
+        state.closed_count += 1
+        fx.alerts.append(_bump(state.closed_key, state.closed_count))
+        return
+    before = tick_at_or_before(spec, state, tick - _INSTANT)
+    if state.superseded_key is not None and before is not None and before == state.superseded_through:
+        state.superseded_count += 1
+        state.superseded_through = tick
+        fx.alerts.append(
+            AlertDraft(
+                key=state.superseded_key,
+                kind=AlertKind.MISSED,
+                scheduled=None,
+                count=state.superseded_count,
+                new=False,
+                superseded=True,
+            )
+        )
+        return
+    state.superseded_key = f"missed:{iso(tick)}"
+    state.superseded_through = tick
+    state.superseded_count = 1
+    fx.alerts.append(
+        AlertDraft(key=state.superseded_key, kind=AlertKind.MISSED, scheduled=tick, count=1, superseded=True)
+    )
+
+
+_INSTANT = timedelta(microseconds=1)
+
+
+def _bump(key: str, count: int) -> AlertDraft:
+    """Raise the ``count`` of an episode's alert (no new notice)."""
+    return AlertDraft(key=key, kind=AlertKind(key.split(":", 1)[0]), scheduled=None, count=count, new=False)
 
 
 def _cursor(state: CheckState) -> datetime | None:
@@ -575,27 +739,39 @@ def _advance(spec: CheckSpec, state: CheckState, book: RunBook, now: datetime) -
     """Move ``judged_until`` over resolved ticks; recompute ``pending_tick`` and ``next_due``.
 
     ``next_due`` = min(first unresolved watched tick + grace, start + max_runtime of each run
-    in progress) (DESIGN §6); ``None`` while new or paused.
+    in progress) (DESIGN §6); ``None`` while new or paused. ``pending_tick`` (``grace``
+    status) skips ticks that a newer successful run supersedes: they never change the status.
     """
     if state.paused or state.is_new:
         state.pending_tick = None
         state.next_due = None
         return
-    cursor = _cursor(state)
-    pending: datetime | None = None
-    # Each resolved tick ahead of the cursor has a run or mark in the book, so this loop
-    # runs at most len(book) + 1 times.
+    expected = spec.expected_runs
+    first_unresolved = _first_unresolved_after(spec, state, book, _cursor(state), expected, move=True)
+    pending = first_unresolved
+    latest_success = book.latest_success_tick()
+    if pending is not None and latest_success is not None and latest_success > pending:
+        pending = _first_unresolved_after(spec, state, book, latest_success, expected, move=False)
+    state.pending_tick = pending
+    candidates = [first_unresolved + spec.grace] if first_unresolved is not None else []
+    candidates.extend(d for r in book.open_runs() if (d := r.deadline(spec.max_runtime)) is not None)
+    state.next_due = min(candidates) if candidates else None
+
+
+def _first_unresolved_after(
+    spec: CheckSpec, state: CheckState, book: RunBook, cursor: datetime | None, expected: int, *, move: bool
+) -> datetime | None:
+    """The first tick after ``cursor`` that is not resolved; with ``move``, ``judged_until``
+    follows over the resolved ticks before it. Each resolved tick has a run or mark in the
+    book, so the loop runs at most len(book) + 1 times."""
     for _ in range(len(book.runs) + len(book.marks) + 2):
         tick = tick_after(spec, state, cursor) if cursor is not None else None
         if tick is None:
-            break
-        if book.is_resolved(tick):
-            state.judged_until = tick
+            return None
+        if book.is_resolved(tick, expected):
+            if move:
+                state.judged_until = tick
             cursor = tick
             continue
-        pending = tick
-        break
-    state.pending_tick = pending
-    candidates = [pending + spec.grace] if pending is not None else []
-    candidates.extend(d for r in book.open_runs() if (d := r.deadline(spec.max_runtime)) is not None)
-    state.next_due = min(candidates) if candidates else None
+        return tick
+    return None

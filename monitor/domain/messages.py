@@ -32,7 +32,17 @@ LOG_TAIL_LIMIT = 1000
 #: Run ids are shortened to this many characters in prose ("3f2a9c1e…").
 RUN_ID_PREFIX = 8
 
-KINDS = ("missed", "late", "failed", "timeout", "overlap", "duplicate", "recovered")
+KINDS = (
+    "missed",
+    "late",
+    "failed",
+    "timeout",
+    "overlap",
+    "duplicate",
+    "recovered",
+    "incomplete",
+    "too_fast",
+)
 
 #: Notification kinds beyond the alert kinds of DESIGN §2 (issue 8): a reminder while a check
 #: stays down, an escalation to more channels, and the summary when a maintenance window ends.
@@ -74,6 +84,11 @@ class AlertFacts:
         down_checks: project maintenance: the names of the project's checks that are down.
         simple: the check is a simple (period) check: its "tick" is the due instant that was
             current at the run's first ping, so messages name the run by that deadline.
+        superseded: missed: the ticks were judged after a newer run had succeeded; the check
+            stays up (DESIGN §5, supersession). ``count`` is how many consecutive ticks.
+        runs_seen / runs_expected: incomplete: distinct runs that reported, and how many the
+            check expects per tick (``expected_runs``).
+        min_runtime_s: too_fast: the check's ``min_runtime``, seconds.
     """
 
     kind: str
@@ -100,6 +115,10 @@ class AlertFacts:
     held: tuple[str, ...] = ()
     down_checks: tuple[str, ...] = ()
     simple: bool = False
+    superseded: bool = False
+    runs_seen: int | None = None
+    runs_expected: int | None = None
+    min_runtime_s: float | None = None
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -356,6 +375,10 @@ def _details(facts: AlertFacts, zone: ZoneInfo) -> list[tuple[str, str]]:
             rows.append(("Scheduled (local)", _local(facts.scheduled, zone)))
     if facts.kind == "missed" and facts.count > 1:
         rows.append(("Ticks missed", str(facts.count)))
+    if facts.runs_expected is not None:
+        rows.append(("Runs reported", f"{facts.runs_seen or 0} of {facts.runs_expected}"))
+    if facts.min_runtime_s is not None:
+        rows.append(("Minimum run time", humanize_duration(facts.min_runtime_s)))
     if facts.late_by_s is not None:
         rows.append(("Late by", humanize_duration(facts.late_by_s)))
     if facts.duration_s is not None:
@@ -393,6 +416,19 @@ _Sentences = Callable[[AlertFacts, ZoneInfo], tuple[str, str]]
 
 
 def _missed(f: AlertFacts, z: ZoneInfo) -> tuple[str, str]:
+    if f.superseded:
+        if f.count > 1:
+            after = "the run after it" if f.count == 2 else f"the {f.count - 1} runs after it"
+            return (
+                f"{_run_label(f.scheduled, z, f.simple)} and {after} never reported; later runs succeeded",
+                f"{_run_label_both(f.scheduled, z, f.simple)} and {after} never reported"
+                f" ({f.count} ticks); later runs succeeded, so the check stays {f.status}.",
+            )
+        return (
+            f"{_run_label(f.scheduled, z, f.simple)} never reported; later runs succeeded",
+            f"{_run_label_both(f.scheduled, z, f.simple)} never reported; a later run succeeded,"
+            f" so the check stays {f.status}.",
+        )
     if f.count > 1:
         before = "the run" if f.count == 2 else f"the {f.count - 1} runs"
         return (
@@ -471,6 +507,29 @@ def _recovered(f: AlertFacts, z: ZoneInfo) -> tuple[str, str]:
     )
 
 
+def _incomplete(f: AlertFacts, z: ZoneInfo) -> tuple[str, str]:
+    seen = f.runs_seen if f.runs_seen is not None else 0
+    of = f" of {f.runs_expected}" if f.runs_expected is not None else ""
+    return (
+        f"{_run_label(f.scheduled, z, f.simple)}: {seen}{of} runs reported",
+        f"{_run_label_both(f.scheduled, z, f.simple)} is incomplete: {seen}{of} expected runs"
+        " reported by the end of its grace period.",
+    )
+
+
+def _too_fast(f: AlertFacts, z: ZoneInfo) -> tuple[str, str]:
+    took = f" in {humanize_duration(f.duration_s)}" if f.duration_s is not None else ""
+    floor = (
+        f", sooner than its minimum run time of {humanize_duration(f.min_runtime_s)}"
+        if f.min_runtime_s is not None
+        else ", sooner than its minimum run time"
+    )
+    return (
+        f"{_run_label(f.scheduled, z, f.simple)} finished too fast{took}",
+        f"{_run_label_both(f.scheduled, z, f.simple)} succeeded{took}{floor}: it may not have done its work.",
+    )
+
+
 def _a(kind: str | None) -> str:
     """``"a missed"``, ``"a failed"``, ``"a timeout"``; ``"an"`` when the kind is unknown."""
     return f"a {kind}" if kind else "an"
@@ -532,6 +591,8 @@ _SENTENCES: dict[str, _Sentences] = {
     "overlap": _overlap,
     "duplicate": _duplicate,
     "recovered": _recovered,
+    "incomplete": _incomplete,
+    "too_fast": _too_fast,
     NAG: _nag,
     ESCALATION: _escalation,
     MAINTENANCE: _maintenance,

@@ -35,6 +35,7 @@ class Run:
     duplicate: bool = False
     overlap: bool = False
     timed_out: bool = False
+    early: bool = False
     outcome: Outcome | None = None
 
     @property
@@ -55,7 +56,20 @@ class Run:
 
     @property
     def succeeded(self) -> bool:
-        return self.finish_kind is PingKind.SUCCESS and not self.timed_out
+        """Finished with success in time: not timed out, not ``too_fast``, not ``early``."""
+        return (
+            self.finish_kind is PingKind.SUCCESS
+            and not self.timed_out
+            and not self.early
+            and self.outcome is not Outcome.TOO_FAST
+        )
+
+    def satisfies(self, now: datetime, max_runtime: timedelta) -> bool:
+        """Counts as its tick's run at ``now``: in progress or succeeded, and not ``early``.
+
+        A failed or timed-out run does not: a run after it is a retry (DESIGN §5).
+        """
+        return not self.early and (self.in_progress(now, max_runtime) or self.succeeded)
 
     @property
     def duration(self) -> timedelta | None:
@@ -63,9 +77,15 @@ class Run:
             return None
         return self.finished_at - self.started_at
 
-    def settle(self) -> None:
-        """Set ``outcome`` from the run's flags, in DESIGN §2's precedence order."""
-        if self.duplicate:
+    def settle(self, *, too_fast: bool = False) -> None:
+        """Set ``outcome`` from the run's flags, in DESIGN §2's precedence order.
+
+        ``early`` comes first: an early run satisfies nothing and is judged as nothing else.
+        ``too_fast``: the run succeeded sooner than the check's ``min_runtime``.
+        """
+        if self.early:
+            self.outcome = Outcome.EARLY
+        elif self.duplicate:
             self.outcome = Outcome.DUPLICATED
         elif self.overlap:
             self.outcome = Outcome.OVERLAPPED
@@ -73,6 +93,8 @@ class Run:
             self.outcome = Outcome.TIMED_OUT
         elif self.finish_kind is PingKind.FAIL:
             self.outcome = Outcome.FAILED
+        elif too_fast:
+            self.outcome = Outcome.TOO_FAST
         elif self.late:
             self.outcome = Outcome.LATE
         else:
@@ -111,20 +133,39 @@ class RunBook:
         self.runs[run.id] = run
 
     def runs_of(self, tick: datetime) -> list[Run]:
-        """Runs bound to ``tick``, oldest first."""
+        """Runs bound to ``tick``, oldest first (``early`` runs included)."""
         return sorted((r for r in self.runs.values() if r.scheduled == tick), key=lambda r: r.first_ping_at)
 
+    def real_runs_of(self, tick: datetime) -> list[Run]:
+        """Runs bound to ``tick`` that count for it (not ``early``), oldest first."""
+        return [r for r in self.runs_of(tick) if not r.early]
+
     def has_run(self, tick: datetime) -> bool:
-        return any(r.scheduled == tick for r in self.runs.values())
+        """The tick has a run that counts for it (an ``early`` run does not)."""
+        return any(r.scheduled == tick and not r.early for r in self.runs.values())
 
-    def has_run_or_skip(self, tick: datetime) -> bool:
-        """The tick has a run, or a skip ping skipped it."""
+    def is_satisfied(self, tick: datetime, now: datetime, spec: CheckSpec) -> bool:
+        """The tick needs no further run: ``expected_runs`` runs are in progress or succeeded,
+        or a skip ping skipped it (DESIGN §5, rule 4b's "satisfied")."""
         mark = self.marks.get(tick)
-        return self.has_run(tick) or (mark is not None and mark.outcome is Outcome.SKIPPED)
+        if mark is not None and mark.outcome is Outcome.SKIPPED:
+            return True
+        good = sum(1 for r in self.runs_of(tick) if r.satisfies(now, spec.max_runtime))
+        return good >= spec.expected_runs
 
-    def is_resolved(self, tick: datetime) -> bool:
-        """The tick has a run or a mark (missed, skipped, unknown)."""
-        return tick in self.marks or self.has_run(tick)
+    def is_resolved(self, tick: datetime, expected_runs: int = 1) -> bool:
+        """The tick has a mark (missed, skipped, unknown, incomplete) or ``expected_runs``
+        runs that count for it."""
+        if tick in self.marks:
+            return True
+        if expected_runs <= 1:
+            return self.has_run(tick)
+        return len(self.real_runs_of(tick)) >= expected_runs
+
+    def latest_success_tick(self) -> datetime | None:
+        """The newest tick with a succeeded run (supersession, DESIGN §5), or ``None``."""
+        ticks = [r.scheduled for r in self.runs.values() if r.succeeded]
+        return max(ticks) if ticks else None
 
     def by_rid(self, rid: str) -> Run | None:
         """The newest run carrying this client run id."""
@@ -189,10 +230,12 @@ def simple_due(spec: CheckSpec, state: CheckState) -> datetime | None:
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Binding:
-    """Where a ping belongs: its tick, and the existing run it continues (if any)."""
+    """Where a ping belongs: its tick, the existing run it continues (if any), and whether a
+    new run there is ``early`` (rule 4c: bound to the next tick from outside the early window)."""
 
     tick: datetime | None
     run: Run | None = None
+    early: bool = False
 
 
 def is_watched(state: CheckState, tick: datetime) -> bool:
@@ -212,6 +255,16 @@ def bind(
 ) -> Binding:
     """Bind a ping to a tick by DESIGN §5's rules 1-4.
 
+    Rule 4 (no ``scheduled``, no known ``rid``, no open run to finish): with P the latest tick
+    at or before ``received``, N the next one and E the early window
+    (:meth:`CheckSpec.early_window`):
+
+    a. N when ``N - received <= E`` (a run a little early belongs to the tick it is early for);
+    b. P when P is not satisfied yet (:meth:`RunBook.is_satisfied`) and either
+       ``received <= P + grace`` or P is at least as near as N;
+    c. else the nearer of P and N (P on a tie): a run of a satisfied P is a duplicate; a run
+       bound to N this way is ``early`` (it satisfies nothing and raises nothing).
+
     Args:
         spec, state, book: the check, its state and its loaded runs.
         kind: the ping's kind (rule 3 applies to finishes only).
@@ -220,14 +273,16 @@ def bind(
         rid: client run id (canonical UUID text), or ``None``.
 
     Returns:
-        The tick (``None`` when the schedule has no tick to offer) and the run the ping continues.
+        The tick (``None`` when the schedule has no tick to offer), the run the ping continues,
+        and whether a new run would be ``early``.
 
     Raises:
-        ValidationError: field ``scheduled``: later than ``received + early_tolerance``, before the
-            schedule's first tick, or not matching the tick of the run that ``rid`` names.
+        ValidationError: field ``scheduled``: later than ``received`` plus the early window
+            (:attr:`CheckSpec.early_limit`), before the schedule's first tick, or not matching
+            the tick of the run that ``rid`` names.
     """
     named = book.by_rid(rid) if rid else None
-    if scheduled is not None and scheduled > received + spec.early_tolerance:
+    if scheduled is not None and scheduled > received + spec.early_limit:
         raise ValidationError("scheduled", "is later than the ping's arrival plus the early tolerance")
     if isinstance(spec.schedule, SimpleSchedule):
         # simple checks: the due instant current at the run's first ping (DESIGN §5).
@@ -256,20 +311,26 @@ def bind(
         oldest = _oldest_open_without_rid(spec, book, received)
         if oldest is not None:
             return Binding(tick=oldest.scheduled, run=oldest)
-    # Rule 4: the latest tick P <= received, or the next tick N if it is close enough.
+    # Rule 4: P, the latest tick <= received, or N, the next tick.
     previous = tick_at_or_before(spec, state, received)
     following = tick_after(spec, state, received)
     if previous is None:
         return Binding(tick=following)
-    if following is not None:
-        window = min(spec.early_tolerance, (following - previous) / 2)
-        # "P already has a run" (a skip counts: it is a run ping); a tick judged missed does
-        # not, or a late run just before the next tick would be credited to that next tick
-        if following - received <= window and (
-            book.has_run_or_skip(previous) or not is_watched(state, previous)
-        ):
-            return Binding(tick=following)
-    return Binding(tick=previous)
+    if following is None:
+        return Binding(tick=previous)
+    # a. early, but within the window: N, whatever P's state
+    if following - received <= spec.early_window(previous, following):
+        return Binding(tick=following)
+    nearer_previous = received - previous <= following - received
+    # b. P's own run (on time or late) while P still needs one
+    if not book.is_satisfied(previous, received, spec) and (
+        received <= previous + spec.grace or nearer_previous
+    ):
+        return Binding(tick=previous)
+    # c. the nearer tick: a duplicate of a satisfied P, or an early run of N
+    if nearer_previous:
+        return Binding(tick=previous)
+    return Binding(tick=following, early=True)
 
 
 def _oldest_open_without_rid(spec: CheckSpec, book: RunBook, received: datetime) -> Run | None:
@@ -281,12 +342,13 @@ def tick_outcome(book: RunBook, tick: datetime) -> Outcome | None:
     """A tick's outcome (DESIGN §2 precedence), or ``None`` while undecided.
 
     skipped, unknown, missed (no run), duplicated, overlapped, the last run's timed_out or
-    failed, late (first run ping after tick + grace), else on_time.
+    failed, too_fast, incomplete (fewer than ``expected_runs``), late (first run ping after
+    tick + grace), else on_time. ``early`` runs are not runs of their tick here.
     """
     mark = book.marks.get(tick)
     if mark is not None and mark.outcome in (Outcome.SKIPPED, Outcome.UNKNOWN):
         return mark.outcome
-    runs = book.runs_of(tick)
+    runs = book.real_runs_of(tick)  # an early run is judged as no run (DESIGN §5, rule 4c)
     if not runs:
         return mark.outcome if mark is not None else None
     if any(r.duplicate for r in runs):
@@ -298,6 +360,10 @@ def tick_outcome(book: RunBook, tick: datetime) -> Outcome | None:
         return Outcome.TIMED_OUT
     if last.finish_kind is PingKind.FAIL:
         return Outcome.FAILED
+    if any(r.outcome is Outcome.TOO_FAST for r in runs):
+        return Outcome.TOO_FAST
+    if mark is not None and mark.outcome is Outcome.INCOMPLETE:
+        return Outcome.INCOMPLETE
     if last.outcome is None:
         return None
     return Outcome.LATE if runs[0].late else Outcome.ON_TIME

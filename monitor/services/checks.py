@@ -37,7 +37,7 @@ def _int(data: Mapping[str, Any], name: str, low: int, high: int) -> int:
         raise ValidationError(
             name,
             f"must be a whole number of seconds, got {value!r}"
-            if name in ("timeout", "grace", "max_runtime", "early_tolerance")
+            if name in ("timeout", "grace", "max_runtime", "early_tolerance", "min_runtime")
             else f"must be an integer, got {value!r}",
         )
     if not low <= value <= high:
@@ -93,8 +93,16 @@ def parse_check_fields(data: Any) -> dict[str, Any]:
         out["grace"] = _int(data, "grace", 1, MAX_SECONDS)
     if "max_runtime" in data:
         out["max_runtime"] = _int(data, "max_runtime", 1, MAX_SECONDS)
+    # null: the default (early window min(grace, 5 min); no lower bound on run time)
     if "early_tolerance" in data:
-        out["early_tolerance"] = _int(data, "early_tolerance", 0, 86_400)
+        out["early_tolerance"] = (
+            None if data["early_tolerance"] is None else _int(data, "early_tolerance", 0, 86_400)
+        )
+    if "min_runtime" in data:
+        value = data["min_runtime"]
+        out["min_runtime"] = None if value is None else _int(data, "min_runtime", 1, MAX_SECONDS)
+    if "expected_runs" in data:
+        out["expected_runs"] = _int(data, "expected_runs", 1, 1000)
     for name in ("failure_threshold", "recovery_threshold"):
         if name in data:
             out[name] = _int(data, name, 1, 1000)
@@ -468,6 +476,8 @@ def check_to_dict(
         failure_threshold=row["failure_threshold"],
         recovery_threshold=row["recovery_threshold"],
         early_tolerance=row["early_tolerance"],
+        expected_runs=row["expected_runs"],
+        min_runtime=row["min_runtime"],
         status=status.value,
         started=started,
         last_ping=iso(row["last_ping_at"]),

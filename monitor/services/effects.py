@@ -141,8 +141,12 @@ async def record_alerts(
             run_ids=draft.run_ids,
             other_scheduled=draft.other_scheduled,
             log_tail=log_tail,
-            check_url=f"{base_url}/checks/{check.uuid}",  # the dashboard's page (issue 9)
+            check_url=f"{base_url}/checks/{check.uuid}",  # the dashboard's page
             simple=check.simple,
+            superseded=draft.superseded,
+            runs_seen=draft.runs_seen,
+            runs_expected=draft.runs_expected,
+            min_runtime_s=draft.min_runtime.total_seconds() if draft.min_runtime is not None else None,
         )
         if not draft.new:
             values: dict[str, object] = {"count": draft.count}

@@ -35,6 +35,14 @@ STATE_COLUMNS = (
     "last_missed_tick",
     "pending_tick",
     "next_due",
+    "episode_from",
+    "closed_key",
+    "closed_from",
+    "closed_to",
+    "closed_count",
+    "superseded_key",
+    "superseded_through",
+    "superseded_count",
 )
 
 
@@ -56,7 +64,11 @@ def spec_of(row: Mapping[str, Any]) -> CheckSpec:
         max_runtime=timedelta(seconds=row["max_runtime"]),
         failure_threshold=row["failure_threshold"],
         recovery_threshold=row["recovery_threshold"],
-        early_tolerance=timedelta(seconds=row["early_tolerance"]),
+        early_tolerance=(
+            timedelta(seconds=row["early_tolerance"]) if row["early_tolerance"] is not None else None
+        ),
+        expected_runs=row["expected_runs"],
+        min_runtime=timedelta(seconds=row["min_runtime"]) if row["min_runtime"] is not None else None,
         manual_resume=bool(row["manual_resume"]),
         post_only=row["methods"] == "POST",
         name=row["name"],
@@ -89,6 +101,7 @@ def run_of(row: Mapping[str, Any] | Any) -> Run:
         duplicate=bool(row["duplicate"]),
         overlap=bool(row["overlap"]),
         timed_out=bool(row["timed_out"]),
+        early=bool(row["early"]),
         outcome=Outcome(row["outcome"]) if row["outcome"] else None,
     )
 
@@ -108,6 +121,7 @@ def run_values(run: Run, check_id: int) -> dict[str, Any]:
         "duplicate": run.duplicate,
         "overlap": run.overlap,
         "timed_out": run.timed_out,
+        "early": run.early,
         "outcome": run.outcome.value if run.outcome else None,
     }
 

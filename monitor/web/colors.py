@@ -19,6 +19,9 @@ OUTCOME_COLORS: dict[str, str] = {
     "overlapped": "#0969da",
     "skipped": "#57606a",
     "unknown": "#59636e",
+    "early": "#3b6e8f",
+    "incomplete": "#9a3412",
+    "too_fast": "#0e6e6e",
     "pending": "#424a53",
 }
 """Tick and run outcomes (DESIGN §2) plus ``pending`` (in progress or not judged yet)."""
@@ -33,6 +36,9 @@ OUTCOME_LABELS: dict[str, str] = {
     "overlapped": "overlapped",
     "skipped": "skipped",
     "unknown": "unknown (monitor outage)",
+    "early": "early (counts for no tick)",
+    "incomplete": "incomplete (fewer runs than expected)",
+    "too_fast": "too fast",
     "pending": "pending",
 }
 

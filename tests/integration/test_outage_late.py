@@ -18,11 +18,11 @@ from monitor.workers.liveness import renew_liveness
 from tests.conftest import Api
 
 
-async def _setup(api: Api) -> str:
+async def _setup(api: Api, grace: int = 30) -> str:
     check = (
         await api.client.post(
             "/api/v3/checks/",
-            json={"name": "minutely", "schedule": "* * * * *", "grace": 30},
+            json={"name": "minutely", "schedule": "* * * * *", "grace": grace},
             headers=api.headers,
         )
     ).json()
@@ -53,11 +53,13 @@ async def _marks(api: Api) -> dict[datetime, str]:
 
 
 async def test_ping_queued_during_a_stall_is_unknown_not_late(api: Api) -> None:
-    uuid = await _setup(api)
-    await _up_for(api, 80)  # to 02:01:20; tick 02:01's grace ends 02:01:30
+    # grace 20 s: the early window of the next tick is then 20 s (min(grace, 5 min)), so a ping
+    # 30 s after 02:01 still belongs to 02:01 (DESIGN §5, rule 4)
+    uuid = await _setup(api, grace=20)
+    await _up_for(api, 65)  # to 02:01:05; tick 02:01's grace ends 02:01:20
     # SIGSTOP for 25 s (> 2 x TTL = 20 s): the job's 02:01:00 ping waited in the kernel's queue
     api.clock.advance(25)
-    # ingested at 02:01:45, before the liveness loop has recorded the outage
+    # ingested at 02:01:30, before the liveness loop has recorded the outage
     assert (await api.client.get(f"/ping/{uuid}")).status_code == 200
     await _up_for(api, 2)  # the outage is recorded; the evaluator sweeps
     assert await _check_alerts(api, uuid) == []
@@ -70,7 +72,7 @@ async def test_ping_queued_during_a_stall_is_unknown_not_late(api: Api) -> None:
         outages = (await conn.execute(select(t.outages.c.id))).scalars().all()
     assert len(outages) == 1
     # the next tick is judged as usual: a late ping for 02:02 is late
-    await _up_for(api, 60, sweep=False)  # 02:02:47 > 02:02:30, before the evaluator judged it
+    await _up_for(api, 55, sweep=False)  # 02:02:27 > 02:02:20, before the evaluator judged it
     assert (await api.client.get(f"/ping/{uuid}")).status_code == 200
     assert await _check_alerts(api, uuid) == ["late"]
 
@@ -87,10 +89,10 @@ async def test_ping_after_a_recorded_outage_is_unknown_not_late(api: Api) -> Non
 
 async def test_late_ping_after_a_restart_is_still_late(api: Api) -> None:
     """A tick whose grace ended after the outage was over: the job really was late."""
-    uuid = await _setup(api)
-    await _up_for(api, 60)  # 02:01:00
-    api.clock.advance(25)  # down 02:01:00-02:01:25, then a plain restart
-    await _up_for(api, 15, sweep=False)  # 02:01:40: grace of 02:01 ended at 02:01:30, the monitor was up
+    uuid = await _setup(api, grace=20)  # early window 20 s: 02:01:29 still belongs to 02:01
+    await _up_for(api, 50)  # 02:00:50
+    api.clock.advance(25)  # down 02:00:50-02:01:15, then a plain restart
+    await _up_for(api, 14, sweep=False)  # 02:01:29: grace of 02:01 ended at 02:01:20, the monitor was up
     assert (await api.client.get(f"/ping/{uuid}")).status_code == 200
     assert await _check_alerts(api, uuid) == ["late"]
     assert await _marks(api) == {}

@@ -29,7 +29,17 @@ def make_spec(check: dict[str, object]) -> CheckSpec:
         max_runtime=timedelta(seconds=int(check.get("max_runtime", 1800))),  # type: ignore[call-overload]
         failure_threshold=int(check.get("failure_threshold", 1)),  # type: ignore[call-overload]
         recovery_threshold=int(check.get("recovery_threshold", 1)),  # type: ignore[call-overload]
-        early_tolerance=timedelta(seconds=int(check.get("early_tolerance", 60))),  # type: ignore[call-overload]
+        early_tolerance=(
+            timedelta(seconds=int(check["early_tolerance"]))  # type: ignore[call-overload]
+            if check.get("early_tolerance") is not None
+            else None
+        ),
+        expected_runs=int(check.get("expected_runs", 1)),  # type: ignore[call-overload]
+        min_runtime=(
+            timedelta(seconds=int(check["min_runtime"]))  # type: ignore[call-overload]
+            if check.get("min_runtime") is not None
+            else None
+        ),
     )
 
 
