@@ -6,6 +6,7 @@ Random schedules (zones with DST, sub-minute and weekday schedules), random grac
 
 from __future__ import annotations
 
+import itertools
 from datetime import UTC, datetime, timedelta
 
 from hypothesis import HealthCheck, assume, given, settings
@@ -48,7 +49,7 @@ def horizon(schedule: schedules.CronSchedule, ticks: list[datetime], spec: Check
 
 
 def min_gap(ticks: list[datetime]) -> timedelta:
-    return min(b - a for a, b in zip(ticks, ticks[1:], strict=False))
+    return min(b - a for a, b in itertools.pairwise(ticks))
 
 
 class Simulation:
@@ -214,9 +215,7 @@ def test_a_run_binds_to_the_nearer_tick_unless_rules_4a_or_4b_say_otherwise(
     assert binding.tick in (previous, following)
     if rule_4a:
         assert binding.tick == following and not binding.early
-    elif rule_4b:
-        assert binding.tick == previous
-    elif nearer_previous:
+    elif rule_4b or nearer_previous:
         assert binding.tick == previous
     else:
         assert binding.tick == following and binding.early
