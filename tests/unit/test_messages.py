@@ -299,3 +299,23 @@ def test_facts_survive_storage() -> None:
         ).kind
         == "missed"
     )
+
+
+def test_a_superseded_miss_says_later_runs_succeeded_and_the_check_is_up() -> None:
+    one = render(make_facts(tz="UTC", status="up", superseded=True))
+    assert one.title == "nightly-billing: missed — the 03:00 run never reported; later runs succeeded"
+    assert "stays up" in one.body
+    two = render(make_facts(tz="UTC", status="up", superseded=True, count=2))
+    assert "the 03:00 run and the run after it never reported" in two.title
+
+
+def test_incomplete_says_how_many_of_the_expected_runs_reported() -> None:
+    message = render(make_facts(kind="incomplete", tz="UTC", runs_seen=4, runs_expected=5))
+    assert message.title == "nightly-billing: incomplete — the 03:00 run: 4 of 5 runs reported"
+    assert "Runs reported: 4 of 5" in message.body
+
+
+def test_too_fast_says_how_long_it_took_and_the_minimum() -> None:
+    message = render(make_facts(kind="too_fast", tz="UTC", duration_s=15, min_runtime_s=3000))
+    assert message.title == "nightly-billing: too_fast — the 03:00 run finished too fast in 15 s"
+    assert "sooner than its minimum run time of 50 min" in message.body
