@@ -273,7 +273,7 @@ BAD_SCHEDULED = [
     "1e10",
     "-5",
     "99999999999999999999",
-    "2026-07-18T02:01:01Z",  # later than received + early tolerance (60 s)
+    "2026-07-18T02:05:01Z",  # later than received + the early window (min(grace 3600 s, 5 min))
     "2027-01-01T00:00:00Z",
     str(int(datetime(2027, 1, 1, tzinfo=UTC).timestamp())),
     # the calendar's ends (QA finding: a 503 or a 500 before)

@@ -198,11 +198,14 @@ def seed(base: str, clock: FrozenClock, settings: Settings) -> dict[str, dict[st
         # 02:04: no run at all (missed once the grace is over)
         clock.set(datetime.fromisoformat("2026-07-18T02:04:25+00:00"))
         evaluate(settings, clock.now())
-        # 02:05: first ping 35 s after the tick, grace 20 s: late
-        ping(sync, "02:05:35", "start", "4a000000-0000-4000-8000-000000000000")
+        # 02:05: first ping 28 s after the tick, grace 20 s: late (nearer to 02:05 than to 02:06,
+        # and outside 02:06's 20 s early window)
+        ping(sync, "02:05:28", "start", "4a000000-0000-4000-8000-000000000000")
         ping(sync, "02:05:50", "", "4a000000-0000-4000-8000-000000000000", "synced 40 invoices\n")
         # 02:06: fails
         ping(sync, "02:06:02", "start", "6a000000-0000-4000-8000-000000000000")
+        # the nightly report's 02:06 run fails: that check is down
+        ping(report, "02:06:20", "fail", body="SMTP 550 mailbox unavailable\n")
         ping(
             sync,
             "02:06:30",
@@ -212,8 +215,6 @@ def seed(base: str, clock: FrozenClock, settings: Settings) -> dict[str, dict[st
         )
         ping(sync, "02:07:01", "start", "7a000000-0000-4000-8000-000000000000")
         ping(sync, "02:07:12", "", "7a000000-0000-4000-8000-000000000000", "synced 61 invoices\n")
-        # the nightly report's run fails: that check is down
-        ping(report, "02:07:20", "fail", body="SMTP 550 mailbox unavailable\n")
         clock.set(datetime.fromisoformat("2026-07-18T02:07:30+00:00"))
         paused = client.post(f"/api/v3/checks/{archive['uuid']}/pause", headers=headers)
         assert paused.status_code == 200, paused.text
