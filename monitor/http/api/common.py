@@ -37,8 +37,30 @@ def services_of(state: State) -> Services:
     return services
 
 
-async def authenticate(request: Request[Any, Any, Any], *, write: bool) -> projects.ApiKey:
-    """Resolve ``X-Api-Key``: missing/wrong → 401; a read-only key writing → 403."""
+API_VERSIONS = (1, 2, 3)
+
+
+def api_version(request: Request[Any, Any, Any]) -> int:
+    """The management API version a request was addressed to (``/api/v1/…`` → 1).
+
+    Healthchecks serves v1, v2 and v3 from the same views; v1 reports a running check as
+    ``status: started`` and v1/v2 derive a check's slug from its name.
+    """
+    parts = request.url.path.split("/")
+    if len(parts) > 2 and parts[1] == "api" and parts[2] in ("v1", "v2"):
+        return int(parts[2][1])
+    return 3
+
+
+async def authenticate(
+    request: Request[Any, Any, Any], *, write: bool, read_only_allowed: bool = True
+) -> projects.ApiKey:
+    """Resolve ``X-Api-Key``: missing/wrong → 401; a read-only key writing → 403.
+
+    ``read_only_allowed=False`` marks what Healthchecks keeps from read-only keys even for
+    reading — pings, ping bodies, channels (and our alerts, whose messages carry the log
+    tail): such a key gets 401 there, as in Healthchecks (its ``@authorize`` views).
+    """
     key = request.headers.get("x-api-key")
     if not key:
         raise NotAuthenticated("X-Api-Key: missing (send the project's API key in the X-Api-Key header)")
@@ -49,6 +71,11 @@ async def authenticate(request: Request[Any, Any, Any], *, write: bool) -> proje
         raise NotAuthenticated("X-Api-Key: wrong api key")
     if write and found.read_only:
         raise Forbidden("X-Api-Key: a read-only key cannot change anything")
+    if not read_only_allowed and found.read_only:
+        raise NotAuthenticated(
+            "X-Api-Key: a read-only key cannot read this (pings, ping bodies, alerts and channels "
+            "need the read-write key)"
+        )
     return found
 
 
