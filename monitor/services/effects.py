@@ -73,15 +73,20 @@ class PendingWrites:
                 {"check_id": check_id, "scheduled": mark.scheduled, "outcome": mark.outcome.value}
             )
         for flip in fx.flips:
-            self.flips.append(
-                {
-                    "check_id": check_id,
-                    "created_at": flip.at,
-                    "up": None if flip.up is None else int(flip.up),
-                    "reason": flip.reason.value,
-                    "token": token,
-                }
-            )
+            row = {
+                "check_id": check_id,
+                "created_at": flip.at,
+                "up": None if flip.up is None else int(flip.up),
+                "reason": flip.reason.value,
+                "token": token,
+            }
+            last = self.flips[-1] if self.flips else None
+            if last is not None and last["check_id"] == check_id and last["created_at"] == flip.at:
+                # One decision, one instant, one change: a new check's first /fail leaves "new"
+                # (up) and goes down at once; Healthchecks records that as one flip (new → down).
+                self.flips[-1] = row
+            else:
+                self.flips.append(row)
 
     async def write(self, conn: AsyncConnection) -> None:
         if self.new_runs:
