@@ -117,11 +117,20 @@ def api_cors(app: Any) -> Any:
             await app(scope, receive, send)
             return
 
+        extra = [(b"access-control-allow-origin", b"*")]
+        if scope["method"] == "OPTIONS":
+            # Healthchecks' preflight answer (204 with its CORS headers), also without an Origin
+            extra += [
+                (b"access-control-allow-methods", b"GET, POST, DELETE, OPTIONS"),
+                (b"access-control-allow-headers", b"X-Api-Key, Content-Type"),
+                (b"access-control-max-age", b"600"),
+            ]
+
         async def send_with_cors(message: Any) -> None:
             if message["type"] == "http.response.start":
                 headers = list(message.get("headers", []))
-                if not any(name.lower() == b"access-control-allow-origin" for name, _ in headers):
-                    headers.append((b"access-control-allow-origin", b"*"))
+                present = {name.lower() for name, _ in headers}
+                headers += [(name, value) for name, value in extra if name not in present]
                 message = {**message, "headers": headers}
             await send(message)
 

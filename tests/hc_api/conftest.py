@@ -60,3 +60,10 @@ async def make_channel(api: Api, name: str = "Email to Alice", url: str = "mailt
     response = await api.client.post("/api/v3/channels/", json=fields, headers=api.headers)
     assert response.status_code == 201, response.text
     return response.json()
+
+
+async def evaluate(api: Api) -> None:
+    """Run the evaluator once at the clock's instant (missed ticks open down episodes)."""
+    from monitor.services.evaluator import evaluate_due
+
+    await evaluate_due(api.engine, api.clock.now(), settings=api.settings)
