@@ -338,6 +338,12 @@ def run_uvicorn(app: str, *, factory: bool, host: str, port: int, workers: int, 
         "log_level": log_level,
         "access_log": False,
         "lifespan": "on",
+        # uvicorn's proxy-headers middleware would rewrite the client address from
+        # X-Forwarded-For for any peer in forwarded_allow_ips (127.0.0.1 by default), so a local
+        # client could write any address into the ping log: we read the header ourselves, only
+        # from MONITOR_TRUSTED_PROXIES (DESIGN §5).
+        "proxy_headers": False,
+        "forwarded_allow_ips": "",
     }
     if workers <= 1:
         uvicorn.run(app, **options)
