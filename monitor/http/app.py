@@ -139,6 +139,26 @@ def api_cors(app: Any) -> Any:
     return middleware
 
 
+@get(
+    ["/api/v1/status/", "/api/v2/status/", "/api/v3/status/"],
+    summary="Healthchecks' status probe: the database answers",
+    media_type="text/plain",
+    include_in_schema=False,
+)
+async def api_status(request: Request[Any, Any, Any]) -> Response[str]:
+    """``OK`` once ``SELECT 1`` answers (Healthchecks' ``status`` view, for external uptime
+    probes); 503 when the database does not. No key. ``/ready`` tells more."""
+    services = services_of(request.app.state)
+    try:
+        async with services.engine.connect() as conn:
+            await conn.execute(text("SELECT 1"))
+    except Exception as error:
+        return Response(
+            f"database unreachable: {type(error).__name__}", status_code=503, media_type="text/plain"
+        )
+    return Response("OK", media_type="text/plain")
+
+
 def create_app(
     settings: Settings,
     *,
@@ -228,7 +248,16 @@ def create_app(
                 await own_notifier.aclose()
             await engine.dispose()
 
-    handlers: list[Any] = [ping, health, ready, metrics, ChecksController, ChannelsController, CronController]
+    handlers: list[Any] = [
+        ping,
+        health,
+        ready,
+        api_status,
+        metrics,
+        ChecksController,
+        ChannelsController,
+        CronController,
+    ]
     handlers += web_setup.route_handlers()  # dashboard, login, badges (issue 9)
     handlers.append(MaintenanceController)  # issue 8
     handlers += _older_versions()

@@ -117,8 +117,10 @@ async def test_it_handles_missing_and_wrong_api_key(api: Api) -> None:
     assert r.status_code == 401 and "wrong api key" in r.json()["error"]
 
 
-async def test_api_key_in_the_body_is_not_read(api: Api) -> None:
-    """Healthchecks also reads ``api_key`` from a JSON body; we take the ``X-Api-Key`` header
-    only, so a key never lands in request-body logs (README compatibility table)."""
+async def test_it_accepts_api_key_in_the_request_body(api: Api) -> None:
+    """Healthchecks' decorators read ``api_key`` from a JSON body when the header is absent."""
+    await _two(api)
     r = await api.client.request("GET", "/api/v1/checks/", json={"api_key": "test-api-key-0123456789"})
-    assert r.status_code == 401
+    assert r.status_code == 200 and len(r.json()["checks"]) == 2
+    r = await api.client.request("GET", "/api/v1/checks/", json={"api_key": "wrong-key-000000000000"})
+    assert r.status_code == 401 and "wrong api key" in r.json()["error"]

@@ -61,7 +61,7 @@ async def authenticate(
     reading — pings, ping bodies, channels (and our alerts, whose messages carry the log
     tail): such a key gets 401 there, as in Healthchecks (its ``@authorize`` views).
     """
-    key = request.headers.get("x-api-key")
+    key = request.headers.get("x-api-key") or await _body_api_key(request)
     if not key:
         raise NotAuthenticated("X-Api-Key: missing (send the project's API key in the X-Api-Key header)")
     services = services_of(request.app.state)
@@ -77,6 +77,22 @@ async def authenticate(
             "need the read-write key)"
         )
     return found
+
+
+async def _body_api_key(request: Request[Any, Any, Any]) -> str | None:
+    """Healthchecks' other way to send the key: ``api_key`` in a JSON object body (its
+    ``authorize`` decorators read it when the ``X-Api-Key`` header is absent)."""
+    if request.method not in ("POST", "DELETE", "GET"):
+        return None
+    length = request.headers.get("content-length")
+    if not length or not length.isdigit() or not 0 < int(length) <= MAX_JSON_BODY:
+        return None
+    try:
+        data = json.loads(await request.body())
+    except (ValueError, UnicodeDecodeError, RecursionError):
+        return None  # the handler reports the bad body; here it only holds no key
+    key = data.get("api_key") if isinstance(data, dict) else None
+    return key if isinstance(key, str) and key else None
 
 
 async def json_body(request: Request[Any, Any, Any]) -> Any:
