@@ -10,7 +10,7 @@ import hashlib
 import re
 import unicodedata
 from collections.abc import Mapping, Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy import delete, func, select, update
@@ -465,18 +465,21 @@ async def started_checks(conn: AsyncConnection, rows: Sequence[Mapping[str, Any]
         .where(t.runs.c.outcome.is_(None))
         .where(t.runs.c.started_at.is_not(None))
     )
-    # Pausing (and resuming) forgets runs in progress, as Healthchecks clears last_start: a run
-    # started before the check's last pause or resume no longer counts as started.
-    changed = dict(
-        (
-            await conn.execute(
-                select(t.flips.c.check_id, func.max(t.flips.c.created_at))
-                .where(t.flips.c.check_id.in_(ids))
-                .where(t.flips.c.reason.in_(("paused", "resumed")))
-                .group_by(t.flips.c.check_id)
-            )
-        ).all()
-    )
+    # Pausing forgets runs in progress, as Healthchecks clears last_start: a run started before
+    # the check's last pause no longer counts as started (nor before its last resume; a run
+    # started at the instant of a resume is the ping that resumed it).
+    changed: dict[int, datetime] = {}
+    for cid, reason, at in (
+        await conn.execute(
+            select(t.flips.c.check_id, t.flips.c.reason, func.max(t.flips.c.created_at))
+            .where(t.flips.c.check_id.in_(ids))
+            .where(t.flips.c.reason.in_(("paused", "resumed")))
+            .group_by(t.flips.c.check_id, t.flips.c.reason)
+        )
+    ).all():
+        # strictly after a pause; at or after a resume
+        bound = at if reason == "paused" else at - timedelta(microseconds=1)
+        changed[cid] = max(changed.get(cid, bound), bound)
     max_runtime = {r["id"]: r["max_runtime"] for r in rows}
     return {
         cid
