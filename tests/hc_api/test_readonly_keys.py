@@ -128,16 +128,23 @@ async def test_maintenance_windows_show_unique_key_not_uuid(api: Api) -> None:
         ("DELETE", "/api/v3/checks/{uuid}"),
         ("POST", "/api/v3/checks/{uuid}/pause"),
         ("POST", "/api/v3/checks/{uuid}/resume"),
+        ("POST", "/api/v1/checks/{uuid}/pause"),
         ("POST", "/api/v3/channels/"),
+        ("POST", "/api/v3/channels/{channel}"),
+        ("DELETE", "/api/v3/channels/{channel}"),
+        ("POST", "/api/v3/channels/{channel}/test"),
         ("POST", "/api/v3/maintenance/"),
     ],
 )
 async def test_writes_are_forbidden(api: Api, method: str, path: str) -> None:
     """DESIGN §9: 403 (Healthchecks answers 401 ``wrong api key``: its write views do not know
     read-only keys at all); the key is valid, it just may not write."""
-    _, uuid = await _setup(api)
+    check, uuid = await _setup(api)
     r = await api.client.request(
-        method, path.format(uuid=uuid), content=json.dumps({"name": "x"}), headers=api.ro_headers
+        method,
+        path.format(uuid=uuid, channel=check["channels"]),
+        content=json.dumps({"name": "x"}),
+        headers=api.ro_headers,
     )
     assert r.status_code == 403 and r.json()["error"].startswith("X-Api-Key: ")
 
