@@ -135,6 +135,15 @@ def _parser() -> argparse.ArgumentParser:
     from monitor import crontab_import  # issue 7
 
     crontab_import.add_parser(sub)
+
+    hc = sub.add_parser(
+        "import-healthchecks",
+        help="copy the checks of a Healthchecks project here (idempotent: upserts by slug)",
+    )
+    hc.add_argument("--url", required=True, help="the Healthchecks instance, e.g. https://healthchecks.io")
+    hc.add_argument("--api-key", required=True, help="that project's read-write API key")
+    hc.add_argument("--target-url", help="this monitor's address (env MONITOR_BASE_URL)")
+    hc.add_argument("--target-api-key", help="read-write key of the project to fill (env MONITOR_API_KEY)")
     return parser
 
 
@@ -200,6 +209,8 @@ def _dispatch(args: argparse.Namespace) -> int:
         from monitor import crontab_import
 
         return crontab_import.run(args)
+    if command == "import-healthchecks":
+        return _import_healthchecks(args)
     if command in ("evaluate", "notify"):
         # SIGTERM cancels the worker: leases are released and the engine disposed, then exit 0.
         with contextlib.suppress(asyncio.CancelledError):
@@ -314,6 +325,35 @@ def _serve(args: argparse.Namespace) -> int:
     return 0
 
 
+def _import_healthchecks(args: argparse.Namespace) -> int:
+    """``monitor import-healthchecks``: 0 when everything was carried over, 1 when something
+    was not (listed on stdout), 2 when the import could not run."""
+    from monitor.services import hc_import
+
+    target_url = args.target_url or os.environ.get("MONITOR_BASE_URL") or "http://127.0.0.1:8000"
+    target_key = args.target_api_key or os.environ.get("MONITOR_API_KEY")
+    if not target_key:
+        print(
+            "monitor import-healthchecks: target api key: set MONITOR_API_KEY or --target-api-key",
+            file=sys.stderr,
+        )
+        return 2
+    try:
+        report = hc_import.run_import(
+            source_url=args.url,
+            source_key=args.api_key,
+            target_url=target_url,
+            target_key=target_key,
+            say=lambda line: print(line, flush=True),
+        )
+    except hc_import.HealthchecksImportError as error:
+        print(f"monitor import-healthchecks: {error}", file=sys.stderr)
+        return 2
+    for line in report.lines():
+        print(line)
+    return 1 if report.notes or report.skipped else 0
+
+
 def run_uvicorn(app: str, *, factory: bool, host: str, port: int, workers: int, log_level: str) -> None:
     """Serve the ASGI ``app`` (an import string) with uvicorn, on ``workers`` processes.
 
@@ -338,6 +378,12 @@ def run_uvicorn(app: str, *, factory: bool, host: str, port: int, workers: int, 
         "log_level": log_level,
         "access_log": False,
         "lifespan": "on",
+        # uvicorn's proxy-headers middleware would rewrite the client address from
+        # X-Forwarded-For for any peer in forwarded_allow_ips (127.0.0.1 by default), so a local
+        # client could write any address into the ping log: we read the header ourselves, only
+        # from MONITOR_TRUSTED_PROXIES (DESIGN §5).
+        "proxy_headers": False,
+        "forwarded_allow_ips": "",
     }
     if workers <= 1:
         uvicorn.run(app, **options)

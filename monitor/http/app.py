@@ -17,7 +17,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
-from litestar import Litestar, Request, Response, get
+from litestar import Controller, Litestar, Request, Response, get
 from litestar.config.cors import CORSConfig
 from litestar.handlers import asgi
 from litestar.openapi import OpenAPIConfig
@@ -41,6 +41,7 @@ from monitor.settings import Settings
 from monitor.storage import cluster, leases
 from monitor.storage import tables as t
 from monitor.storage.engine import make_engine, migrate
+from monitor.web import badges as web_badges
 from monitor.web import setup as web_setup
 from monitor.workers.evaluator import run_evaluator
 from monitor.workers.liveness import run_liveness
@@ -83,6 +84,79 @@ async def ready(request: Request[Any, Any, Any]) -> Response[dict[str, Any]]:
             "evaluator_lag_s": round(lag, 3),
         }
     )
+
+
+# Healthchecks' v1 and v2 APIs are its v3 views with small differences (``api_version``): the
+# same controllers are served under those prefixes too, left out of the OpenAPI schema.
+HEALTHCHECKS_CONTROLLERS: dict[str, type[Controller]] = {
+    "checks": ChecksController,
+    "channels": ChannelsController,
+    "badges": web_badges.BadgesApiController,
+}
+
+
+def _older_versions() -> list[type[Controller]]:
+    out: list[type[Controller]] = []
+    for version in (1, 2):
+        for resource, controller in HEALTHCHECKS_CONTROLLERS.items():
+            attributes: dict[str, Any] = {
+                "path": f"/api/v{version}/{resource}",
+                "include_in_schema": False,
+            }
+            out.append(type(f"{controller.__name__}V{version}", (controller,), attributes))
+    return out
+
+
+def api_cors(app: Any) -> Any:
+    """ASGI middleware: every ``/api/`` answer carries ``Access-Control-Allow-Origin: *``, with or
+    without an ``Origin`` in the request, as Healthchecks' ``@cors`` views do (Litestar's CORS
+    support adds it only to requests that name an origin)."""
+
+    async def middleware(scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http" or not scope["path"].startswith("/api/"):
+            await app(scope, receive, send)
+            return
+
+        extra = [(b"access-control-allow-origin", b"*")]
+        if scope["method"] == "OPTIONS":
+            # Healthchecks' preflight answer (204 with its CORS headers), also without an Origin
+            extra += [
+                (b"access-control-allow-methods", b"GET, POST, DELETE, OPTIONS"),
+                (b"access-control-allow-headers", b"X-Api-Key, Content-Type"),
+                (b"access-control-max-age", b"600"),
+            ]
+
+        async def send_with_cors(message: Any) -> None:
+            if message["type"] == "http.response.start":
+                headers = list(message.get("headers", []))
+                present = {name.lower() for name, _ in headers}
+                headers += [(name, value) for name, value in extra if name not in present]
+                message = {**message, "headers": headers}
+            await send(message)
+
+        await app(scope, receive, send_with_cors)
+
+    return middleware
+
+
+@get(
+    ["/api/v1/status/", "/api/v2/status/", "/api/v3/status/"],
+    summary="Healthchecks' status probe: the database answers",
+    media_type="text/plain",
+    include_in_schema=False,
+)
+async def api_status(request: Request[Any, Any, Any]) -> Response[str]:
+    """``OK`` once ``SELECT 1`` answers (Healthchecks' ``status`` view, for external uptime
+    probes); 503 when the database does not. No key. ``/ready`` tells more."""
+    services = services_of(request.app.state)
+    try:
+        async with services.engine.connect() as conn:
+            await conn.execute(text("SELECT 1"))
+    except Exception as error:
+        return Response(
+            f"database unreachable: {type(error).__name__}", status_code=503, media_type="text/plain"
+        )
+    return Response("OK", media_type="text/plain")
 
 
 def create_app(
@@ -174,11 +248,22 @@ def create_app(
                 await own_notifier.aclose()
             await engine.dispose()
 
-    handlers: list[Any] = [ping, health, ready, metrics, ChecksController, ChannelsController, CronController]
+    handlers: list[Any] = [
+        ping,
+        health,
+        ready,
+        api_status,
+        metrics,
+        ChecksController,
+        ChannelsController,
+        CronController,
+    ]
     handlers += web_setup.route_handlers()  # dashboard, login, badges (issue 9)
     handlers.append(MaintenanceController)  # issue 8
+    handlers += _older_versions()
     return Litestar(
         route_handlers=handlers,
+        middleware=[api_cors],
         lifespan=[lifespan],
         exception_handlers=EXCEPTION_HANDLERS,  # type: ignore[arg-type]
         cors_config=CORSConfig(allow_origins=["*"], allow_headers=["*"]),

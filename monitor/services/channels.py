@@ -108,11 +108,62 @@ async def validate_channel(
     return out
 
 
+# Healthchecks' integration kinds (``Channel.kind``) of the Apprise schemes that mean the same
+# service; any other Apprise URL is Healthchecks' own ``apprise`` kind.
+HEALTHCHECKS_KINDS = {
+    "mailto": "email",
+    "mailtos": "email",
+    "json": "webhook",
+    "jsons": "webhook",
+    "xml": "webhook",
+    "xmls": "webhook",
+    "form": "webhook",
+    "forms": "webhook",
+    "slack": "slack",
+    "discord": "discord",
+    "tgram": "telegram",
+    "mmost": "mattermost",
+    "mmosts": "mattermost",
+    "msteams": "msteams",
+    "pagerduty": "pd",
+    "opsgenie": "opsgenie",
+    "pover": "po",
+    "pbul": "pushbullet",
+    "matrix": "matrix",
+    "matrixs": "matrix",
+    "rocket": "rocketchat",
+    "rockets": "rocketchat",
+    "gotify": "gotify",
+    "gotifys": "gotify",
+    "ntfy": "ntfy",
+    "ntfys": "ntfy",
+    "zulip": "zulip",
+    "signal": "signal",
+    "signals": "signal",
+    "spike": "spike",
+    "victorops": "victorops",
+    "splunk": "victorops",
+    "pagertree": "pagertree",
+    "line": "linenotify",
+    "gchat": "googlechat",
+}
+
+
+def healthchecks_kind(url: str) -> str:
+    """The Healthchecks integration kind of an Apprise URL (``mailtos://…`` → ``email``);
+    ``apprise`` for schemes Healthchecks has no integration of its own for."""
+    scheme = url.partition("://")[0].lower()
+    return HEALTHCHECKS_KINDS.get(scheme, "apprise")
+
+
 def channel_to_dict(row: Any) -> dict[str, Any]:
-    """A channel's JSON (DESIGN §9): ``id, name, url`` (secrets masked), ``kinds``, ``default``."""
+    """A channel's JSON (DESIGN §9): ``id, name, url`` (secrets masked), ``kinds``, ``default``,
+    and Healthchecks' ``kind`` (its integration shape ``{id, name, kind}``, which clients such
+    as ``healthchecks-io`` validate)."""
     return {
         "id": row["id"],
         "name": row["name"],
+        "kind": healthchecks_kind(row["url"]),
         "url": apprise_notify.mask_url(row["url"]),
         "kinds": [k for k in row["kinds"].split(",") if k],
         "default": bool(row["is_default"]),

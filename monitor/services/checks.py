@@ -6,12 +6,14 @@ week): 8 is out of range 0-7``); the HTTP layer turns them into 400 JSON.
 
 from __future__ import annotations
 
+import hashlib
 import re
+import unicodedata
 from collections.abc import Mapping, Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import delete, select, update
+from sqlalchemy import delete, func, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
@@ -19,6 +21,7 @@ from monitor.domain import detection, schedules
 from monitor.domain.checks import CheckKind
 from monitor.domain.errors import Conflict, NotFound, ScheduleError, ValidationError, ZoneError
 from monitor.domain.runs import simple_due, tick_after
+from monitor.services import zone_names
 from monitor.services.effects import PendingWrites
 from monitor.services.ingest import lock_checks, new_check_values
 from monitor.settings import Settings
@@ -26,6 +29,8 @@ from monitor.storage import cluster, repositories
 from monitor.storage import tables as t
 
 SLUG = re.compile(r"^[a-z0-9_-]*$")
+UUID_TEXT = re.compile(r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$")
+UNIQUE_KEY_TEXT = re.compile(r"^[0-9a-f]{40}$")
 MAX_SECONDS = 31_536_000
 UNIQUE_FIELDS = ("name", "slug", "tags", "timeout", "grace")
 SCHEDULE_FIELDS = ("schedule", "tz", "dialect", "timeout")
@@ -111,7 +116,7 @@ def parse_check_fields(data: Any) -> dict[str, Any]:
         if not out["schedule"]:
             raise ValidationError("schedule", "must not be empty")
     if "tz" in data:
-        out["tz"] = _str(data, "tz", 64)
+        out["tz"] = zone_names.canonical_zone(_str(data, "tz", 64))
     if "dialect" in data:
         dialect = _str(data, "dialect", 10).strip().lower()
         if dialect not in {d.value for d in schedules.Dialect}:
@@ -185,7 +190,10 @@ async def _resolve_channels(
     ).all()
     if text.strip() == "*":
         return [r[0] for r in rows]
-    wanted = [p.strip() for p in text.split(",") if p.strip()]
+    wanted = [p.strip() for p in text.split(",")] if text.strip() else []
+    if any(not item for item in wanted):
+        # as Healthchecks: "a,,b", "a," and "," name no channel ("empty channel identifier")
+        raise ValidationError(field, f"empty channel identifier in {text!r}")
     by_id = {r[0]: r[0] for r in rows}
     by_name: dict[str, list[str]] = {}
     for channel_id, name in rows:
@@ -311,6 +319,45 @@ async def _check_slug_free(
         raise _slug_taken(slug)
 
 
+def slugify(name: str) -> str:
+    """The slug Healthchecks' v1/v2 API derives from a name (Django's ``slugify``): ASCII,
+    lower case, runs of spaces and hyphens as one ``-``, other punctuation dropped."""
+    text = unicodedata.normalize("NFKD", name).encode("ascii", "ignore").decode("ascii")
+    text = re.sub(r"[^\w\s-]", "", text.lower())
+    return re.sub(r"[-\s]+", "-", text).strip("-_")[:100]
+
+
+def unique_key(uuid: str) -> str:
+    """A check's stable public key for read-only API keys: 40 hex digits.
+
+    Healthchecks' rule (``Check.unique_key``): SHA-1 of the first 16 hex digits of the uuid
+    (hyphens removed), so it names the check without revealing its ping URL.
+    """
+    return hashlib.sha1(uuid.replace("-", "").lower()[:16].encode()).hexdigest()
+
+
+async def find_check_row(
+    conn: AsyncConnection, project_id: int, ident: str, *, unique_key_allowed: bool = False
+) -> dict[str, Any]:
+    """The check named by ``ident``: its uuid (any case), or with ``unique_key_allowed`` its
+    :func:`unique_key` (what a read-only key sees instead of the uuid).
+
+    Raises:
+        NotFound: a malformed identifier (Healthchecks' URL patterns do not match it, so it
+            answers 404), no such check, or another project's check (existence is not revealed).
+    """
+    if UUID_TEXT.match(ident):
+        return await get_check_row(conn, project_id, ident.lower())
+    if unique_key_allowed and UNIQUE_KEY_TEXT.match(ident):
+        # Healthchecks also scans the project's checks: the key is not stored
+        rows = await conn.execute(select(t.checks.c.uuid).where(t.checks.c.project_id == project_id))
+        for (uuid,) in rows:
+            if unique_key(uuid) == ident:
+                return await get_check_row(conn, project_id, uuid)
+        raise NotFound("unique_key: no check with this unique_key in this project")
+    raise NotFound("uuid: no check with this uuid in this project")
+
+
 async def get_check_row(
     conn: AsyncConnection, project_id: int, uuid: str, *, lock: bool = False
 ) -> dict[str, Any]:
@@ -426,8 +473,28 @@ async def started_checks(conn: AsyncConnection, rows: Sequence[Mapping[str, Any]
         .where(t.runs.c.outcome.is_(None))
         .where(t.runs.c.started_at.is_not(None))
     )
+    # Pausing forgets runs in progress, as Healthchecks clears last_start: a run started before
+    # the check's last pause no longer counts as started (nor before its last resume; a run
+    # started at the instant of a resume is the ping that resumed it).
+    changed: dict[int, datetime] = {}
+    for cid, reason, at in (
+        await conn.execute(
+            select(t.flips.c.check_id, t.flips.c.reason, func.max(t.flips.c.created_at))
+            .where(t.flips.c.check_id.in_(ids))
+            .where(t.flips.c.reason.in_(("paused", "resumed")))
+            .group_by(t.flips.c.check_id, t.flips.c.reason)
+        )
+    ).all():
+        # strictly after a pause; at or after a resume
+        bound = at if reason == "paused" else at - timedelta(microseconds=1)
+        changed[cid] = max(changed.get(cid, bound), bound)
     max_runtime = {r["id"]: r["max_runtime"] for r in rows}
-    return {cid for cid, started_at in found if (now - started_at).total_seconds() <= max_runtime[cid]}
+    return {
+        cid
+        for cid, started_at in found
+        if (now - started_at).total_seconds() <= max_runtime[cid]
+        and (changed.get(cid) is None or started_at > changed[cid])
+    }
 
 
 async def channels_of(conn: AsyncConnection, ids: Sequence[int]) -> dict[int, list[str]]:
@@ -444,9 +511,23 @@ async def channels_of(conn: AsyncConnection, ids: Sequence[int]) -> dict[int, li
 
 
 def check_to_dict(
-    row: Mapping[str, Any], *, now: datetime, settings: Settings, started: bool, channels: Sequence[str]
+    row: Mapping[str, Any],
+    *,
+    now: datetime,
+    settings: Settings,
+    started: bool,
+    channels: Sequence[str],
+    readonly: bool = False,
+    version: int = 3,
 ) -> dict[str, Any]:
-    """A check's v3 JSON (DESIGN §9)."""
+    """A check's JSON (DESIGN §9) as API ``version`` (1, 2 or 3) shows it.
+
+    ``readonly`` (a read-only key asked): as Healthchecks, no ``uuid``, ``ping_url``,
+    ``update_url``, ``pause_url``, ``resume_url`` or ``channels`` (nor our ``escalate_to``,
+    channel ids too) — the uuid is the ping credential — but a ``unique_key`` instead.
+    Version 1 reports a check with a run in progress as ``status: "started"`` (Healthchecks'
+    v1); v2 and v3 give the same fields.
+    """
     state = repositories.state_of(row)
     spec = repositories.spec_of(row)
     status = detection.status(state, now)
@@ -478,7 +559,7 @@ def check_to_dict(
         early_tolerance=row["early_tolerance"],
         expected_runs=row["expected_runs"],
         min_runtime=row["min_runtime"],
-        status=status.value,
+        status="started" if version == 1 and started else status.value,
         started=started,
         last_ping=iso(row["last_ping_at"]),
         next_ping=iso(next_ping),
@@ -496,4 +577,8 @@ def check_to_dict(
         # public and unguessable: the badge uuid is random and separate from the check's uuid
         badge_url=f"{base}/b/{row['badge_uuid']}.svg",
     )
+    if readonly:
+        for name in ("uuid", "ping_url", "update_url", "pause_url", "resume_url", "channels", "escalate_to"):
+            del out[name]
+        out["unique_key"] = unique_key(uuid)
     return out

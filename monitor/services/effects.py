@@ -16,11 +16,13 @@ from sqlalchemy import bindparam, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from monitor.domain import messages
-from monitor.domain.checks import AlertKind, Status
+from monitor.domain.checks import AlertKind, FlipReason, Status
 from monitor.domain.detection import AlertDraft, Effects
 from monitor.notify import templates
 from monitor.storage import repositories
 from monitor.storage import tables as t
+
+PAUSE_REASONS = frozenset({FlipReason.PAUSED.value, FlipReason.RESUMED.value})
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -73,15 +75,26 @@ class PendingWrites:
                 {"check_id": check_id, "scheduled": mark.scheduled, "outcome": mark.outcome.value}
             )
         for flip in fx.flips:
-            self.flips.append(
-                {
-                    "check_id": check_id,
-                    "created_at": flip.at,
-                    "up": None if flip.up is None else int(flip.up),
-                    "reason": flip.reason.value,
-                    "token": token,
-                }
-            )
+            row = {
+                "check_id": check_id,
+                "created_at": flip.at,
+                "up": None if flip.up is None else int(flip.up),
+                "reason": flip.reason.value,
+                "token": token,
+            }
+            last = self.flips[-1] if self.flips else None
+            if (
+                last is not None
+                and last["check_id"] == check_id
+                and last["created_at"] == flip.at
+                and not {last["reason"], row["reason"]} & PAUSE_REASONS
+            ):
+                # One decision, one instant, one change: a new check's first /fail leaves "new"
+                # (up) and goes down at once; Healthchecks records that as one flip (new → down).
+                # Pause and resume flips stay: they mark where runs in progress are forgotten.
+                self.flips[-1] = row
+            else:
+                self.flips.append(row)
 
     async def write(self, conn: AsyncConnection) -> None:
         if self.new_runs:

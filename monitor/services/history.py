@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from datetime import datetime
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -10,7 +11,7 @@ from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from monitor.domain.detection import iso
-from monitor.domain.errors import NotFound
+from monitor.domain.errors import NotFound, ValidationError
 from monitor.storage import tables as t
 
 DEFAULT_LIMIT = 100
@@ -76,20 +77,60 @@ async def ping_body(conn: AsyncConnection, check_id: int, n: int) -> bytes:
     return bytes(body[0])
 
 
-async def list_flips(conn: AsyncConnection, check_id: int, limit: int) -> list[dict[str, Any]]:
-    rows = (
-        (
-            await conn.execute(
-                select(t.flips)
-                .where(t.flips.c.check_id == check_id)
-                .order_by(t.flips.c.id.desc())
-                .limit(limit)
-            )
-        )
-        .mappings()
-        .all()
-    )
-    return [{"timestamp": _iso(r["created_at"]), "up": r["up"], "reason": r["reason"]} for r in rows]
+@dataclass(frozen=True, kw_only=True, slots=True)
+class FlipWindow:
+    """Which flips to list: ``since <= created_at < until`` (either bound may be open)."""
+
+    since: datetime | None = None
+    until: datetime | None = None
+
+
+FLIP_MAX_SECONDS = 31_536_000
+FLIP_MAX_TIMESTAMP = 10_000_000_000  # year 2286: Healthchecks' sanity bound
+
+
+def _whole(name: str, value: str, high: int) -> int:
+    text = value.strip()
+    if not text.lstrip("+-").isdigit():
+        raise ValidationError(name, f"must be an integer, got {value!r}")
+    number = int(text)
+    if not 0 <= number <= high:
+        raise ValidationError(name, f"must be between 0 and {high}, got {value}")
+    return number
+
+
+def flip_window(*, now: datetime, seconds: str | None, start: str | None, end: str | None) -> FlipWindow:
+    """Healthchecks' flip filters (``FlipsFiltersForm``): ``seconds`` (the last N seconds,
+    0-31 536 000), ``start`` (at or after) and ``end`` (before), UNIX timestamps 0-10^10.
+    An empty value is no filter, as a Django form treats it.
+
+    Raises:
+        ValidationError: naming ``seconds``, ``start`` or ``end``.
+    """
+    since: datetime | None = None
+    until: datetime | None = None
+    if start:
+        since = datetime.fromtimestamp(_whole("start", start, FLIP_MAX_TIMESTAMP), UTC)
+    if end:
+        until = datetime.fromtimestamp(_whole("end", end, FLIP_MAX_TIMESTAMP), UTC)
+    if seconds:
+        threshold = now - timedelta(seconds=_whole("seconds", seconds, FLIP_MAX_SECONDS))
+        since = threshold if since is None else max(since, threshold)
+    return FlipWindow(since=since, until=until)
+
+
+async def list_flips(
+    conn: AsyncConnection, check_id: int, limit: int, window: FlipWindow | None = None
+) -> list[dict[str, Any]]:
+    """The check's flips, newest first: ``{"timestamp", "up", "reason"}``, the timestamp in whole
+    seconds as Healthchecks shows it (``Flip.to_dict`` strips microseconds)."""
+    query = select(t.flips).where(t.flips.c.check_id == check_id)
+    if window is not None and window.since is not None:
+        query = query.where(t.flips.c.created_at >= window.since)
+    if window is not None and window.until is not None:
+        query = query.where(t.flips.c.created_at < window.until)
+    rows = (await conn.execute(query.order_by(t.flips.c.id.desc()).limit(limit))).mappings().all()
+    return [{"timestamp": _tick(r["created_at"]), "up": r["up"], "reason": r["reason"]} for r in rows]
 
 
 async def list_runs(

@@ -329,7 +329,9 @@ async def _ingest(
         ctx.touched = True
         ctx.row["n_pings"] += 1
         stored_kind = fx.stored_kind or request.kind
-        if stored_kind not in (PingKind.LOG, PingKind.IGN):
+        # as Healthchecks: a start records the run's start, not a ping of the check's schedule,
+        # so last_ping keeps the last finish (or skip)
+        if stored_kind not in (PingKind.LOG, PingKind.IGN, PingKind.START):
             ctx.row["last_ping_at"] = request.received
         run = fx.run
         duration = None

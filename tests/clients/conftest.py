@@ -30,6 +30,7 @@ class Monitor:
     process: MonitorProcess
     api_key: str
     ping_key: str
+    readonly_key: str = ""
 
     @property
     def base(self) -> str:
@@ -92,6 +93,11 @@ def monitor(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Monitor]:
             for line in process.stdout.splitlines()
             if line.startswith("{") and "ping_key" in line
         )
-        yield Monitor(process=process, api_key=API_KEY, ping_key=created["ping_key"])
+        yield Monitor(
+            process=process,
+            api_key=API_KEY,
+            ping_key=created["ping_key"],
+            readonly_key=created["api_key_readonly"],
+        )
     finally:
         process.close()

@@ -176,6 +176,9 @@ async def test_check_badge_svg_and_shields_json(api: Api) -> None:
         "message": "up",
         "color": "success",
         "status": "up",
+        "total": 1,
+        "grace": 0,
+        "down": 0,
     }
     await api.client.get(f"/ping/{check['uuid']}/fail")
     assert (await api.client.get(f"/b/{badge_uuid}.json")).json()["message"] == "down"

@@ -1,4 +1,7 @@
-"""``/api/v3/channels/…``: Apprise destinations (DESIGN §7, §9)."""
+"""``/api/v3/channels/…``: Apprise destinations (DESIGN §7, §9).
+
+Read-write keys only, reading included: Healthchecks refuses its read-only keys here (401).
+"""
 
 from __future__ import annotations
 
@@ -18,7 +21,7 @@ class ChannelsController(Controller):
 
     @get("/", summary="List channels (secrets masked)")
     async def list_channels(self, request: Req) -> dict[str, Any]:
-        key = await authenticate(request, write=False)
+        key = await authenticate(request, write=False, read_only_allowed=False)
         services = services_of(request.app.state)
         async with services.engine.connect() as conn:
             return {"channels": await channel_service.list_channels(conn, key.project_id)}
@@ -39,7 +42,7 @@ class ChannelsController(Controller):
 
     @get("/{channel_id:str}", summary="Get a channel")
     async def get_channel(self, request: Req, channel_id: str) -> dict[str, Any]:
-        key = await authenticate(request, write=False)
+        key = await authenticate(request, write=False, read_only_allowed=False)
         services = services_of(request.app.state)
         async with services.engine.connect() as conn:
             return channel_service.channel_to_dict(

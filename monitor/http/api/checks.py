@@ -1,4 +1,10 @@
-"""``/api/v3/checks/…``: checks, their pings, flips, runs and alerts (DESIGN §9)."""
+"""``/api/v3/checks/…``: checks, their pings, flips, runs and alerts (DESIGN §9).
+
+The same controller serves ``/api/v1/`` and ``/api/v2/`` (Healthchecks' older versions, with
+their differences: :func:`monitor.http.api.common.api_version`). A check is addressed by its
+uuid, or — for reading the check, its flips and runs — by its ``unique_key``, which is all a
+read-only key sees. A malformed identifier answers 404, as Healthchecks' URL patterns do.
+"""
 
 from __future__ import annotations
 
@@ -9,8 +15,14 @@ from litestar.params import Parameter
 from sqlalchemy import select
 
 from monitor.domain.errors import ValidationError
-from monitor.http.api.common import authenticate, instant_param, json_body, limit_param, services_of
-from monitor.http.ping import UUID_RE
+from monitor.http.api.common import (
+    api_version,
+    authenticate,
+    instant_param,
+    json_body,
+    limit_param,
+    services_of,
+)
 from monitor.services import checks as check_service
 from monitor.services import history
 from monitor.storage import tables as t
@@ -18,30 +30,56 @@ from monitor.storage import tables as t
 Req = Request[Any, Any, Any]
 
 
-def _uuid(value: str) -> str:
-    if not UUID_RE.match(value):
-        raise ValidationError("uuid", "invalid uuid format")
-    return value.lower()
-
-
-async def _dicts(request: Req, conn: Any, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+async def _dicts(
+    request: Req, conn: Any, rows: list[dict[str, Any]], *, readonly: bool = False
+) -> list[dict[str, Any]]:
     services = services_of(request.app.state)
     now = services.clock.now()
     started = await check_service.started_checks(conn, rows, now)
     channels = await check_service.channels_of(conn, [r["id"] for r in rows])
+    version = api_version(request)
     return [
         check_service.check_to_dict(
-            r, now=now, settings=services.settings, started=r["id"] in started, channels=channels[r["id"]]
+            r,
+            now=now,
+            settings=services.settings,
+            started=r["id"] in started,
+            channels=channels[r["id"]],
+            readonly=readonly,
+            version=version,
         )
         for r in rows
     ]
 
 
-async def _one(request: Req, project_id: int, uuid: str) -> dict[str, Any]:
+async def _one(request: Req, project_id: int, ident: str, *, readonly: bool = False) -> dict[str, Any]:
     services = services_of(request.app.state)
     async with services.engine.connect() as conn:
-        row = await check_service.get_check_row(conn, project_id, uuid)
-        return (await _dicts(request, conn, [row]))[0]
+        row = await check_service.find_check_row(conn, project_id, ident, unique_key_allowed=True)
+        return (await _dicts(request, conn, [row], readonly=readonly))[0]
+
+
+async def _uuid_of(request: Req, project_id: int, ident: str) -> str:
+    """The uuid of the project's check ``ident`` (a uuid): 404 when malformed or unknown."""
+    services = services_of(request.app.state)
+    async with services.engine.connect() as conn:
+        return str((await check_service.find_check_row(conn, project_id, ident))["uuid"])
+
+
+def _versioned(request: Req, data: Any) -> Any:
+    """v1 and v2 derive the slug from the name on create and update (Healthchecks' ``_update``);
+    a slug given explicitly wins."""
+    if api_version(request) < 3 and isinstance(data, dict) and isinstance(data.get("name"), str):
+        data = {"slug": check_service.slugify(data["name"]), **data}
+    return data
+
+
+async def _state_change_body(request: Req) -> None:
+    """``/pause`` and ``/resume`` take no fields, but a body they get must be a JSON object
+    (Healthchecks: ``json validation error: value is not an object``)."""
+    data = await json_body(request)
+    if not isinstance(data, dict):
+        raise ValidationError("body", "must be a JSON object")
 
 
 class ChecksController(Controller):
@@ -73,12 +111,12 @@ class ChecksController(Controller):
                 rows = [r for r in rows if wanted <= set(r["tags"].split())]
             if most is not None:
                 rows = rows[:most]
-            return {"checks": await _dicts(request, conn, rows)}
+            return {"checks": await _dicts(request, conn, rows, readonly=key.read_only)}
 
     @post("/", summary="Create a check (or upsert with unique)")
     async def create_check(self, request: Req) -> Response[dict[str, Any]]:
         key = await authenticate(request, write=True)
-        data = await json_body(request)
+        data = _versioned(request, await json_body(request))
         services = services_of(request.app.state)
         now = services.clock.now()
         async with services.engine.begin() as conn:
@@ -88,16 +126,16 @@ class ChecksController(Controller):
             uuid = (await conn.execute(select(t.checks.c.uuid).where(t.checks.c.id == check_id))).scalar_one()
         return Response(await _one(request, key.project_id, uuid), status_code=201 if created else 200)
 
-    @get("/{uuid:str}", summary="Get a check")
+    @get("/{uuid:str}", summary="Get a check (by uuid or unique_key)")
     async def get_check(self, request: Req, uuid: str) -> dict[str, Any]:
         key = await authenticate(request, write=False)
-        return await _one(request, key.project_id, _uuid(uuid))
+        return await _one(request, key.project_id, uuid, readonly=key.read_only)
 
     @post("/{uuid:str}", summary="Update a check (only the given fields)", status_code=200)
     async def update_check(self, request: Req, uuid: str) -> dict[str, Any]:
         key = await authenticate(request, write=True)
-        uuid = _uuid(uuid)
-        data = await json_body(request)
+        uuid = await _uuid_of(request, key.project_id, uuid)
+        data = _versioned(request, await json_body(request))
         services = services_of(request.app.state)
         async with services.engine.begin() as conn:
             row = await check_service.get_check_row(conn, key.project_id, uuid)
@@ -107,7 +145,7 @@ class ChecksController(Controller):
     @delete("/{uuid:str}", summary="Delete a check", status_code=200)
     async def delete_check(self, request: Req, uuid: str) -> dict[str, Any]:
         key = await authenticate(request, write=True)
-        uuid = _uuid(uuid)
+        uuid = await _uuid_of(request, key.project_id, uuid)
         services = services_of(request.app.state)
         body = await _one(request, key.project_id, uuid)
         async with services.engine.begin() as conn:
@@ -118,7 +156,8 @@ class ChecksController(Controller):
     @post("/{uuid:str}/pause", summary="Pause a check", status_code=200)
     async def pause(self, request: Req, uuid: str) -> dict[str, Any]:
         key = await authenticate(request, write=True)
-        uuid = _uuid(uuid)
+        uuid = await _uuid_of(request, key.project_id, uuid)
+        await _state_change_body(request)
         services = services_of(request.app.state)
         async with services.engine.begin() as conn:
             await check_service.pause_check(conn, key.project_id, uuid, services.clock.now())
@@ -127,7 +166,8 @@ class ChecksController(Controller):
     @post("/{uuid:str}/resume", summary="Resume a paused check (409 if not paused)", status_code=200)
     async def resume(self, request: Req, uuid: str) -> dict[str, Any]:
         key = await authenticate(request, write=True)
-        uuid = _uuid(uuid)
+        uuid = await _uuid_of(request, key.project_id, uuid)
+        await _state_change_body(request)
         services = services_of(request.app.state)
         async with services.engine.begin() as conn:
             await check_service.resume_check(conn, key.project_id, uuid, services.clock.now())
@@ -135,11 +175,11 @@ class ChecksController(Controller):
 
     @get("/{uuid:str}/pings/", summary="The check's pings, newest first")
     async def pings(self, request: Req, uuid: str, limit: str | None = None) -> dict[str, Any]:
-        key = await authenticate(request, write=False)
-        uuid = _uuid(uuid)
+        key = await authenticate(request, write=False, read_only_allowed=False)
         services = services_of(request.app.state)
         async with services.engine.connect() as conn:
-            row = await check_service.get_check_row(conn, key.project_id, uuid)
+            row = await check_service.find_check_row(conn, key.project_id, uuid)
+            uuid = row["uuid"]
             return {
                 "pings": await history.list_pings(
                     conn, row["id"], uuid, services.settings.base_url, limit_param(limit)
@@ -148,22 +188,32 @@ class ChecksController(Controller):
 
     @get("/{uuid:str}/pings/{n:int}/body", summary="A ping's stored body", media_type="text/plain")
     async def ping_body(self, request: Req, uuid: str, n: int) -> Response[bytes]:
-        key = await authenticate(request, write=False)
-        uuid = _uuid(uuid)
+        key = await authenticate(request, write=False, read_only_allowed=False)
         services = services_of(request.app.state)
         async with services.engine.connect() as conn:
-            row = await check_service.get_check_row(conn, key.project_id, uuid)
+            row = await check_service.find_check_row(conn, key.project_id, uuid)
             body = await history.ping_body(conn, row["id"], n)
         return Response(body, media_type="text/plain; charset=utf-8")
 
-    @get("/{uuid:str}/flips/", summary="The check's flips, newest first")
-    async def flips(self, request: Req, uuid: str, limit: str | None = None) -> dict[str, Any]:
+    @get("/{uuid:str}/flips/", summary="The check's flips, newest first (by uuid or unique_key)")
+    async def flips(
+        self,
+        request: Req,
+        uuid: str,
+        limit: str | None = None,
+        seconds: str | None = None,
+        start: str | None = None,
+        end: str | None = None,
+    ) -> dict[str, Any]:
+        """``?seconds=`` (0-31536000: the last N seconds), ``?start=`` (flips at or after) and
+        ``?end=`` (flips before) UNIX timestamps (0-10000000000), as Healthchecks' FlipsFiltersForm;
+        a bad value is a 400 naming the parameter."""
         key = await authenticate(request, write=False)
-        uuid = _uuid(uuid)
         services = services_of(request.app.state)
+        window = history.flip_window(now=services.clock.now(), seconds=seconds, start=start, end=end)
         async with services.engine.connect() as conn:
-            row = await check_service.get_check_row(conn, key.project_id, uuid)
-            return {"flips": await history.list_flips(conn, row["id"], limit_param(limit))}
+            row = await check_service.find_check_row(conn, key.project_id, uuid, unique_key_allowed=True)
+            return {"flips": await history.list_flips(conn, row["id"], limit_param(limit), window)}
 
     @get("/{uuid:str}/runs/", summary="The check's runs by scheduled time, newest first")
     async def runs(
@@ -175,10 +225,9 @@ class ChecksController(Controller):
         to: str | None = None,
     ) -> dict[str, Any]:
         key = await authenticate(request, write=False)
-        uuid = _uuid(uuid)
         services = services_of(request.app.state)
         async with services.engine.connect() as conn:
-            row = await check_service.get_check_row(conn, key.project_id, uuid)
+            row = await check_service.find_check_row(conn, key.project_id, uuid, unique_key_allowed=True)
             runs = await history.list_runs(
                 conn, row["id"], limit_param(limit), instant_param("from", from_), instant_param("to", to)
             )
@@ -186,9 +235,9 @@ class ChecksController(Controller):
 
     @get("/{uuid:str}/alerts/", summary="The check's alerts with their notifications, newest first")
     async def alerts(self, request: Req, uuid: str, limit: str | None = None) -> dict[str, Any]:
-        key = await authenticate(request, write=False)
-        uuid = _uuid(uuid)
+        # an alert's message carries the last ping's log tail: read-write keys only, as pings
+        key = await authenticate(request, write=False, read_only_allowed=False)
         services = services_of(request.app.state)
         async with services.engine.connect() as conn:
-            row = await check_service.get_check_row(conn, key.project_id, uuid)
+            row = await check_service.find_check_row(conn, key.project_id, uuid)
             return {"alerts": await history.list_alerts(conn, row["id"], limit_param(limit))}

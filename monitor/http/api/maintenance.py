@@ -7,9 +7,18 @@ from typing import Any
 from litestar import Controller, Request, Response, delete, get, post
 
 from monitor.http.api.common import authenticate, json_body, services_of
+from monitor.services import checks as check_service
 from monitor.services import maintenance as maintenance_service
 
 Req = Request[Any, Any, Any]
+
+
+def _for_key(window: dict[str, Any], read_only: bool) -> dict[str, Any]:
+    """A read-only key sees a window's check by its ``unique_key``, never its uuid (the uuid is
+    the check's ping credential)."""
+    if read_only and window.get("check"):
+        window = {**window, "check": None, "check_unique_key": check_service.unique_key(window["check"])}
+    return window
 
 
 class MaintenanceController(Controller):
@@ -23,7 +32,9 @@ class MaintenanceController(Controller):
         now = services.clock.now()
         async with services.engine.connect() as conn:
             rows = await maintenance_service.list_windows(conn, key.project_id)
-        return {"maintenance": [maintenance_service.window_to_dict(r, now) for r in rows]}
+        return {
+            "maintenance": [_for_key(maintenance_service.window_to_dict(r, now), key.read_only) for r in rows]
+        }
 
     @post("/", summary="Create a maintenance window (one-off or recurring)")
     async def create_window(self, request: Req) -> Response[dict[str, Any]]:
@@ -43,7 +54,7 @@ class MaintenanceController(Controller):
         services = services_of(request.app.state)
         async with services.engine.connect() as conn:
             row = await maintenance_service.get_window(conn, key.project_id, window_id)
-        return maintenance_service.window_to_dict(row, services.clock.now())
+        return _for_key(maintenance_service.window_to_dict(row, services.clock.now()), key.read_only)
 
     @delete("/{window_id:str}", summary="Delete a maintenance window", status_code=200)
     async def delete_window(self, request: Req, window_id: str) -> dict[str, Any]:
