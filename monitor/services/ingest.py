@@ -22,7 +22,7 @@ from typing import Any
 from sqlalchemy import and_, or_, select
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from monitor.domain import detection
+from monitor.domain import detection, keywords
 from monitor.domain.checks import CheckSpec, CheckState, FlipReason, PingKind, SimpleSchedule
 from monitor.domain.errors import ValidationError
 from monitor.domain.runs import RunBook, needed_since, tick_at_or_before
@@ -44,7 +44,10 @@ class PingRequest:
     """A validated ping, as the HTTP layer hands it over.
 
     Exactly one of ``uuid`` and (``ping_key``, ``slug``) names the check. ``received`` is the
-    arrival instant (aware UTC); ``body`` is already cut to the body limit.
+    arrival instant (aware UTC); ``body`` is already cut to the body limit. ``scheme`` is
+    ``http``, ``https`` or ``email``; an email ping also carries its decoded subject and text
+    (``email_subject``, ``email_text``), which the check's keyword filters read
+    (:mod:`monitor.domain.keywords`).
     """
 
     kind: PingKind
@@ -62,6 +65,9 @@ class PingRequest:
     body: bytes | None = None
     body_size: int = 0
     idempotency_key: str | None = None
+    scheme: str = "http"
+    email_subject: str | None = None
+    email_text: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -307,8 +313,9 @@ async def _ingest(
                 answers[index] = CREATED if status == 201 else OK
                 continue
             remembered[memo] = success.status
+        kind = _filtered_kind(ctx.row, request)
         ping = detection.PingIn(
-            kind=request.kind,
+            kind=kind,
             received=request.received,
             scheduled=request.scheduled,
             rid=request.rid,
@@ -326,7 +333,7 @@ async def _ingest(
             continue
         ctx.touched = True
         ctx.row["n_pings"] += 1
-        stored_kind = fx.stored_kind or request.kind
+        stored_kind = fx.stored_kind or kind
         if stored_kind not in (PingKind.LOG, PingKind.IGN):
             ctx.row["last_ping_at"] = request.received
         run = fx.run
@@ -347,6 +354,7 @@ async def _ingest(
                 "method": request.method,
                 "remote_addr": request.remote_addr,
                 "ua": request.ua,
+                "scheme": request.scheme,
                 "body": request.body,
                 "body_size": request.body_size,
                 "idempotency_key": request.idempotency_key,
@@ -383,6 +391,14 @@ async def _ingest(
             updates.append(values)
     await repositories.save_state(conn, updates)
     return [a if a is not None else NOT_FOUND for a in answers]
+
+
+def _filtered_kind(row: dict[str, Any], request: PingRequest) -> PingKind:
+    """The ping's kind after the check's keyword filters (:mod:`monitor.domain.keywords`)."""
+    rules = repositories.keyword_filter_of(row)
+    if request.scheme == "email":
+        return keywords.classify_email(rules, request.email_subject or "", request.email_text or "")
+    return keywords.classify_http(rules, request.kind, request.exit_status, request.body)
 
 
 async def _load_books(
