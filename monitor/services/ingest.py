@@ -320,7 +320,9 @@ async def _ingest(
             scheduled=request.scheduled,
             rid=request.rid,
             exit_status=request.exit_status,
-            post=request.method == "POST",
+            # methods=POST guards against link-preview bots fetching ping URLs; email pings
+            # are not subject to it (Healthchecks' smtpd does not apply it either)
+            post=request.method == "POST" or request.scheme == "email",
         )
         try:
             fx = detection.apply_ping(
