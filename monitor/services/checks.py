@@ -107,7 +107,8 @@ def parse_check_fields(data: Any) -> dict[str, Any]:
     if "dialect" in data:
         dialect = _str(data, "dialect", 10).strip().lower()
         if dialect not in {d.value for d in schedules.Dialect}:
-            raise ValidationError("dialect", f"must be one of unix, seconds, quartz, got {dialect!r}")
+            names = ", ".join(d.value for d in schedules.Dialect)
+            raise ValidationError("dialect", f"must be one of {names}, got {dialect!r}")
         out["dialect"] = dialect
     if "manual_resume" in data:
         out["manual_resume"] = _bool(data, "manual_resume")
