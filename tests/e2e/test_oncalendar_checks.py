@@ -8,13 +8,16 @@ import json
 import subprocess
 import sys
 from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
 
 import pytest
 
 from monitor.services.evaluator import evaluate_due
 from tests.conftest import Api
 from tests.support.app import create_check, get_check, list_of
-from tests.support.process import checkout_env
+from tests.support.process import MonitorProcess, checkout_env, curl_api, curl_ping, wait_until
+from tests.support.receivers import free_port
 
 
 async def test_an_oncalendar_check_is_created_and_read_back(api: Api) -> None:
@@ -123,3 +126,41 @@ def test_cli_explains_oncalendar() -> None:
         "2026-07-04T10:00:00+09:00",
         "2026-07-05T10:00:00+09:00",
     ]
+
+
+def test_a_real_server_raises_missed_for_an_oncalendar_check(tmp_path: Path) -> None:
+    """``monitor serve`` on SQLite, real time: an every-2-seconds calendar event, pinged once."""
+    port = free_port()
+    key = "oncal-e2e-key-0123456789abcdef"
+    env = checkout_env(
+        MONITOR_DATABASE_URL=f"sqlite+aiosqlite:///{tmp_path / 'monitor.db'}",
+        MONITOR_API_KEY=key,
+        MONITOR_BASE_URL=f"http://127.0.0.1:{port}",
+        MONITOR_EVALUATE_INTERVAL="0.2",
+    )
+    process = MonitorProcess.serve(port, env=env, cwd=tmp_path, logs=tmp_path, name="serve")
+    try:
+        process.start()
+        process.wait_healthy()
+        status, check = curl_api(
+            process.base,
+            "POST",
+            "/api/v3/checks/",
+            key,
+            {"name": "tick", "schedule": "*:*:0/2", "dialect": "oncalendar", "grace": 1},
+        )
+        assert status == 201, check
+        assert curl_ping(check["ping_url"]) == "OK"
+
+        def missed() -> list[Any] | None:
+            _, body = curl_api(process.base, "GET", f"/api/v3/checks/{check['uuid']}/alerts/", key)
+            found = [a for a in body["alerts"] if a["kind"] == "missed"]
+            return found or None
+
+        [alert] = wait_until(missed, timeout=15, what="a missed alert")
+        scheduled = datetime.fromisoformat(alert["scheduled"].replace("Z", "+00:00"))
+        assert scheduled.second % 2 == 0
+        _, got = curl_api(process.base, "GET", f"/api/v3/checks/{check['uuid']}", key)
+        assert got["status"] == "down"
+    finally:
+        process.close()
