@@ -13,10 +13,10 @@ weekday lists and ranges (``Mon,Wed``, ``Mon..Fri``), ``year-month-day`` with ``
 ``semiannually``. Not accepted (as in Healthchecks): fractional seconds and ``*`` inside lists.
 Years run 1970-2199 (systemd and the package stop at 2200).
 
-Iteration is ours, in both directions (the package only iterates forward and reads the clock
-nowhere, but has no backward step and applies systemd's DST behaviour): a wall-clock search
-over the parsed value sets, then DESIGN §4's DST rule per UTC-offset segment of the zone, as
-for the cron dialects:
+Iteration is ours, in both directions: the package steps only forward (binding a ping needs the
+tick at or before an instant) and follows systemd's DST behaviour rather than DESIGN §4's. We
+search the wall clock over the package's parsed value sets, then apply DESIGN §4's DST rule per
+UTC-offset segment of the zone, as for the cron dialects:
 
 * *fixed-time* = none of the hour, minute and second components starts with ``*`` (``02:30``,
   ``00/2:00``); otherwise *wildcard* (``*:00``, ``hourly``).
@@ -41,7 +41,7 @@ import time
 from bisect import bisect_left, bisect_right
 from calendar import monthrange
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from typing import Any, cast
 
@@ -95,7 +95,6 @@ class CalendarLine:
     minutes: tuple[int, ...]
     seconds: tuple[int, ...]
     fixed: bool
-    zone: Any = field(repr=False, compare=False)
 
     # ------------------------------------------------------------------ wall clock
 
@@ -322,7 +321,7 @@ def _components(expanded: str) -> tuple[str, str, str]:
 
 def _parse_line(text: str, default_tz: str, number: int, many: bool) -> CalendarLine:
     where = f"line {number} ({text!r}): " if many else ""
-    tz, explicit = default_tz, False
+    tz, explicit = default_tz, False  # default_tz was validated by parse_oncalendar
     body = text
     if " " in text:
         head, maybe = text.rsplit(maxsplit=1)
@@ -361,7 +360,6 @@ def _parse_line(text: str, default_tz: str, number: int, many: bool) -> Calendar
         minutes=tuple(sorted(parsed.minutes)),
         seconds=tuple(sorted(parsed.seconds)),
         fixed=fixed,
-        zone=schedules.validate_zone(tz),
     )
 
 

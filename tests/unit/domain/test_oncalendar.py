@@ -400,3 +400,25 @@ def test_systemd_differs_from_design_in_a_gap_and_an_overlap(analyze: str) -> No
         "2026-10-25T01:30:00Z",
         "2026-10-25T02:00:00Z",
     ]
+
+
+# --------------------------------------------------------------------------- other users of the interface
+
+
+def test_a_scheduler_job_can_run_on_a_calendar_event() -> None:
+    from monitor.domain.jobs import parse_jobs
+
+    [job] = parse_jobs(
+        {
+            "jobs": [
+                {
+                    "name": "report",
+                    "schedule": "Mon..Fri 07:30",
+                    "dialect": "oncalendar",
+                    "tz": "Europe/Berlin",
+                    "command": ["true"],
+                }
+            ]
+        }
+    )
+    assert job.schedule.next_tick(at("2026-07-03T06:00:00Z")) == at("2026-07-06T05:30:00Z")
