@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 
 from monitor.http.smtp import Recipient, message_text, parse_recipient
 from monitor.settings import Settings, SettingsError
+from tests.support.process import checkout_env
 
 UUID = "5f1c0a4e-1234-4abc-8def-0123456789ab"
 
@@ -78,3 +83,20 @@ def test_email_domain_defaults_to_the_base_url_host() -> None:
 def test_a_bad_smtp_port_is_refused_naming_the_variable(value: str) -> None:
     with pytest.raises(SettingsError, match="MONITOR_SMTP_PORT"):
         Settings.from_env({"MONITOR_SMTP_PORT": value})
+
+
+@pytest.mark.parametrize("value", ["0", "65536", "x"])
+def test_serve_refuses_a_bad_smtp_port_before_starting(value: str, tmp_path: Path) -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "monitor", "serve", "--smtp-port", value],
+        capture_output=True,
+        env=checkout_env(MONITOR_DATABASE_URL=f"sqlite+aiosqlite:///{tmp_path / 'm.db'}"),
+        cwd=tmp_path,
+        timeout=60,
+        check=False,
+    )
+    assert proc.returncode == 2
+    assert (
+        f"--smtp-port (MONITOR_SMTP_PORT): must be a whole number 1-65535, got {value!r}"
+        in proc.stderr.decode()
+    )
