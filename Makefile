@@ -22,6 +22,7 @@ run: install
 ## Run the test suite (SQLite and PostgreSQL; starts PostgreSQL if it is down).
 test: install
 	bash scripts/ensure-postgres.sh
+	bash scripts/ensure-systemd.sh
 	$(BIN)/python -m pytest -m "not slow" -q -n 2 --dist loadgroup
 
 ## The long loops (repetitions, failover); .ci/run runs them after `make test`.

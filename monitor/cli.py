@@ -53,6 +53,10 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument(
         "--dev", action="store_true", help="allow Apprise targets on private/loopback networks"
     )
+    serve.add_argument(
+        "--smtp-port",
+        help="also listen for email pings on this TCP port (env MONITOR_SMTP_PORT; default: no listener)",
+    )
     serve.add_argument("--no-evaluator", action="store_true", help="do not run the evaluator in this process")
     serve.add_argument("--no-notifier", action="store_true", help="do not run the notifier in this process")
 
@@ -283,8 +287,9 @@ def _whole(name: str, raw: object, default: str, low: int, high: int) -> int:
         value = None
     if value is None or not low <= value <= high:
         bound = f"{low}-{high}" if high < 2**31 else f"at least {low}"
+        flag = name.replace("_", "-")
         raise SettingsError(
-            f"--{name} (MONITOR_{name.upper()}): must be a whole number {bound}, got {text!r}"
+            f"--{flag} (MONITOR_{name.upper()}): must be a whole number {bound}, got {text!r}"
         )
     return value
 
@@ -292,6 +297,9 @@ def _whole(name: str, raw: object, default: str, low: int, high: int) -> int:
 def _serve(args: argparse.Namespace) -> int:
     args.port = _whole("port", args.port, "8000", 1, 65535)
     args.workers = _whole("workers", args.workers, "1", 1, 2**31)
+    smtp_port = None
+    if args.smtp_port is not None or os.environ.get("MONITOR_SMTP_PORT"):
+        smtp_port = _whole("smtp_port", args.smtp_port, "", 1, 65535)
     settings = _settings(args, allow_private_targets=True if args.dev else None)
     created = asyncio.run(_bootstrap(settings))
     if created is not None:
@@ -301,6 +309,9 @@ def _serve(args: argparse.Namespace) -> int:
     os.environ["MONITOR_DATABASE_URL"] = settings.database_url
     os.environ["MONITOR_ALLOW_PRIVATE_TARGETS"] = "1" if settings.allow_private_targets else "0"
     os.environ["MONITOR_ROLES"] = ",".join(roles)
+    if smtp_port is not None:
+        os.environ["MONITOR_SMTP_PORT"] = str(smtp_port)
+        os.environ.setdefault("MONITOR_SMTP_HOST", args.host)
     if not os.environ.get("MONITOR_BASE_URL"):
         # ping_url and links follow the address actually served unless told otherwise
         shown = "127.0.0.1" if args.host in ("0.0.0.0", "::", "") else args.host
@@ -309,6 +320,9 @@ def _serve(args: argparse.Namespace) -> int:
 
     shown_url = safe_url(settings.database_url)  # never the password
     print(f"monitor {__version__} listening on http://{args.host}:{args.port} ({shown_url})", flush=True)
+    if smtp_port is not None:
+        domain = Settings.from_env().email_domain
+        print(f"email pings on smtp://{args.host}:{smtp_port} (<uuid>@{domain})", flush=True)
     if not settings.metrics_key and not args.dev:  # issue 9: uuids are ping credentials
         from monitor.http.metrics import PUBLIC_METRICS_WARNING
 

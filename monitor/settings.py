@@ -99,6 +99,18 @@ class Settings:
     notify_pre_send_delay: float = 0.0
     """Testing aid: seconds a notifier waits between claiming a notification and re-checking its
     claim before sending, so a test can stall (SIGSTOP) a sender inside that gap."""
+    # --- email pings (Healthchecks' ``manage.py smtpd``)
+    smtp_port: int | None = None
+    """``MONITOR_SMTP_PORT`` / ``serve --smtp-port``: TCP port of the SMTP listener for email
+    pings, run inside the serving process; unset (the default) means no listener."""
+    smtp_host: str = "127.0.0.1"
+    """``MONITOR_SMTP_HOST``: address the SMTP listener binds (``serve`` passes its ``--host``)."""
+    ping_email_domain: str | None = None
+    """``MONITOR_PING_EMAIL_DOMAIN``: the domain of ping addresses (``<uuid>@<domain>``,
+    ``<ping_key>+<slug>@<domain>``); default: the host name of ``MONITOR_BASE_URL``."""
+    smtp_message_limit: int = 1_000_000
+    """``MONITOR_SMTP_MESSAGE_LIMIT``: largest email accepted, bytes (advertised as SIZE; a
+    larger message is refused with ``552``); the stored body is still cut to ``ping_body_limit``."""
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None, **overrides: Any) -> Settings:
@@ -124,6 +136,8 @@ class Settings:
         text("MONITOR_API_KEY", "api_key")
         text("MONITOR_METRICS_KEY", "metrics_key")
         text("MONITOR_TEMPLATES_DIR", "templates_dir")
+        text("MONITOR_SMTP_HOST", "smtp_host")
+        text("MONITOR_PING_EMAIL_DOMAIN", "ping_email_domain")
         numbers: list[tuple[str, str, type[int] | type[float], float]] = [
             ("MONITOR_EVALUATE_INTERVAL", "evaluate_interval", float, 0.01),
             ("MONITOR_LEASE_TTL", "lease_ttl", float, LEASE_TTL_RANGE[0]),
@@ -138,6 +152,8 @@ class Settings:
             ("MONITOR_NOTIFY_RATE_LIMIT", "notify_rate_limit", int, 1),
             ("MONITOR_NOTIFY_RATE_WINDOW", "notify_rate_window", float, 0),
             ("MONITOR_NOTIFY_PRE_SEND_DELAY", "notify_pre_send_delay", float, 0),
+            ("MONITOR_SMTP_PORT", "smtp_port", int, 1),
+            ("MONITOR_SMTP_MESSAGE_LIMIT", "smtp_message_limit", int, 1),
         ]
         for name, key, kind, minimum in numbers:
             raw = env.get(name)
@@ -180,8 +196,20 @@ class Settings:
                 f"MONITOR_EVALUATE_INTERVAL: must be at most half of MONITOR_LEASE_TTL ({ttl:g} s), got "
                 f"{interval:g} (2 x MONITOR_LEASE_TTL without a liveness renewal is a monitor outage)"
             )
+        if self.smtp_port is not None and not 1 <= self.smtp_port <= 65535:
+            raise SettingsError(f"MONITOR_SMTP_PORT: must be a whole number 1-65535, got {self.smtp_port}")
         if not 1 <= self.shards <= MAX_SHARDS:
             raise SettingsError(f"MONITOR_SHARDS: must be between 1 and {MAX_SHARDS}, got {self.shards}")
+
+    @property
+    def email_domain(self) -> str:
+        """The domain of ping addresses: ``ping_email_domain``, else ``base_url``'s host name."""
+        if self.ping_email_domain:
+            return self.ping_email_domain.strip().lower()
+        host = self.base_url.split("://", 1)[-1].split("/", 1)[0].rsplit("@", 1)[-1]
+        if host.startswith("["):
+            return host.split("]", 1)[0] + "]"
+        return host.rsplit(":", 1)[0].lower() if ":" in host else host.lower()
 
     def replace(self, **changes: Any) -> Settings:
         """A copy with ``changes`` applied."""

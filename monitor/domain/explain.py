@@ -421,7 +421,8 @@ def explain(
     """Explain a cron expression (DESIGN §4, ``GET /api/v3/cron/explain``).
 
     Args:
-        expression: the cron expression. dialect: ``unix``, ``seconds`` or ``quartz``.
+        expression: the cron expression. dialect: ``unix``, ``seconds``, ``quartz`` or
+            ``oncalendar`` (explained by :mod:`monitor.domain.calendar_explain`).
         tz: an IANA zone name. count: how many next ticks, 1-100.
         after: an aware instant; the listed ticks are strictly after it (callers pass now).
 
@@ -450,6 +451,11 @@ def explain(
         )
     schedule = parse_cron(expression, dialect, tz)
     ensure_fires_after(schedule, after)
+    if schedule.dialect is Dialect.ONCALENDAR:  # systemd calendar events have their own fields
+        from monitor.domain import calendar_events, calendar_explain
+
+        assert isinstance(schedule, calendar_events.OnCalendarSchedule)
+        return calendar_explain.explain(schedule, after=after, count=count, tz=tz)
     ticks = schedule.next_ticks(after, count)
     by = {f.kind: f for f in schedule.fields}
     dom, dow = by["day of month"], by["day of week"]

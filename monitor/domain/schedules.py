@@ -131,6 +131,7 @@ class Dialect(StrEnum):
     UNIX = "unix"
     SECONDS = "seconds"
     QUARTZ = "quartz"
+    ONCALENDAR = "oncalendar"  # systemd calendar events: monitor.domain.calendar_events
 
     @classmethod
     def _missing_(cls, value: object) -> Dialect | None:
@@ -1146,7 +1147,8 @@ def parse_cron(expression: str, dialect: str | Dialect = "unix", tz: str = "UTC"
         expression: 5 fields for ``unix``, 6 (seconds first) for ``seconds``, 6 or 7 (seconds
             first, optional year) for ``quartz``; or a macro (``@daily``...; ``@reboot`` is
             refused). Names JAN-DEC / SUN-SAT in any case.
-        dialect: ``"unix"``, ``"seconds"`` or ``"quartz"`` in any case (or a :class:`Dialect`);
+        dialect: ``"unix"``, ``"seconds"``, ``"quartz"`` or ``"oncalendar"`` (systemd calendar
+            events, :mod:`monitor.domain.calendar_events`) in any case (or a :class:`Dialect`);
             the schedule's ``dialect`` is the :class:`Dialect`, whose value is lower case.
         tz: an IANA zone name; see :func:`validate_zone`.
 
@@ -1168,6 +1170,10 @@ def parse_cron(expression: str, dialect: str | Dialect = "unix", tz: str = "UTC"
         raise ScheduleError(
             f"unknown dialect {dialect!r}; use one of: {', '.join(x.value for x in Dialect)}"
         ) from None
+    if d is Dialect.ONCALENDAR:  # its own parser and engine, behind the same interface
+        from monitor.domain import calendar_events
+
+        return calendar_events.parse_oncalendar(expression, tz)
     return _parse_cached(expression, d, tz)
 
 

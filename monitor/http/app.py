@@ -209,6 +209,11 @@ def create_app(
         ingest = IngestWriter(engine, settings)
         await ingest.start()
         writer_box["writer"] = ingest
+        smtp_server = None
+        if settings.smtp_port is not None:  # email pings, through the same ingest queue
+            from monitor.http.smtp import start_smtp
+
+            smtp_server = await start_smtp(settings, clock, writer, engine)
         tasks: list[asyncio.Task[None]] = []
         wake = asyncio.Event()
         roles = ["http"]
@@ -238,6 +243,10 @@ def create_app(
         try:
             yield
         finally:
+            if smtp_server is not None:
+                smtp_server.close()
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(smtp_server.wait_closed(), 5)
             for task in tasks:
                 task.cancel()
             for task in tasks:

@@ -46,7 +46,7 @@ class CronController(Controller):
         """Decode ``schedule`` and list its next ``count`` ticks strictly after ``after``.
 
         Query parameters: ``schedule`` (required, at most 200 characters as in the checks API),
-        ``tz`` (IANA name, default UTC), ``dialect`` (unix, seconds, quartz in any case, answered
+        ``tz`` (IANA name, default UTC), ``dialect`` (unix, seconds, quartz, oncalendar in any case, answered
         in lower case as the checks API stores it; default unix), ``count`` (1-100, default 5),
         ``after`` (ISO 8601 with an offset, years 1900-9000; default now).
 
@@ -58,7 +58,7 @@ class CronController(Controller):
             chosen = Dialect(dialect)  # case-insensitive, as parse_cron and the checks API
         except ValueError:
             raise ValidationError(
-                "dialect", f"unknown dialect {dialect!r}; use unix, seconds or quartz"
+                "dialect", f"unknown dialect {dialect!r}; use unix, seconds, quartz or oncalendar"
             ) from None
         try:
             n = int(count)

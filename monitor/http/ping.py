@@ -187,8 +187,13 @@ class PingApp:
         client = scope.get("client") or ("", 0)
         remote = client[0] or ""
         forwarded = headers.get("x-forwarded-for")
-        if forwarded and remote in self.settings.trusted_proxies:
-            remote = forwarded.split(",")[0].strip()
+        scheme = "https" if scope.get("scheme") == "https" else "http"
+        if remote in self.settings.trusted_proxies:
+            if forwarded:
+                remote = forwarded.split(",")[0].strip()
+            proto = headers.get("x-forwarded-proto", "").split(",")[0].strip().lower()
+            if proto in ("http", "https"):
+                scheme = proto  # Healthchecks records the scheme a trusted proxy was reached by
         return PingRequest(
             kind=kind,
             received=received,
@@ -205,6 +210,7 @@ class PingApp:
             body=body or None,
             body_size=size,
             idempotency_key=idempotency_key,
+            scheme=scheme,
         )
 
 

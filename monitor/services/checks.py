@@ -17,7 +17,7 @@ from sqlalchemy import delete, func, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from monitor.domain import detection, schedules
+from monitor.domain import detection, keywords, schedules
 from monitor.domain.checks import CheckKind
 from monitor.domain.errors import Conflict, NotFound, ScheduleError, ValidationError, ZoneError
 from monitor.domain.runs import simple_due, tick_after
@@ -120,7 +120,8 @@ def parse_check_fields(data: Any) -> dict[str, Any]:
     if "dialect" in data:
         dialect = _str(data, "dialect", 10).strip().lower()
         if dialect not in {d.value for d in schedules.Dialect}:
-            raise ValidationError("dialect", f"must be one of unix, seconds, quartz, got {dialect!r}")
+            names = ", ".join(d.value for d in schedules.Dialect)
+            raise ValidationError("dialect", f"must be one of {names}, got {dialect!r}")
         out["dialect"] = dialect
     if "manual_resume" in data:
         out["manual_resume"] = _bool(data, "manual_resume")
@@ -131,6 +132,7 @@ def parse_check_fields(data: Any) -> dict[str, Any]:
         out["methods"] = methods
     if "channels" in data:
         out["channels"] = _str(data, "channels", 10_000)
+    _parse_keyword_fields(data, out)
     # issue 8: reminders ("nag") and escalation; null or 0 switches them off
     for name in ("nag_interval", "escalate_after"):
         if name in data:
@@ -146,6 +148,42 @@ def parse_check_fields(data: Any) -> dict[str, Any]:
                 raise ValidationError("unique", f"{name!r} is not one of {', '.join(UNIQUE_FIELDS)}")
         out["unique"] = unique
     return out
+
+
+KEYWORD_FLAGS = ("filter_subject", "filter_body", "filter_http_body", "filter_default_fail")
+KEYWORD_LISTS = ("start_kw", "success_kw", "failure_kw")
+LEGACY_SUBJECT = "_legacy_subject"
+"""Marker in parsed fields: ``subject``/``subject_fail`` were given, so ``filter_subject``
+follows whether any success or failure keyword is left (Healthchecks' mapping)."""
+
+
+def _parse_keyword_fields(data: Mapping[str, Any], out: dict[str, Any]) -> None:
+    """Keyword filters (:mod:`monitor.domain.keywords`), and the deprecated ``subject`` and
+    ``subject_fail``, which Healthchecks maps onto ``success_kw`` / ``failure_kw`` with
+    ``filter_subject`` on while either list is non-empty. A new-style field given in the same
+    body wins over its deprecated alias.
+    """
+    for name in KEYWORD_FLAGS:
+        if name in data:
+            out[name] = _bool(data, name)
+    legacy = False
+    for old, new in (("subject", "success_kw"), ("subject_fail", "failure_kw")):
+        if old in data:
+            out[new] = _str(data, old, keywords.KEYWORDS_LIMIT)
+            legacy = True
+    for name in KEYWORD_LISTS:
+        if name in data:
+            out[name] = _str(data, name, keywords.KEYWORDS_LIMIT)
+    if legacy and "filter_subject" not in data:
+        out[LEGACY_SUBJECT] = True
+
+
+def _apply_legacy_subject(values: dict[str, Any], fields: dict[str, Any]) -> None:
+    """``subject``/``subject_fail`` given: ``filter_subject`` = any success or failure keyword."""
+    if fields.pop(LEGACY_SUBJECT, False):
+        values.pop(LEGACY_SUBJECT, None)
+        on = bool(values.get("success_kw") or values.get("failure_kw"))
+        values["filter_subject"] = fields["filter_subject"] = on
 
 
 def _validate_schedule(values: Mapping[str, Any], now: datetime) -> None:
@@ -274,6 +312,7 @@ async def create_or_upsert(
     count = await cluster.shard_count_for_insert(conn, shards, now)
     values = new_check_values(project_id=project_id, now=now, shards=count)
     values.update(fields)
+    _apply_legacy_subject(values, fields)
     _apply_kind(values, fields)
     if values["kind"] == "cron" and not values.get("schedule"):
         raise ValidationError("schedule", "is required for a cron check")
@@ -385,6 +424,7 @@ async def update_check(
     row = (await lock_checks(conn, [check_id]))[check_id]
     values = dict(row)
     values.update(fields)
+    _apply_legacy_subject(values, fields)
     _apply_kind(values, fields)
     if values["kind"] == "cron" and not values.get("schedule"):
         raise ValidationError("schedule", "is required for a cron check")
@@ -566,6 +606,16 @@ def check_to_dict(
         n_pings=row["n_pings"],
         manual_resume=bool(row["manual_resume"]),
         methods=row["methods"],
+        # keyword filters; subject/subject_fail are Healthchecks' deprecated views of them
+        subject=row["success_kw"] if row["filter_subject"] else "",
+        subject_fail=row["failure_kw"] if row["filter_subject"] else "",
+        start_kw=row["start_kw"],
+        success_kw=row["success_kw"],
+        failure_kw=row["failure_kw"],
+        filter_subject=bool(row["filter_subject"]),
+        filter_body=bool(row["filter_body"]),
+        filter_http_body=bool(row["filter_http_body"]),
+        filter_default_fail=bool(row["filter_default_fail"]),
         channels=",".join(channels),
         nag_interval=row["nag_interval"],
         escalate_after=row["escalate_after"],

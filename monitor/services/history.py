@@ -5,7 +5,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
-from urllib.parse import urlsplit
 
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncConnection
@@ -53,7 +52,7 @@ async def list_pings(
             "rid": r["rid"],
             "exit_status": r["exit_status"],
             "duration": round(r["duration"], 3) if r["duration"] is not None else None,
-            "scheme": urlsplit(base_url).scheme or "http",  # Healthchecks' field (its clients need it)
+            "scheme": r["scheme"],  # Healthchecks' field: http, https or email
             "method": r["method"],
             "remote_addr": r["remote_addr"],
             "ua": r["ua"],

@@ -22,7 +22,7 @@ from typing import Any
 from sqlalchemy import and_, or_, select
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from monitor.domain import detection
+from monitor.domain import detection, keywords
 from monitor.domain.checks import CheckSpec, CheckState, FlipReason, PingKind, SimpleSchedule
 from monitor.domain.errors import ValidationError
 from monitor.domain.runs import RunBook, needed_since, tick_at_or_before
@@ -44,7 +44,10 @@ class PingRequest:
     """A validated ping, as the HTTP layer hands it over.
 
     Exactly one of ``uuid`` and (``ping_key``, ``slug``) names the check. ``received`` is the
-    arrival instant (aware UTC); ``body`` is already cut to the body limit.
+    arrival instant (aware UTC); ``body`` is already cut to the body limit. ``scheme`` is
+    ``http``, ``https`` or ``email``; an email ping also carries its decoded subject and text
+    (``email_subject``, ``email_text``), which the check's keyword filters read
+    (:mod:`monitor.domain.keywords`).
     """
 
     kind: PingKind
@@ -62,6 +65,9 @@ class PingRequest:
     body: bytes | None = None
     body_size: int = 0
     idempotency_key: str | None = None
+    scheme: str = "http"
+    email_subject: str | None = None
+    email_text: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -309,13 +315,16 @@ async def _ingest(
                 answers[index] = CREATED if status == 201 else OK
                 continue
             remembered[memo] = success.status
+        kind = _filtered_kind(ctx.row, request)
         ping = detection.PingIn(
-            kind=request.kind,
+            kind=kind,
             received=request.received,
             scheduled=request.scheduled,
             rid=request.rid,
             exit_status=request.exit_status,
-            post=request.method == "POST",
+            # methods=POST guards against link-preview bots fetching ping URLs; email pings
+            # are not subject to it (Healthchecks' smtpd does not apply it either)
+            post=request.method == "POST" or request.scheme == "email",
         )
         try:
             fx = detection.apply_ping(
@@ -328,7 +337,7 @@ async def _ingest(
             continue
         ctx.touched = True
         ctx.row["n_pings"] += 1
-        stored_kind = fx.stored_kind or request.kind
+        stored_kind = fx.stored_kind or kind
         # as Healthchecks: a start records the run's start, not a ping of the check's schedule,
         # so last_ping keeps the last finish (or skip)
         if stored_kind not in (PingKind.LOG, PingKind.IGN, PingKind.START):
@@ -351,6 +360,7 @@ async def _ingest(
                 "method": request.method,
                 "remote_addr": request.remote_addr,
                 "ua": request.ua,
+                "scheme": request.scheme,
                 "body": request.body,
                 "body_size": request.body_size,
                 "idempotency_key": request.idempotency_key,
@@ -387,6 +397,14 @@ async def _ingest(
             updates.append(values)
     await repositories.save_state(conn, updates)
     return [a if a is not None else NOT_FOUND for a in answers]
+
+
+def _filtered_kind(row: dict[str, Any], request: PingRequest) -> PingKind:
+    """The ping's kind after the check's keyword filters (:mod:`monitor.domain.keywords`)."""
+    rules = repositories.keyword_filter_of(row)
+    if request.scheme == "email":
+        return keywords.classify_email(rules, request.email_subject or "", request.email_text or "")
+    return keywords.classify_http(rules, request.kind, request.exit_status, request.body)
 
 
 async def _load_books(

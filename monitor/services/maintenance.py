@@ -116,7 +116,8 @@ async def validate_window(conn: AsyncConnection, project_id: int, data: Any, now
     dialect = _text(data, "dialect", 10, "unix").strip().lower()
     tz = _text(data, "tz", 64, "UTC")
     if dialect not in {d.value for d in schedules.Dialect}:
-        raise ValidationError("dialect", f"must be one of unix, seconds, quartz, got {dialect!r}")
+        names = ", ".join(d.value for d in schedules.Dialect)
+        raise ValidationError("dialect", f"must be one of {names}, got {dialect!r}")
     try:
         cron = schedules.parse_cron(schedule, dialect, tz)
         schedules.ensure_fires_after(cron, now)

@@ -16,7 +16,7 @@ from sqlalchemy import Table, bindparam, select, union, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from monitor.domain import schedules
+from monitor.domain import keywords, schedules
 from monitor.domain.checks import CheckSpec, CheckState, Outcome, PingKind, SimpleSchedule
 from monitor.domain.runs import Run, RunBook, TickMark
 from monitor.storage import tables as t
@@ -73,6 +73,19 @@ def spec_of(row: Mapping[str, Any]) -> CheckSpec:
         post_only=row["methods"] == "POST",
         name=row["name"],
         tz=row["tz"],
+    )
+
+
+def keyword_filter_of(row: Mapping[str, Any]) -> keywords.KeywordFilter:
+    """A check row's keyword settings (:mod:`monitor.domain.keywords`)."""
+    return keywords.KeywordFilter(
+        filter_subject=bool(row["filter_subject"]),
+        filter_body=bool(row["filter_body"]),
+        filter_http_body=bool(row["filter_http_body"]),
+        filter_default_fail=bool(row["filter_default_fail"]),
+        start_kw=row["start_kw"] or "",
+        success_kw=row["success_kw"] or "",
+        failure_kw=row["failure_kw"] or "",
     )
 
 

@@ -24,6 +24,7 @@ from sqlalchemy import (
     Table,
     Text,
     UniqueConstraint,
+    false,
     text,
 )
 from sqlalchemy.engine import Dialect
@@ -107,6 +108,14 @@ checks = Table(
     Column("min_runtime", Integer(), nullable=True),
     Column("methods", String(10), nullable=False, default=""),
     Column("manual_resume", Boolean(), nullable=False, default=False),
+    # keyword filters (monitor.domain.keywords; Healthchecks' fields of the same names)
+    Column("filter_subject", Boolean(), nullable=False, default=False, server_default=false()),
+    Column("filter_body", Boolean(), nullable=False, default=False, server_default=false()),
+    Column("filter_http_body", Boolean(), nullable=False, default=False, server_default=false()),
+    Column("filter_default_fail", Boolean(), nullable=False, default=False, server_default=false()),
+    Column("start_kw", String(200), nullable=False, default="", server_default=""),
+    Column("success_kw", String(200), nullable=False, default="", server_default=""),
+    Column("failure_kw", String(200), nullable=False, default="", server_default=""),
     Column("badge_uuid", String(36), nullable=False, unique=True),
     Column("created_at", UTCDateTime(), nullable=False),
     # state (monitor.domain.checks.CheckState)
@@ -163,6 +172,8 @@ pings = Table(
     Column("method", String(10), nullable=False, default=""),
     Column("remote_addr", String(64), nullable=False, default=""),
     Column("ua", String(200), nullable=False, default=""),
+    # "http", "https" or "email" (Healthchecks' ping field)
+    Column("scheme", String(10), nullable=False, default="http", server_default="http"),
     Column("body", LargeBinary(), nullable=True),
     Column("body_size", Integer(), nullable=False, default=0),
     Column("idempotency_key", String(200), nullable=True),

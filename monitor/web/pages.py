@@ -223,7 +223,7 @@ def _explain_context(schedule: str, tz: str, dialect: str, count: str, now: date
             chosen = Dialect(dialect or "unix")
         except ValueError:
             raise ValidationError(
-                "dialect", f"unknown dialect {dialect!r}; use unix, seconds or quartz"
+                "dialect", f"unknown dialect {dialect!r}; use unix, seconds, quartz or oncalendar"
             ) from None
         try:
             n = int(count or "5")

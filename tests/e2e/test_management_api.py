@@ -52,6 +52,19 @@ COMMON_FIELDS = {
     "badge_url",
 }
 COMMON_FIELDS |= {"nag_interval", "escalate_after", "escalate_to"}  # issue 8: reminders, escalation
+# Healthchecks' keyword filters (and its deprecated subject/subject_fail views of them)
+KEYWORD_FIELDS = {
+    "subject": "",
+    "subject_fail": "",
+    "start_kw": "",
+    "success_kw": "",
+    "failure_kw": "",
+    "filter_subject": False,
+    "filter_body": False,
+    "filter_http_body": False,
+    "filter_default_fail": False,
+}
+COMMON_FIELDS |= set(KEYWORD_FIELDS)
 __all__ = ["http_receiver"]  # fixture, imported for pytest
 
 MISSING_UUID = "6f1c5a4e-0000-4000-8000-000000000000"
@@ -106,6 +119,7 @@ async def test_create_simple_check_with_defaults(api: Api) -> None:
         "nag_interval": None,
         "escalate_after": None,
         "escalate_to": "",
+        **KEYWORD_FIELDS,
     }
     assert not check["ping_url"].endswith("/")
     assert check["badge_url"] is None or check["badge_url"].startswith(f"{base}/b/")
