@@ -231,7 +231,9 @@ async def _project_create(settings: Settings, name: str, api_key: str | None) ->
     try:
         await migrate(engine)
         async with engine.begin() as conn:
-            return await projects.create_project(conn, name, datetime.now(UTC), api_key=api_key)
+            return await projects.create_project(
+                conn, name, datetime.now(UTC), api_key=api_key, base_url=settings.base_url
+            )
     finally:
         await engine.dispose()
 
@@ -256,7 +258,7 @@ async def _bootstrap(settings: Settings) -> dict[str, object] | None:
                 await conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": MIGRATION_LOCK_KEY})
             if await projects.count_projects(conn) == 0:
                 return await projects.create_project(
-                    conn, "default", datetime.now(UTC), api_key=settings.api_key
+                    conn, "default", datetime.now(UTC), api_key=settings.api_key, base_url=settings.base_url
                 )
         return None
     finally:
@@ -282,6 +284,10 @@ def _serve(args: argparse.Namespace) -> int:
     args.port = _whole("port", args.port, "8000", 1, 65535)
     args.workers = _whole("workers", args.workers, "1", 1, 2**31)
     settings = _settings(args, allow_private_targets=True if args.dev else None)
+    if not os.environ.get("MONITOR_BASE_URL"):
+        # the default project's Sentry DSN names the address actually served (as ping_url does)
+        shown_host = "127.0.0.1" if args.host in ("0.0.0.0", "::", "") else args.host
+        settings = settings.replace(base_url=f"http://{shown_host}:{args.port}")
     created = asyncio.run(_bootstrap(settings))
     if created is not None:
         print("Created the default project. Keep these keys; they are shown only once:", flush=True)

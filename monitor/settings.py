@@ -99,6 +99,10 @@ class Settings:
     notify_pre_send_delay: float = 0.0
     """Testing aid: seconds a notifier waits between claiming a notification and re-checking its
     claim before sending, so a test can stall (SIGSTOP) a sender inside that gap."""
+    # --- Sentry Crons check-ins
+    sentry_envelope_limit: int = 20_000_000
+    """``MONITOR_SENTRY_ENVELOPE_LIMIT``: largest Sentry envelope accepted, in bytes, both as sent
+    and decompressed (default 20 MB); a larger one is answered 413."""
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None, **overrides: Any) -> Settings:
@@ -138,6 +142,7 @@ class Settings:
             ("MONITOR_NOTIFY_RATE_LIMIT", "notify_rate_limit", int, 1),
             ("MONITOR_NOTIFY_RATE_WINDOW", "notify_rate_window", float, 0),
             ("MONITOR_NOTIFY_PRE_SEND_DELAY", "notify_pre_send_delay", float, 0),
+            ("MONITOR_SENTRY_ENVELOPE_LIMIT", "sentry_envelope_limit", int, 1024),
         ]
         for name, key, kind, minimum in numbers:
             raw = env.get(name)

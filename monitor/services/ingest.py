@@ -62,6 +62,9 @@ class PingRequest:
     body: bytes | None = None
     body_size: int = 0
     idempotency_key: str | None = None
+    duration: float | None = None
+    """Seconds the client measured for a finish (Sentry check-ins carry it); it wins over the
+    duration the run's start and finish pings give."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -333,6 +336,8 @@ async def _ingest(
         duration = None
         if run is not None and stored_kind.is_finish and run.started_at is not None and run.finished_at:
             duration = (run.finished_at - run.started_at).total_seconds()
+        if request.duration is not None and stored_kind.is_finish:
+            duration = request.duration
         ping_rows.append(
             {
                 "check_id": cid,
