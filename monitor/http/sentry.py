@@ -20,8 +20,10 @@ nothing stored. ``project_id`` is numeric, so these routes never collide with ``
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import zlib
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -115,11 +117,43 @@ def _header_key(request: Request[Any, Any, Any]) -> str | None:
     return key
 
 
+class _SlugLocks:
+    """One lock per (project, check slug), held from the check's upsert to its ping's commit.
+
+    SDKs send a job's check-ins concurrently (``@sentry/node`` keeps many requests in flight),
+    so a finish can arrive while its start is still creating the check: it must wait for that,
+    not answer 404, and be stored after the start. Within a process, check-ins of one monitor
+    are thereby taken in arrival order; locks are dropped when nobody holds or awaits them.
+    """
+
+    def __init__(self) -> None:
+        self._locks: dict[tuple[int, str], tuple[asyncio.Lock, int]] = {}
+
+    @contextlib.asynccontextmanager
+    async def hold(self, project_id: int, slugs: Sequence[str]) -> AsyncIterator[None]:
+        keys = sorted({(project_id, slug) for slug in slugs})  # one order: no deadlock
+        async with contextlib.AsyncExitStack() as stack:
+            for key in keys:
+                lock, users = self._locks.get(key, (asyncio.Lock(), 0))
+                self._locks[key] = (lock, users + 1)
+                stack.callback(self._release, key)
+                await stack.enter_async_context(lock)
+            yield
+
+    def _release(self, key: tuple[int, str]) -> None:
+        lock, users = self._locks[key]
+        if users <= 1:
+            del self._locks[key]
+        else:
+            self._locks[key] = (lock, users - 1)
+
+
 class SentryIngest:
     """The Sentry endpoints of one app; ``writer`` returns the process's ingest writer."""
 
     def __init__(self, writer: Callable[[], IngestWriter]) -> None:
         self._writer = writer
+        self._locks = _SlugLocks()
 
     async def _ingest(
         self,
@@ -134,11 +168,23 @@ class SentryIngest:
         Returns the first answer that is not a success, or ``None`` when all were stored.
         """
         services = services_of(request.app.state)
+        async with services.engine.connect() as conn:
+            await service.authorize(conn, project_id, key)
+        if not check_ins:
+            return None
+        async with self._locks.hold(project_id, [c.check_slug for c in check_ins]):
+            return await self._store(request, project_id, check_ins, received)
+
+    async def _store(
+        self,
+        request: Request[Any, Any, Any],
+        project_id: int,
+        check_ins: Sequence[CheckIn],
+        received: datetime,
+    ) -> PingAnswer | None:
+        services = services_of(request.app.state)
         settings = services.settings
         async with services.engine.begin() as conn:
-            await service.authorize(conn, project_id, key)
-            if not check_ins:
-                return None
             uuids = await service.checks_for(conn, project_id, check_ins, received, shards=settings.shards)
         remote = _remote(request, settings)
         ua = request.headers.get("user-agent", "")[:200]
