@@ -350,3 +350,33 @@ async def test_project_answer_carries_the_sentry_dsn(api: Api) -> None:
     key = body["sentry_dsn"].split("://", 1)[1].split("@", 1)[0]
     assert len(key) == 32 and body["sentry_dsn"] == f"http://{key}@127.0.0.1:8000/{body['id']}"
     assert (await api.client.get("/api/v3/project")).status_code == 401
+
+
+async def test_an_envelope_over_the_limit_is_413_as_sent_and_decompressed(
+    engine: Any, clock: Any, settings_factory: Any
+) -> None:
+    from tests.support.app import open_api
+
+    async with open_api(engine, clock, settings_factory(sentry_envelope_limit=4096)) as api:
+        project_id, key = await dsn_parts(api)
+        config = {"schedule": {"type": "crontab", "value": "0 * * * *"}}
+        padding = ("attachment", b"x" * 5000)
+        body = envelope(check_in("limited", "ok", monitor_config=config), padding)
+        response = await post_envelope(api, body, key=key, project_id=project_id)
+        assert response.status_code == 413
+        assert response.json() == {"detail": "envelope: larger than the 4096-byte limit"}
+        response = await post_envelope(
+            api, gzip.compress(body), key=key, project_id=project_id, encoding="gzip"
+        )
+        assert response.status_code == 413
+        assert response.json()["detail"].endswith("limit once decompressed")
+        response = await post_envelope(
+            api, brotli.compress(body), key=key, project_id=project_id, encoding="br"
+        )
+        assert response.status_code == 413
+        assert await count(api, t.checks) == 0
+        small = envelope(check_in("limited", "ok", monitor_config=config))
+        response = await post_envelope(
+            api, gzip.compress(small), key=key, project_id=project_id, encoding="gzip"
+        )
+        assert response.status_code == 200
