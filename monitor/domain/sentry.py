@@ -407,9 +407,19 @@ def _environment(value: Any) -> str:
         raise SentryError(400, "environment", f"must be a string, got {value!r}")
     if len(value) > ENVIRONMENT_LENGTH:
         raise SentryError(400, "environment", f"must be at most {ENVIRONMENT_LENGTH} characters")
-    if any(c.isspace() for c in value) or "/" in value or "\x00" in value:
+    if any(c.isspace() for c in value) or "/" in value:
         raise SentryError(400, "environment", "must not contain whitespace or '/'")
+    if not value.isprintable() or not _encodable(value):
+        raise SentryError(400, "environment", "must be printable text")
     return value
+
+
+def _encodable(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:  # a lone surrogate ("\ud800") is valid JSON but no text
+        return False
+    return True
 
 
 def _duration(value: Any) -> float | None:
@@ -501,7 +511,11 @@ def parse_monitor_config(config: Any) -> MonitorConfig:
     runtime = _whole(config, "max_runtime", 1, MINUTES_LIMIT)
     owner = config.get("owner")
     if owner is not None and (
-        not isinstance(owner, str) or len(owner) > 200 or any(c.isspace() for c in owner)
+        not isinstance(owner, str)
+        or len(owner) > 200
+        or any(c.isspace() for c in owner)
+        or not owner.isprintable()
+        or not _encodable(owner)
     ):
         raise SentryError(400, "monitor_config.owner", "must be a string without spaces (user:… or team:…)")
     return MonitorConfig(

@@ -42,7 +42,8 @@ from monitor.storage import tables as t
 
 
 def _detail(status: int, text: str, headers: dict[str, str] | None = None) -> Response[dict[str, str]]:
-    return Response({"detail": text}, status_code=status, headers=headers)
+    safe = text.encode("utf-8", "backslashreplace").decode("utf-8")  # never echo a lone surrogate
+    return Response({"detail": safe}, status_code=status, headers=headers)
 
 
 async def _read_body(request: Request[Any, Any, Any], limit: int) -> bytes:
