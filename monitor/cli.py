@@ -246,7 +246,9 @@ async def _project_create(settings: Settings, name: str, api_key: str | None) ->
     try:
         await migrate(engine)
         async with engine.begin() as conn:
-            return await projects.create_project(conn, name, datetime.now(UTC), api_key=api_key)
+            return await projects.create_project(
+                conn, name, datetime.now(UTC), api_key=api_key, base_url=settings.base_url
+            )
     finally:
         await engine.dispose()
 
@@ -271,7 +273,7 @@ async def _bootstrap(settings: Settings) -> dict[str, object] | None:
                 await conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": MIGRATION_LOCK_KEY})
             if await projects.count_projects(conn) == 0:
                 return await projects.create_project(
-                    conn, "default", datetime.now(UTC), api_key=settings.api_key
+                    conn, "default", datetime.now(UTC), api_key=settings.api_key, base_url=settings.base_url
                 )
         return None
     finally:
@@ -301,6 +303,10 @@ def _serve(args: argparse.Namespace) -> int:
     if args.smtp_port is not None or os.environ.get("MONITOR_SMTP_PORT"):
         smtp_port = _whole("smtp_port", args.smtp_port, "", 1, 65535)
     settings = _settings(args, allow_private_targets=True if args.dev else None)
+    if not os.environ.get("MONITOR_BASE_URL"):
+        # the default project's Sentry DSN names the address actually served (as ping_url does)
+        shown_host = "127.0.0.1" if args.host in ("0.0.0.0", "::", "") else args.host
+        settings = settings.replace(base_url=f"http://{shown_host}:{args.port}")
     created = asyncio.run(_bootstrap(settings))
     if created is not None:
         print("Created the default project. Keep these keys; they are shown only once:", flush=True)

@@ -111,6 +111,10 @@ class Settings:
     smtp_message_limit: int = 1_000_000
     """``MONITOR_SMTP_MESSAGE_LIMIT``: largest email accepted, bytes (advertised as SIZE; a
     larger message is refused with ``552``); the stored body is still cut to ``ping_body_limit``."""
+    # --- Sentry Crons check-ins
+    sentry_envelope_limit: int = 20_000_000
+    """``MONITOR_SENTRY_ENVELOPE_LIMIT``: largest Sentry envelope accepted, in bytes, both as sent
+    and decompressed (default 20 MB); a larger one is answered 413."""
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None, **overrides: Any) -> Settings:
@@ -154,6 +158,7 @@ class Settings:
             ("MONITOR_NOTIFY_PRE_SEND_DELAY", "notify_pre_send_delay", float, 0),
             ("MONITOR_SMTP_PORT", "smtp_port", int, 1),
             ("MONITOR_SMTP_MESSAGE_LIMIT", "smtp_message_limit", int, 1),
+            ("MONITOR_SENTRY_ENVELOPE_LIMIT", "sentry_envelope_limit", int, 1024),
         ]
         for name, key, kind, minimum in numbers:
             raw = env.get(name)

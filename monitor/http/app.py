@@ -34,6 +34,7 @@ from monitor.http.cron import CronController
 from monitor.http.errors import EXCEPTION_HANDLERS
 from monitor.http.metrics import metrics
 from monitor.http.ping import PingApp
+from monitor.http.sentry import route_handlers as sentry_routes
 from monitor.notify.apprise import AppriseNotifier
 from monitor.notify.base import Notifier
 from monitor.services.ingest import IngestWriter
@@ -270,6 +271,7 @@ def create_app(
     handlers += web_setup.route_handlers()  # dashboard, login, badges (issue 9)
     handlers.append(MaintenanceController)  # issue 8
     handlers += _older_versions()
+    handlers += sentry_routes(writer)  # Sentry Crons check-ins (envelopes, HTTP check-ins)
     return Litestar(
         route_handlers=handlers,
         middleware=[api_cors],

@@ -68,6 +68,9 @@ class PingRequest:
     scheme: str = "http"
     email_subject: str | None = None
     email_text: str | None = None
+    duration: float | None = None
+    """Seconds the client measured for a finish (Sentry check-ins carry it); it wins over the
+    duration the run's start and finish pings give."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -346,6 +349,8 @@ async def _ingest(
         duration = None
         if run is not None and stored_kind.is_finish and run.started_at is not None and run.finished_at:
             duration = (run.finished_at - run.started_at).total_seconds()
+        if request.duration is not None and stored_kind.is_finish:
+            duration = request.duration
         ping_rows.append(
             {
                 "check_id": cid,

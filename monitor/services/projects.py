@@ -9,6 +9,7 @@ from datetime import datetime
 from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from monitor.domain import sentry
 from monitor.domain.errors import ValidationError
 from monitor.storage import repositories
 from monitor.storage import tables as t
@@ -34,8 +35,12 @@ async def create_project(
     now: datetime,
     *,
     api_key: str | None = None,
+    base_url: str | None = None,
 ) -> dict[str, object]:
     """Create a project with a read-write and a read-only key; returns them in clear (once).
+
+    The project also gets the public key of its Sentry DSN; with ``base_url`` (the service's
+    public URL, ``MONITOR_BASE_URL``) the answer carries that DSN as ``sentry_dsn``.
 
     Raises:
         ValidationError: ``api_key`` is not 16-128 printable ASCII characters.
@@ -45,10 +50,17 @@ async def create_project(
     rw = api_key or secrets.token_urlsafe(24)
     ro = "ro_" + secrets.token_urlsafe(24)
     ping_key = secrets.token_urlsafe(16)
+    sentry_key = secrets.token_hex(16)  # 32 hex digits, as Sentry's public keys
     project_id = (
         await conn.execute(
             t.projects.insert()
-            .values(name=name, ping_key=ping_key, badge_key=secrets.token_urlsafe(16), created_at=now)
+            .values(
+                name=name,
+                ping_key=ping_key,
+                badge_key=secrets.token_urlsafe(16),
+                sentry_key=sentry_key,
+                created_at=now,
+            )
             .returning(t.projects.c.id)
         )
     ).scalar_one()
@@ -71,7 +83,16 @@ async def create_project(
             },
         ],
     )
-    return {"id": project_id, "name": name, "api_key": rw, "api_key_readonly": ro, "ping_key": ping_key}
+    out: dict[str, object] = {
+        "id": project_id,
+        "name": name,
+        "api_key": rw,
+        "api_key_readonly": ro,
+        "ping_key": ping_key,
+    }
+    if base_url is not None:
+        out["sentry_dsn"] = sentry.dsn(base_url, sentry_key, project_id)
+    return out
 
 
 async def count_projects(conn: AsyncConnection) -> int:

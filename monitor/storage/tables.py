@@ -71,6 +71,8 @@ projects = Table(
     Column("ping_key", String(64), nullable=False, unique=True),
     Column("badge_key", String(64), nullable=False, unique=True),
     Column("created_at", UTCDateTime(), nullable=False),
+    # the public key of the project's Sentry DSN (Sentry Crons check-ins, monitor.domain.sentry)
+    Column("sentry_key", String(32), nullable=True, unique=True),
 )
 
 api_keys = Table(
