@@ -224,7 +224,8 @@ async def decorate(
     channels = await check_service.channels_of(conn, [r["id"] for r in rows])
     books = await _recent_books(conn, [r["id"] for r in rows])
     episodes = await open_episodes(conn, rows)
-    outputs = await last_outputs(conn, rows)
+    troubled = {r["id"] for r in rows if check_status(r, now) in ("down", "grace")}
+    outputs = await last_outputs(conn, rows, troubled)
     out = []
     for row in rows:
         data = check_service.check_to_dict(
@@ -281,9 +282,11 @@ def _last_line(body: bytes | None) -> str:
     return text.splitlines()[-1][:300] if text else ""
 
 
-async def last_outputs(conn: AsyncConnection, rows: Sequence[dict[str, Any]]) -> dict[int, dict[str, Any]]:
+async def last_outputs(
+    conn: AsyncConnection, rows: Sequence[dict[str, Any]], troubled: set[int]
+) -> dict[int, dict[str, Any]]:
     """Per check, the last line of the body of its newest ping with a body — of its newest
-    failing ping (``fail`` or a non-zero exit status) while it is down or in grace:
+    failing ping (``fail`` or a non-zero exit status) for the ``troubled`` ids (down or in grace):
     ``{check id: {"line", "bad", "exit_status"}}``. One indexed lookup per check
     (``uq_pings_check_n``, newest first)."""
     out: dict[int, dict[str, Any]] = {}
@@ -292,7 +295,7 @@ async def last_outputs(conn: AsyncConnection, rows: Sequence[dict[str, Any]]) ->
         query = (
             select(p.body, p.kind, p.exit_status).where(p.check_id == row["id"]).where(p.body.is_not(None))
         )
-        if row.get("episode_key") or row.get("pending_tick"):
+        if row["id"] in troubled:
             query = query.where(_bad_ping())
         found = (await conn.execute(query.order_by(p.n.desc()).limit(1))).first()
         if found is None:

@@ -371,7 +371,7 @@ class DashboardController(Controller):
             row = await dashboard.get_check(conn, session.user.project_ids, _uuid(uuid))
             check = (await dashboard.decorate(conn, [row], now, services.settings))[0]
             header: dict[str, Any] = {
-                "since": await dashboard.status_since(conn, row["id"]),
+                "status_since": await dashboard.status_since(conn, row["id"]),
                 "last_good": await dashboard.last_good_run(conn, row["id"]),
                 "failure": await dashboard.last_failure(conn, row["id"]),
             }
