@@ -355,3 +355,36 @@ def test_times_follow_the_users_zone(browser: Browser, site: scenario.Dashboard)
     page.get_by_role("button", name="Save").click()
     expect(page.get_by_role("status")).to_contain_text("Time zone saved")
     context.close()
+
+
+def test_check_page_refreshes_its_header_without_a_reload(page: Page, site: scenario.Dashboard) -> None:
+    made = httpx.post(
+        f"{site.base}/api/v3/checks/",
+        json={"name": name_of(page, "live"), "schedule": "* * * * *", "grace": 30},
+        headers={"X-Api-Key": scenario.API_KEY},
+    ).json()
+    log_in(page, site)
+    page.goto(f"{site.base}/checks/{made['uuid']}")
+    expect(page.locator(".head-title .pill")).to_have_attribute("data-status", "new")
+    page.evaluate("window.__same_page = true")
+    assert (
+        httpx.post(f"{site.base}/ping/{made['uuid']}/fail", content=b"exit: quota exceeded").status_code
+        == 200
+    )
+    expect(page.locator(".head-title .pill")).to_have_attribute("data-status", "down", timeout=8000)
+    expect(page.locator(".head .tail")).to_contain_text("quota exceeded")
+    assert page.evaluate("window.__same_page") is True
+    assert page.title().startswith("(down) ")
+
+
+def test_dark_mode_pages_pass_axe(browser: Browser, site: scenario.Dashboard, axe: str) -> None:
+    for name, viewport in VIEWPORTS.items():
+        context = browser.new_context(viewport=viewport, color_scheme="dark", bypass_csp=True)  # type: ignore[arg-type]
+        page = context.new_page()
+        log_in(page, site)
+        background = page.evaluate("getComputedStyle(document.body).backgroundColor")
+        assert background == "rgb(13, 17, 23)", (name, background)
+        for path in ("/", f"/checks/{site.checks['billing-sync']['uuid']}", "/channels", "/checks/new"):
+            page.goto(f"{site.base}{path}")
+            audit(page, axe)
+        context.close()

@@ -291,3 +291,40 @@ def test_service_forms_spell_apprise_urls_and_name_bad_fields() -> None:
     ):
         with pytest.raises(ValidationError, match=f"^{field}:"):
             channel_forms.apprise_url(service, form)
+
+
+async def test_check_page_header_says_since_when_and_marks_failing_pings(api: Api) -> None:
+    check = await create_check(api, name="report", schedule="*/2 * * * *", grace=30)
+    api.clock.set(NOW)
+    assert (await api.client.get(f"/ping/{check['uuid']}")).status_code == 200
+    failed_at = NOW + timedelta(minutes=2, seconds=5)
+    api.clock.set(failed_at)
+    assert (
+        await api.client.post(f"/ping/{check['uuid']}/fail", content=b"boom\nSMTP 550\n")
+    ).status_code == 200
+    api.clock.set(failed_at + timedelta(seconds=10))
+    await admin(api)
+    page = (await api.client.get(f"/checks/{check['uuid']}")).text
+    head = page[page.index('id="check-head"') : page.index('class="actions"')]
+    assert "Down since" in head and f"{failed_at:%Y-%m-%d %H:%M:%S} UTC" in head
+    assert "Open episode" in head and "failed" in head and "SMTP 550" in head
+    assert "Last good run" in head and f"{NOW:%Y-%m-%d %H:%M:%S}" in head
+    assert '<tr class="bad" data-kind="fail">' in page and '<tr data-kind="success">' in page
+    fragment = (await api.client.get(f"/fragments/checks/{check['uuid']}/header")).text
+    assert "Down since" in fragment and "<html" not in fragment
+
+
+def test_a_wide_window_groups_ticks_into_buckets_of_their_worst_outcome() -> None:
+    from monitor.web import svg
+
+    start = NOW - timedelta(days=7)
+    ticks = [
+        svg.TickMark(scheduled=start + timedelta(minutes=i), outcome="missed" if i == 5000 else "on_time")
+        for i in range(0, 7 * 24 * 60, 1)
+    ]
+    drawn = svg.timeline_svg(ticks[:500], start, NOW, NOW, max_marks=120)
+    assert drawn.count('class="tick bucket"') <= 120 and 'class="run"' not in drawn
+    drawn = svg.timeline_svg(ticks, start, NOW, NOW, max_marks=40)
+    buckets = re.findall(r'class="tick bucket" data-tick="[^"]+" data-outcome="([a-z_]+)"', drawn)
+    assert len(buckets) == 40 and buckets.count("missed") == 1 and set(buckets) == {"on_time", "missed"}
+    assert "pick a narrower window" in drawn
