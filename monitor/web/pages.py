@@ -76,8 +76,10 @@ def user_zone(session: users.Session) -> tzinfo:
 
 
 async def _checks_context(
-    request: Req, session: users.Session, q: str, tag: str, status: str, page: str
+    request: Req, session: users.Session, q: str, tag: str, status: str, page: str, *, with_tags: bool = True
 ) -> dict[str, Any]:
+    """The checks page's context; ``with_tags`` reads every tag for the filter's menu (the full
+    page only: the 5-second refresh of the rows does not need it)."""
     services = services_of(request.app.state)
     now = services.clock.now()
     number = _page_number(page)
@@ -95,7 +97,7 @@ async def _checks_context(
             limit=size,
         )
         tags: set[str] = set()
-        for project_id in session.user.project_ids:
+        for project_id in session.user.project_ids if with_tags else ():
             tags.update(await dashboard.project_tags(conn, project_id))
     zone = user_zone(session)
     for check in listed.checks:
@@ -357,7 +359,7 @@ class DashboardController(Controller):
     ) -> Template:
         """The live part of the checks page: summary bar, rows and pager (polled every 5 s)."""
         session = await require_session(request)
-        context = await _checks_context(request, session, q, tag, status, page)
+        context = await _checks_context(request, session, q, tag, status, page, with_tags=False)
         return _page("_checks_live.html", session, **context)
 
     # -- a check ----------------------------------------------------------------------------
