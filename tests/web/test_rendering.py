@@ -200,3 +200,14 @@ def test_check_page_lists_ticks_with_their_ids(env: Environment) -> None:
         csrf_token="tok",
     )
     assert f'id="tick-{tick:%Y-%m-%dT%H:%M:%S}Z"' in html and 'value="tok"' in html
+
+
+def test_outcome_and_status_colours_hold_white_glyphs_and_differ_in_lightness() -> None:
+    from monitor.web.colors import OUTCOME_GLYPHS, STATUS_GLYPHS, contrast_ratio
+
+    for name, color in {**OUTCOME_COLORS, **STATUS_COLORS}.items():
+        assert contrast_ratio(color, "#ffffff") >= 4.5, name  # WCAG AA for the white glyph/label
+    assert set(OUTCOME_COLORS) <= set(OUTCOME_GLYPHS) and set(STATUS_COLORS) == set(STATUS_GLYPHS)
+    # colour is not the only cue, and on time vs missed differ in lightness for red-green blindness
+    assert len({OUTCOME_GLYPHS[k] for k in OUTCOME_COLORS}) == len(OUTCOME_COLORS)
+    assert contrast_ratio(OUTCOME_COLORS["on_time"], OUTCOME_COLORS["missed"]) >= 2.0
