@@ -576,6 +576,7 @@ async def _user_create(
         await migrate(engine)
         async with engine.begin() as conn:
             project_ids = await users.project_ids_by_names(conn, project_names)
-            return await users.create_user(conn, email, password, project_ids, datetime.now(UTC))
+            # the operator's first users: admins of their projects (they manage the others)
+            return await users.create_user(conn, email, password, project_ids, datetime.now(UTC), admin=True)
     finally:
         await engine.dispose()

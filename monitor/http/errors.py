@@ -8,6 +8,7 @@ from typing import Any
 from litestar import MediaType, Request, Response
 from litestar.exceptions import HTTPException
 from litestar.exceptions import ValidationException as LitestarValidation
+from litestar.response import Template
 
 from monitor.domain.errors import Conflict, NotFound, ScheduleError, ValidationError, ZoneError
 
@@ -72,7 +73,25 @@ def handle_litestar_validation(
     return _json(400, f"request: {exc.detail}")
 
 
-def handle_http(request: Request[Any, Any, Any], exc: HTTPException) -> Response[dict[str, str]]:
+def _wants_page(request: Request[Any, Any, Any]) -> bool:
+    """A browser asking for a page (not the API, a ping or a badge): it gets an HTML error page."""
+    path = request.url.path
+    if path.startswith(("/api/", "/ping/", "/b/", "/badge/", "/metrics", "/health", "/ready", "/schema")):
+        return False
+    return "text/html" in request.headers.get("accept", "")
+
+
+def handle_http(request: Request[Any, Any, Any], exc: HTTPException) -> Response[Any]:
+    if exc.status_code == 404 and _wants_page(request):
+        return Template(
+            template_name="error.html",
+            context={
+                "title": "Not found",
+                "message": f"There is no page at {request.url.path}.",
+                "status": 404,
+            },
+            status_code=404,
+        )
     if exc.status_code == 404:
         return _json(404, f"path: no such resource {request.url.path}")
     if exc.status_code == 405:

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import and_, func, select, union
+from sqlalchemy import and_, case, func, literal, or_, select, union
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from monitor.domain import detection
@@ -110,29 +110,122 @@ def strip_of(book: RunBook, now: datetime, max_runtime: timedelta) -> list[TickV
     return [_view(book, tick, now, max_runtime) for tick in ticks]
 
 
-async def list_checks(
-    conn: AsyncConnection, project_ids: Sequence[int], now: datetime, settings: Settings
-) -> list[dict[str, Any]]:
-    """Every check of the given projects as its v3 JSON plus ``project``, ``tag_list``,
-    ``strip`` (list of :class:`TickView`) and ``id``; ordered by project, then name."""
-    if not project_ids:
-        return []
-    names = await project_names(conn, project_ids)
+SEVERITY = ("down", "grace", "up", "new", "paused")
+"""Statuses in triage order: what needs a person first."""
+PAGE_SIZE = 50
+"""Checks per page of the list."""
+OUTPUT_TAIL = 4000
+"""Characters of a failing ping's body kept for the page (its last lines)."""
+
+
+def _severity(now: datetime) -> Any:
+    """SQL rank of a check's status in :data:`SEVERITY` order; the same first-match rule as
+    :func:`monitor.domain.detection.status` (paused, new, down, grace, up)."""
+    c = t.checks.c
+    return case(
+        (c.paused, 4),
+        (c.watch_from.is_(None), 3),
+        (c.episode_key.is_not(None), 0),
+        (and_(c.pending_tick.is_not(None), c.pending_tick <= now), 1),
+        else_=2,
+    )
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class CheckPage:
+    """One page of the checks list: ``checks`` (dicts, see :func:`list_page`), ``matched``
+    (checks the filters keep), ``total`` (all the user's checks), ``counts`` (all the user's
+    checks by status), ``offset`` and ``limit``."""
+
+    checks: list[dict[str, Any]]
+    matched: int
+    total: int
+    counts: dict[str, int]
+    offset: int
+    limit: int
+
+
+def _escape_like(text: str) -> str:
+    return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+
+
+async def list_page(
+    conn: AsyncConnection,
+    project_ids: Sequence[int],
+    now: datetime,
+    settings: Settings,
+    *,
+    q: str = "",
+    tag: str = "",
+    status: str = "",
+    offset: int = 0,
+    limit: int = PAGE_SIZE,
+) -> CheckPage:
+    """A page of the user's checks in triage order (:data:`SEVERITY`, then project, name, id),
+    filtered in SQL: ``q`` a substring of the name or slug (any case), ``tag`` one of the
+    check's tags, ``status`` one of :data:`SEVERITY`.
+
+    Each check is its v3 JSON plus ``id``, ``project``, ``tag_list``, ``strip`` (list of
+    :class:`TickView`), ``episode`` (the open down episode's alert: ``kind, count, first_tick,
+    created``; or ``None``), ``pending_tick``, ``last_output`` (the newest ping body's last
+    line) and ``last_output_bad`` (that ping failed). Reads a bounded number of rows whatever
+    the number of checks: the page's rows, one grouped count, and per-page queries.
+    """
+    ids = list(project_ids)
+    if not ids:
+        return CheckPage(
+            checks=[], matched=0, total=0, counts=dict.fromkeys(SEVERITY, 0), offset=0, limit=limit
+        )
+    rank = _severity(now)
+    c = t.checks.c
+    counts = dict.fromkeys(SEVERITY, 0)
+    for value, count in await conn.execute(
+        select(rank, func.count()).where(c.project_id.in_(ids)).group_by(rank)
+    ):
+        counts[SEVERITY[int(value)]] = int(count)
+    query = select(t.checks).where(c.project_id.in_(ids))
+    needle = q.strip().lower()
+    if needle:
+        pattern = f"%{_escape_like(needle)}%"
+        query = query.where(
+            or_(
+                func.lower(c.name).like(pattern, escape="\\"),
+                func.lower(func.coalesce(c.slug, "")).like(pattern, escape="\\"),
+            )
+        )
+    if tag.strip():
+        spaced = literal(" ") + c.tags + literal(" ")
+        query = query.where(spaced.like(f"% {_escape_like(tag.strip())} %", escape="\\"))
+    if status in SEVERITY:
+        query = query.where(rank == SEVERITY.index(status))
+    matched = int((await conn.execute(select(func.count()).select_from(query.subquery()))).scalar_one())
     rows = [
         dict(r)
         for r in (
             await conn.execute(
-                select(t.checks)
-                .where(t.checks.c.project_id.in_(list(project_ids)))
-                .order_by(t.checks.c.project_id, t.checks.c.name, t.checks.c.id)
+                query.order_by(rank, c.project_id, c.name, c.id).offset(max(0, offset)).limit(limit)
             )
         )
         .mappings()
         .all()
     ]
+    checks = await decorate(conn, rows, now, settings)
+    return CheckPage(
+        checks=checks, matched=matched, total=sum(counts.values()), counts=counts, offset=offset, limit=limit
+    )
+
+
+async def decorate(
+    conn: AsyncConnection, rows: list[dict[str, Any]], now: datetime, settings: Settings
+) -> list[dict[str, Any]]:
+    """Check rows as the list and the check page show them (see :func:`list_page`)."""
+    names = await project_names(conn, sorted({r["project_id"] for r in rows}))
     started = await check_service.started_checks(conn, rows, now)
     channels = await check_service.channels_of(conn, [r["id"] for r in rows])
     books = await _recent_books(conn, [r["id"] for r in rows])
+    episodes = await open_episodes(conn, rows)
+    troubled = {r["id"] for r in rows if check_status(r, now) in ("down", "grace")}
+    outputs = await last_outputs(conn, rows, troubled)
     out = []
     for row in rows:
         data = check_service.check_to_dict(
@@ -142,8 +235,133 @@ async def list_checks(
         data["project"] = names.get(row["project_id"], "")
         data["tag_list"] = row["tags"].split()
         data["strip"] = strip_of(books[row["id"]], now, timedelta(seconds=row["max_runtime"]))
+        data["episode"] = episodes.get(row["id"])
+        data["pending_tick"] = row["pending_tick"]
+        data["last_missed_tick"] = row["last_missed_tick"]
+        data["created_at"] = row["created_at"]
+        found = outputs.get(row["id"])
+        data["last_output"] = found["line"] if found else ""
+        data["last_output_bad"] = bool(found and found["bad"])
+        data["last_exit_status"] = found["exit_status"] if found else None
         out.append(data)
     return out
+
+
+async def open_episodes(conn: AsyncConnection, rows: Sequence[dict[str, Any]]) -> dict[int, dict[str, Any]]:
+    """The alert that opened each down check's episode: ``{check id: {"kind", "count",
+    "first_tick", "created"}}`` (one query for all the rows)."""
+    keys = {r["id"]: r["episode_key"] for r in rows if r.get("episode_key")}
+    if not keys:
+        return {}
+    found = await conn.execute(
+        select(
+            t.alerts.c.check_id,
+            t.alerts.c.key,
+            t.alerts.c.kind,
+            t.alerts.c.count,
+            t.alerts.c.scheduled,
+            t.alerts.c.created_at,
+        )
+        .where(t.alerts.c.check_id.in_(list(keys)))
+        .where(t.alerts.c.key.in_(list(set(keys.values()))))
+    )
+    out: dict[int, dict[str, Any]] = {}
+    for check_id, key, kind, count, scheduled, created in found:
+        if keys.get(check_id) == key:
+            out[check_id] = {"kind": kind, "count": count, "first_tick": scheduled, "created": created}
+    return out
+
+
+def _bad_ping() -> Any:
+    p = t.pings.c
+    return or_(p.kind == "fail", and_(p.exit_status.is_not(None), p.exit_status != 0))
+
+
+def _last_line(body: bytes | None) -> str:
+    text = (body or b"").decode("utf-8", errors="replace").rstrip()
+    return text.splitlines()[-1][:300] if text else ""
+
+
+async def last_outputs(
+    conn: AsyncConnection, rows: Sequence[dict[str, Any]], troubled: set[int]
+) -> dict[int, dict[str, Any]]:
+    """Per check, the last line of the body of its newest ping with a body — of its newest
+    failing ping (``fail`` or a non-zero exit status) for the ``troubled`` ids (down or in grace):
+    ``{check id: {"line", "bad", "exit_status"}}``. One indexed lookup per check
+    (``uq_pings_check_n``, newest first)."""
+    out: dict[int, dict[str, Any]] = {}
+    p = t.pings.c
+    for row in rows:
+        query = (
+            select(p.body, p.kind, p.exit_status).where(p.check_id == row["id"]).where(p.body.is_not(None))
+        )
+        if row["id"] in troubled:
+            query = query.where(_bad_ping())
+        found = (await conn.execute(query.order_by(p.n.desc()).limit(1))).first()
+        if found is None:
+            continue
+        body, kind, exit_status = found
+        out[row["id"]] = {
+            "line": _last_line(bytes(body) if body is not None else None),
+            "bad": kind == "fail" or (exit_status is not None and exit_status != 0),
+            "exit_status": exit_status,
+        }
+    return out
+
+
+async def last_failure(conn: AsyncConnection, check_id: int) -> dict[str, Any] | None:
+    """The check's newest failing ping: ``{"n", "received_at", "kind", "exit_status", "tail"}``
+    (``tail``: the body's last :data:`OUTPUT_TAIL` characters), or ``None``."""
+    p = t.pings.c
+    found = (
+        await conn.execute(
+            select(p.n, p.received_at, p.kind, p.exit_status, p.body)
+            .where(p.check_id == check_id)
+            .where(_bad_ping())
+            .order_by(p.n.desc())
+            .limit(1)
+        )
+    ).first()
+    if found is None:
+        return None
+    n, received, kind, exit_status, body = found
+    text = (bytes(body) if body is not None else b"").decode("utf-8", errors="replace").rstrip()
+    return {
+        "n": n,
+        "received_at": received,
+        "kind": kind,
+        "exit_status": exit_status,
+        "tail": text[-OUTPUT_TAIL:],
+    }
+
+
+async def last_good_run(conn: AsyncConnection, check_id: int) -> dict[str, Any] | None:
+    """The check's newest run that finished successfully (``on_time`` or ``late``, duplicates
+    and overlaps included): ``{"scheduled", "finished_at"}``, or ``None``."""
+    r = t.runs.c
+    found = (
+        await conn.execute(
+            select(r.scheduled, r.finished_at)
+            .where(r.check_id == check_id)
+            .where(r.finish_kind == "success")
+            .order_by(r.scheduled.desc())
+            .limit(1)
+        )
+    ).first()
+    return {"scheduled": found[0], "finished_at": found[1]} if found is not None else None
+
+
+async def status_since(conn: AsyncConnection, check_id: int) -> datetime | None:
+    """When the check's status last flipped (its newest flip), or ``None``."""
+    found: datetime | None = (
+        await conn.execute(
+            select(t.flips.c.created_at)
+            .where(t.flips.c.check_id == check_id)
+            .order_by(t.flips.c.id.desc())
+            .limit(1)
+        )
+    ).scalar_one_or_none()
+    return found
 
 
 async def get_check(conn: AsyncConnection, project_ids: Sequence[int], uuid: str) -> dict[str, Any]:
@@ -300,13 +518,17 @@ def check_status(row: dict[str, Any], now: datetime) -> str:
 
 
 def badge_status(statuses: Sequence[str]) -> str:
-    """Healthchecks' badge state of a set of check statuses: ``down`` if any is down, else
-    ``late`` if any is in grace, else ``up`` (new and paused checks count as up)."""
+    """The badge state of a set of check statuses: ``down`` if any is down, else ``late`` if
+    any is in grace, else ``up`` if any is up; a set of only new and paused checks says
+    ``new`` (some new) or ``paused``, and no checks at all ``up`` (as Healthchecks). Unlike
+    Healthchecks, a check that has never run or is paused is never shown as ``up``."""
     if "down" in statuses:
         return "down"
     if "grace" in statuses:
         return "late"
-    return "up"
+    if "up" in statuses or not statuses:
+        return "up"
+    return "new" if "new" in statuses else "paused"
 
 
 async def check_badge(conn: AsyncConnection, badge_uuid: str, now: datetime) -> dict[str, Any] | None:

@@ -17,17 +17,20 @@ import contextlib
 import hashlib
 import re
 import secrets
+import zoneinfo
 from collections import OrderedDict
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Any
 
 from argon2 import PasswordHasher
 from argon2.exceptions import InvalidHashError, VerificationError
-from sqlalchemy import delete, select, update
+from sqlalchemy import delete, func, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from monitor.domain.errors import Conflict, ValidationError
+from monitor.domain.errors import Conflict, NotFound, ValidationError
 from monitor.storage import tables as t
 
 SESSION_TTL = timedelta(days=14)
@@ -44,11 +47,14 @@ _DUMMY_HASH = _hasher.hash("not a password of anyone")
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class User:
-    """A logged-in user: id, email and the ids of the projects they may see."""
+    """A logged-in user: id, email, the ids of the projects they may see, the ids of those they
+    administer (manage their users), and the IANA zone their pages show times in (``""``: UTC)."""
 
     id: int
     email: str
     project_ids: tuple[int, ...]
+    admin_project_ids: tuple[int, ...] = ()
+    tz: str = ""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -155,9 +161,16 @@ async def project_ids_by_names(conn: AsyncConnection, names: list[str]) -> list[
 
 
 async def create_user(
-    conn: AsyncConnection, email: str, password: str, project_ids: list[int], now: datetime
+    conn: AsyncConnection,
+    email: str,
+    password: str,
+    project_ids: list[int],
+    now: datetime,
+    *,
+    admin: bool = False,
 ) -> dict[str, object]:
-    """Create a user linked to ``project_ids``; returns ``{"id", "email", "projects"}``.
+    """Create a user linked to ``project_ids`` (as their admin when ``admin``); returns
+    ``{"id", "email", "projects"}``.
 
     Raises:
         ValidationError: bad ``email`` or ``password``. Conflict: the email is taken.
@@ -182,7 +195,8 @@ async def create_user(
         raise Conflict("email: a user with this email exists") from None
     if project_ids:
         await conn.execute(
-            t.user_projects.insert(), [{"user_id": user_id, "project_id": p} for p in project_ids]
+            t.user_projects.insert(),
+            [{"user_id": user_id, "project_id": p, "is_admin": admin} for p in project_ids],
         )
     names = [
         r[0]
@@ -255,7 +269,7 @@ async def session_of(conn: AsyncConnection, token: str, now: datetime) -> Sessio
     """The live session of a cookie token, or ``None`` (unknown or expired)."""
     row = (
         await conn.execute(
-            select(t.web_sessions.c.user_id, t.web_sessions.c.csrf_token, t.users.c.email)
+            select(t.web_sessions.c.user_id, t.web_sessions.c.csrf_token, t.users.c.email, t.users.c.tz)
             .join(t.users, t.users.c.id == t.web_sessions.c.user_id)
             .where(t.web_sessions.c.token_hash == token_hash(token))
             .where(t.web_sessions.c.expires_at > now)
@@ -263,18 +277,143 @@ async def session_of(conn: AsyncConnection, token: str, now: datetime) -> Sessio
     ).first()
     if row is None:
         return None
-    ids = tuple(
-        r[0]
-        for r in await conn.execute(
-            select(t.user_projects.c.project_id)
+    memberships = (
+        await conn.execute(
+            select(t.user_projects.c.project_id, t.user_projects.c.is_admin)
             .where(t.user_projects.c.user_id == row[0])
             .order_by(t.user_projects.c.project_id)
         )
+    ).all()
+    user = User(
+        id=row[0],
+        email=row[2],
+        project_ids=tuple(m[0] for m in memberships),
+        admin_project_ids=tuple(m[0] for m in memberships if m[1]),
+        tz=row[3] or "",
     )
-    return Session(user=User(id=row[0], email=row[2], project_ids=ids), csrf_token=row[1])
+    return Session(user=user, csrf_token=row[1])
 
 
 async def log_out(conn: AsyncConnection, token: str, now: datetime) -> None:
     """End the cookie's session, and drop every expired session while at it."""
     await conn.execute(delete(t.web_sessions).where(t.web_sessions.c.token_hash == token_hash(token)))
     await conn.execute(delete(t.web_sessions).where(t.web_sessions.c.expires_at <= now))
+
+
+# -- project membership, managed by project admins (the dashboard's users page) -----------------
+
+
+async def list_members(conn: AsyncConnection, project_ids: Sequence[int]) -> list[dict[str, Any]]:
+    """The users of ``project_ids``: ``[{"id", "email", "projects": {project_id: is_admin}}]``
+    (only memberships of those projects), ordered by email."""
+    if not project_ids:
+        return []
+    rows = await conn.execute(
+        select(t.users.c.id, t.users.c.email, t.user_projects.c.project_id, t.user_projects.c.is_admin)
+        .join(t.user_projects, t.user_projects.c.user_id == t.users.c.id)
+        .where(t.user_projects.c.project_id.in_(list(project_ids)))
+        .order_by(t.users.c.email, t.user_projects.c.project_id)
+    )
+    out: dict[int, dict[str, Any]] = {}
+    for user_id, email, project_id, is_admin in rows:
+        entry = out.setdefault(user_id, {"id": user_id, "email": email, "projects": {}})
+        entry["projects"][project_id] = bool(is_admin)
+    return list(out.values())
+
+
+async def _admins_left(conn: AsyncConnection, project_id: int, without_user: int) -> int:
+    count: int = (
+        await conn.execute(
+            select(func.count())
+            .select_from(t.user_projects)
+            .where(t.user_projects.c.project_id == project_id)
+            .where(t.user_projects.c.is_admin)
+            .where(t.user_projects.c.user_id != without_user)
+        )
+    ).scalar_one()
+    return count
+
+
+async def set_membership(
+    conn: AsyncConnection, user_id: int, project_id: int, *, member: bool, admin: bool = False
+) -> None:
+    """Add ``user_id`` to ``project_id`` (as admin when ``admin``), change their role, or remove
+    them (``member=False``). A user left without any project is deleted with their sessions.
+
+    Raises:
+        NotFound: no such user. Conflict: the change would leave the project without an admin
+            (every project keeps one, so its users can still be managed).
+    """
+    exists = (await conn.execute(select(t.users.c.id).where(t.users.c.id == user_id))).first()
+    if exists is None:
+        raise NotFound("user: no such user")
+    current = (
+        await conn.execute(
+            select(t.user_projects.c.is_admin)
+            .where(t.user_projects.c.user_id == user_id)
+            .where(t.user_projects.c.project_id == project_id)
+        )
+    ).first()
+    losing_admin = current is not None and bool(current[0]) and (not member or not admin)
+    if losing_admin and await _admins_left(conn, project_id, user_id) == 0:
+        raise Conflict(
+            "user: the project's last admin cannot be removed or demoted; make another admin first"
+        )
+    if not member:
+        await conn.execute(
+            delete(t.user_projects)
+            .where(t.user_projects.c.user_id == user_id)
+            .where(t.user_projects.c.project_id == project_id)
+        )
+        left = (
+            await conn.execute(
+                select(t.user_projects.c.project_id).where(t.user_projects.c.user_id == user_id)
+            )
+        ).first()
+        if left is None:
+            await conn.execute(delete(t.web_sessions).where(t.web_sessions.c.user_id == user_id))
+            await conn.execute(delete(t.users).where(t.users.c.id == user_id))
+        return
+    if current is None:
+        await conn.execute(
+            t.user_projects.insert().values(user_id=user_id, project_id=project_id, is_admin=admin)
+        )
+    else:
+        await conn.execute(
+            update(t.user_projects)
+            .where(t.user_projects.c.user_id == user_id)
+            .where(t.user_projects.c.project_id == project_id)
+            .values(is_admin=admin)
+        )
+
+
+async def user_id_by_email(conn: AsyncConnection, email: str) -> int:
+    """The id of the user with this email.
+
+    Raises:
+        ValidationError: a malformed ``email``. NotFound: no user has it.
+    """
+    value = validate_email(email)
+    found = (await conn.execute(select(t.users.c.id).where(t.users.c.email == value))).scalar_one_or_none()
+    if found is None:
+        raise NotFound("email: no user with this email; create the user instead")
+    return int(found)
+
+
+async def set_zone(conn: AsyncConnection, user_id: int, tz: str) -> None:
+    """Store the zone the user's pages show times in: an IANA name, or ``""`` / ``UTC``.
+
+    Raises:
+        ValidationError: naming ``tz``, for a zone the system does not know.
+    """
+    value = tz.strip()
+    if value in ("", "UTC", "Etc/UTC"):
+        value = ""
+    else:
+        try:
+            zoneinfo.ZoneInfo(value)
+        except (zoneinfo.ZoneInfoNotFoundError, ValueError):
+            raise ValidationError(
+                "tz", f"unknown time zone {value!r}; use an IANA name such as Europe/Berlin"
+            ) from None
+    await conn.execute(update(t.users).where(t.users.c.id == user_id).values(tz=value))

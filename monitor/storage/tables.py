@@ -376,6 +376,8 @@ users = Table(
     # login throttling: consecutive wrong passwords and the instant before which logins are refused
     Column("failed_logins", Integer(), nullable=False, default=0),
     Column("locked_until", UTCDateTime(), nullable=True),
+    # the IANA zone the dashboard shows this user's times in ("" = UTC)
+    Column("tz", String(64), nullable=False, default="", server_default=""),
 )
 """Dashboard users (passwords hashed with argon2id); a user sees the projects linked below."""
 
@@ -384,6 +386,8 @@ user_projects = Table(
     metadata,
     Column("user_id", ID, ForeignKey("users.id", ondelete="CASCADE"), primary_key=True),
     Column("project_id", ID, ForeignKey("projects.id", ondelete="CASCADE"), primary_key=True),
+    # a project admin manages the project's users on the dashboard
+    Column("is_admin", Boolean(), nullable=False, default=False, server_default=false()),
 )
 
 web_sessions = Table(

@@ -18,9 +18,11 @@ from typing import Any
 from urllib.parse import quote
 
 from litestar import Controller, HttpMethod, Request, Response, post, route
+from litestar.connection import ASGIConnection
 from litestar.datastructures import Cookie, ResponseHeader
 from litestar.exceptions import HTTPException
 from litestar.exceptions import ValidationException as LitestarValidation
+from litestar.handlers.base import BaseRouteHandler
 from litestar.response import Redirect, Template
 from litestar.types import ExceptionHandlersMap
 
@@ -83,12 +85,16 @@ async def current_session(request: Req) -> users.Session | None:
 
 
 async def require_session(request: Req) -> users.Session:
-    """The request's session.
+    """The request's session (looked up once per request: :func:`csrf_guard` may have).
 
     Raises:
         LoginRequired: no live session (the page redirects to ``/login?next=…``).
     """
-    session = await current_session(request)
+    session = request.scope.get("state", {}).get("monitor_session")
+    if not isinstance(session, users.Session):
+        session = await current_session(request)
+        if session is not None:
+            request.scope.setdefault("state", {})["monitor_session"] = session
     if session is None:
         path = request.url.path + (f"?{request.url.query}" if request.url.query else "")
         raise LoginRequired(path)
@@ -101,8 +107,33 @@ def check_csrf(given: str | None, expected: str | None) -> None:
         raise CsrfRejected()
 
 
+SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+CSRF_HEADER = "X-CSRF-Token"
+
+
+async def csrf_guard(connection: ASGIConnection[Any, Any, Any, Any], _: BaseRouteHandler) -> None:
+    """Guard of every dashboard controller: a request that may write (any method but GET, HEAD,
+    OPTIONS) needs a live session and its CSRF token, in the form's ``csrf_token`` field or the
+    ``X-CSRF-Token`` header (the pages' scripts). Handlers then never check it themselves.
+
+    Raises:
+        LoginRequired: no live session. CsrfRejected: the token is missing or wrong.
+    """
+    if connection.scope.get("method", "GET") in SAFE_METHODS:
+        return
+    request: Req = Request(connection.scope, connection.receive)
+    session = await require_session(request)
+    given = request.headers.get(CSRF_HEADER)
+    if not given:
+        value = (await request.form()).get("csrf_token")
+        given = value if isinstance(value, str) else None
+    check_csrf(given, session.csrf_token)
+
+
 def redirect_to_login(request: Req, error: LoginRequired) -> Response[Any]:
-    return Redirect(path="/login", query_params={"next": error.next_path}, status_code=303)
+    # a form posted after the session ended goes back to the page it came from, not to a POST URL
+    next_path = error.next_path if request.method in SAFE_METHODS else "/"
+    return Redirect(path="/login", query_params={"next": next_path}, status_code=303)
 
 
 def csrf_rejected(request: Req, error: CsrfRejected) -> Response[Any]:
@@ -121,7 +152,7 @@ def csrf_rejected(request: Req, error: CsrfRejected) -> Response[Any]:
 def _error_page(title: str, message: str, status: int) -> Response[Any]:
     return Template(
         template_name="error.html",
-        context={"title": title, "message": message, "session": None},
+        context={"title": title, "message": message, "session": None, "status": status},
         status_code=status,
         headers={"Cache-Control": "no-store"},
     )

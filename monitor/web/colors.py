@@ -12,19 +12,42 @@ TEXT = "#ffffff"
 OUTCOME_COLORS: dict[str, str] = {
     "on_time": "#1a7f37",
     "late": "#8a5a00",
-    "missed": "#cf222e",
+    "missed": "#82071e",
     "failed": "#a40e26",
-    "timed_out": "#8250df",
-    "duplicated": "#b35900",
-    "overlapped": "#0969da",
+    "timed_out": "#6639ba",
+    "duplicated": "#953800",
+    "overlapped": "#0550ae",
     "skipped": "#57606a",
     "unknown": "#59636e",
-    "early": "#3b6e8f",
-    "incomplete": "#9a3412",
-    "too_fast": "#0e6e6e",
     "pending": "#424a53",
+    "early": "#006a72",
+    "incomplete": "#7a4a00",
+    "too_fast": "#7c3aa0",
 }
-"""Tick and run outcomes (DESIGN §2) plus ``pending`` (in progress or not judged yet)."""
+"""Tick and run outcomes (DESIGN §2) plus ``pending`` (in progress or not judged yet).
+
+Colour is never the only cue: every mark also carries its :data:`OUTCOME_GLYPHS` glyph. The
+good outcome is a mid green and the bad ones are dark (crimson, wine, purple), so on time and
+missed differ in lightness too (≥ 2:1), which is what red-green colour-blind readers see."""
+
+OUTCOME_GLYPHS: dict[str, str] = {
+    "on_time": "✓",
+    "late": "!",
+    "missed": "∅",
+    "failed": "✗",
+    "timed_out": "T",
+    "duplicated": "2",
+    "overlapped": "≈",
+    "skipped": "–",
+    "unknown": "?",
+    "pending": "…",
+    "early": "«",
+    "incomplete": "½",
+    "too_fast": "»",
+    "no_run": "·",
+    "upcoming": "·",
+}
+"""The glyph drawn on each outcome's mark (in the strip, the timeline and the ticks table)."""
 
 OUTCOME_LABELS: dict[str, str] = {
     "on_time": "on time",
@@ -36,20 +59,43 @@ OUTCOME_LABELS: dict[str, str] = {
     "overlapped": "overlapped",
     "skipped": "skipped",
     "unknown": "unknown (monitor outage)",
+    "pending": "pending",
     "early": "early (counts for no tick)",
     "incomplete": "incomplete (fewer runs than expected)",
     "too_fast": "too fast",
-    "pending": "pending",
+    "no_run": "no run",
+    "upcoming": "upcoming",
 }
+
+OUTCOME_SEVERITY: tuple[str, ...] = (
+    "failed",
+    "missed",
+    "timed_out",
+    "incomplete",
+    "too_fast",
+    "early",
+    "late",
+    "overlapped",
+    "duplicated",
+    "unknown",
+    "pending",
+    "skipped",
+    "on_time",
+    "no_run",
+    "upcoming",
+)
+"""Worst first: the outcome a bucket of ticks shows on a wide timeline."""
 
 STATUS_COLORS: dict[str, str] = {
     "up": "#1a7f37",
     "grace": "#8a5a00",
-    "down": "#cf222e",
+    "down": "#b3261e",
     "new": "#57606a",
     "paused": "#6639ba",
 }
 """Check statuses (Healthchecks v3 values)."""
+
+STATUS_GLYPHS: dict[str, str] = {"up": "✓", "grace": "!", "down": "✗", "new": "○", "paused": "‖"}
 
 STATUS_LABELS: dict[str, str] = {
     "up": "up",

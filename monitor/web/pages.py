@@ -11,16 +11,16 @@ from __future__ import annotations
 import contextlib
 import secrets
 import zoneinfo
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime, timedelta, tzinfo
 from functools import cache
 from typing import Any
 
 import anyio.to_thread
 from litestar import Controller, HttpMethod, MediaType, Request, Response, get, post, route
 from litestar.response import Redirect, Template
-from sqlalchemy import select
+from sqlalchemy import func, select
 
-from monitor.domain.errors import MonitorError, NotFound, ScheduleError, ValidationError, ZoneError
+from monitor.domain.errors import Conflict, MonitorError, NotFound, ScheduleError, ValidationError, ZoneError
 from monitor.domain.explain import MAX_COUNT, explain
 from monitor.domain.schedules import Dialect
 from monitor.http.api.common import services_of
@@ -29,12 +29,19 @@ from monitor.services import channels as channel_service
 from monitor.services import checks as check_service
 from monitor.services import dashboard, history, users
 from monitor.storage import tables as t
-from monitor.web import svg
-from monitor.web.auth import EXCEPTION_HANDLERS, SECURITY_HEADERS, check_csrf, require_session
-from monitor.web.colors import OUTCOME_COLORS, OUTCOME_LABELS, STATUS_COLORS, STATUS_LABELS
+from monitor.web import channel_forms, reasons, svg
+from monitor.web.auth import EXCEPTION_HANDLERS, SECURITY_HEADERS, csrf_guard, require_session
+from monitor.web.colors import (
+    OUTCOME_COLORS,
+    OUTCOME_GLYPHS,
+    OUTCOME_LABELS,
+    STATUS_COLORS,
+    STATUS_GLYPHS,
+    STATUS_LABELS,
+)
 
 Req = Request[Any, Any, Any]
-STATUSES = ("up", "grace", "down", "new", "paused")
+STATUSES = dashboard.SEVERITY
 PING_BODY_SHOWN = 10_000
 PINGS_SHOWN = 50
 TEST_RESULTS_KEPT = 1000
@@ -46,51 +53,73 @@ def zones() -> list[str]:
     return sorted(zoneinfo.available_timezones())
 
 
-def _page(name: str, session: users.Session, status_code: int = 200, **context: Any) -> Template:
+def _page(template: str, session: users.Session, status_code: int = 200, **context: Any) -> Template:
     context.update(session=session, csrf_token=session.csrf_token)
-    return Template(template_name=name, context=context, status_code=status_code)
+    return Template(template_name=template, context=context, status_code=status_code)
 
 
 def not_found(request: Req, error: NotFound) -> Response[Any]:
     return Template(
         template_name="error.html",
-        context={"title": "Not found", "message": str(error), "session": None},
+        context={"title": "Not found", "message": str(error), "session": None, "status": 404},
         status_code=404,
     )
 
 
-def filter_checks(checks: list[dict[str, Any]], q: str, tag: str, status: str) -> list[dict[str, Any]]:
-    """Checks whose name or slug contains ``q`` (any case), carrying ``tag``, with ``status``."""
-    needle = q.strip().lower()
-    out = []
-    for check in checks:
-        if needle and needle not in check["name"].lower() and needle not in check["slug"].lower():
-            continue
-        if tag and tag not in check["tag_list"]:
-            continue
-        if status and check["status"] != status:
-            continue
-        out.append(check)
-    return out
+def _page_number(text: str) -> int:
+    return int(text) if text.isdigit() and 0 < int(text) < 1_000_000 else 1
+
+
+def user_zone(session: users.Session) -> tzinfo:
+    """The zone the user's pages show times in (UTC unless they picked one)."""
+    return _zone(session.user.tz) or UTC
 
 
 async def _checks_context(
-    request: Req, session: users.Session, q: str, tag: str, status: str
+    request: Req, session: users.Session, q: str, tag: str, status: str, page: str, *, with_tags: bool = True
 ) -> dict[str, Any]:
+    """The checks page's context; ``with_tags`` reads every tag for the filter's menu (the full
+    page only: the 5-second refresh of the rows does not need it)."""
     services = services_of(request.app.state)
     now = services.clock.now()
+    number = _page_number(page)
+    size = dashboard.PAGE_SIZE
     async with services.engine.connect() as conn:
-        every = await dashboard.list_checks(conn, session.user.project_ids, now, services.settings)
-    tags = sorted({tg for c in every for tg in c["tag_list"]})
+        listed = await dashboard.list_page(
+            conn,
+            session.user.project_ids,
+            now,
+            services.settings,
+            q=q,
+            tag=tag,
+            status=status,
+            offset=(number - 1) * size,
+            limit=size,
+        )
+        tags: set[str] = set()
+        for project_id in session.user.project_ids if with_tags else ():
+            tags.update(await dashboard.project_tags(conn, project_id))
+    zone = user_zone(session)
+    for check in listed.checks:
+        check["reason"] = reasons.reason(check, now, zone)
+    pages = max(1, -(-listed.matched // size))
     return {
-        "checks": filter_checks(every, q, tag, status),
-        "total": len(every),
-        "tags": tags,
+        "checks": listed.checks,
+        "total": listed.total,
+        "matched": listed.matched,
+        "counts": listed.counts,
+        "first": listed.offset + 1 if listed.checks else 0,
+        "last": listed.offset + len(listed.checks),
+        "page": number,
+        "pages": pages,
+        "tags": sorted(tags),
         "statuses": STATUSES,
         "q": q,
         "tag": tag,
         "status": status,
         "now": now,
+        "zone": zone,
+        "nav": "checks",
     }
 
 
@@ -240,30 +269,129 @@ def _explain_context(schedule: str, tz: str, dialect: str, count: str, now: date
     return context
 
 
+async def _form(request: Req) -> dict[str, str]:
+    """The posted form as text values (a repeated key keeps its last value; see
+    :func:`_form_list` for checkboxes)."""
+    form = await request.form()
+    return {k: str(v) for k, v in form.items() if isinstance(v, str)}
+
+
+async def _form_list(request: Req, name: str) -> list[str]:
+    form = await request.form()
+    return [str(v) for v in form.getall(name)] if name in form else []
+
+
+def _number(text: str) -> int | str:
+    """A form's number as an int, or the text itself (the service then names the field)."""
+    stripped = text.strip()
+    return int(stripped) if stripped.isdigit() else stripped
+
+
+CHECK_NUMBERS = ("grace", "max_runtime", "failure_threshold", "recovery_threshold")
+OPTIONAL_NUMBERS = ("early_tolerance", "expected_runs", "min_runtime", "nag_interval")
+"""Whole-second (or count) fields of the check form; the optional ones are left out when empty."""
+
+
+def check_form_data(form: dict[str, str], channels: list[str]) -> dict[str, Any]:
+    """A check form's fields as the API's JSON body (``monitor.services.checks`` validates it
+    exactly as it validates ``POST /api/v3/checks/``)."""
+    data: dict[str, Any] = {key: form.get(key, "") for key in ("name", "slug", "tags", "desc")}
+    if form.get("kind") == "cron":
+        data.update(schedule=form.get("schedule", ""), tz=form.get("tz", "") or "UTC")
+        data["dialect"] = form.get("dialect", "") or "unix"
+    else:
+        data["timeout"] = _number(form.get("timeout", ""))
+    for key in CHECK_NUMBERS:
+        data[key] = _number(form.get(key, ""))
+    for key in OPTIONAL_NUMBERS:
+        if form.get(key, "").strip():
+            data[key] = _number(form[key])
+    data["manual_resume"] = form.get("manual_resume") == "on"
+    data["methods"] = "POST" if form.get("post_only") == "on" else ""
+    data["channels"] = ",".join(channels)
+    return data
+
+
+def snippets(check: dict[str, Any], base_url: str) -> dict[str, str]:
+    """Ready-to-paste ways to report to a check: crontab line, monitor-run, Python client, curl."""
+    url = check["ping_url"]
+    schedule = check.get("schedule") if check.get("kind") == "cron" else None
+    when = schedule if schedule and len(schedule.split()) == 5 else "0 3 * * *"
+    return {
+        "ping URL": url,
+        "crontab line": f'{when} /usr/local/bin/job.sh; curl -fsS -m 10 --retry 3 "{url}/$?" >/dev/null',
+        "monitor-run": (
+            f"MONITOR_BASE_URL={base_url} monitor-run --check {check['uuid']} -- /usr/local/bin/job.sh"
+        ),
+        "Python client": (
+            "from monitor_client import Client\n\n"
+            f'client = Client(base_url="{base_url}")\n'
+            f'with client.run("{check["uuid"]}"):\n'
+            "    do_the_work()\n"
+        ),
+        "curl": f"curl -fsS -m 10 --retry 3 {url}",
+    }
+
+
 class DashboardController(Controller):
-    """The pages behind login."""
+    """The pages behind login. Every write (any POST) passes :func:`csrf_guard` first."""
 
     path = "/"
     include_in_schema = False
     exception_handlers = {**EXCEPTION_HANDLERS, NotFound: not_found}  # noqa: RUF012
     response_headers = SECURITY_HEADERS
+    guards = [csrf_guard]  # noqa: RUF012
+
+    # -- the checks list ------------------------------------------------------------------
 
     @route("/", http_method=[HttpMethod.GET, HttpMethod.HEAD])
-    async def checks_page(self, request: Req, q: str = "", tag: str = "", status: str = "") -> Template:
+    async def checks_page(
+        self, request: Req, q: str = "", tag: str = "", status: str = "", page: str = "1", deleted: str = ""
+    ) -> Template:
+        """``?deleted=<name>`` after deleting a check (shown as text, escaped)."""
         session = await require_session(request)
-        context = await _checks_context(request, session, q, tag, status)
-        return _page("checks.html", session, **context)
+        context = await _checks_context(request, session, q, tag, status, page)
+        return _page("checks.html", session, deleted=deleted[:100], **context)
 
     @get("/fragments/checks")
-    async def checks_fragment(self, request: Req, q: str = "", tag: str = "", status: str = "") -> Template:
-        """The checks table's rows (live refresh polls this)."""
+    async def checks_fragment(
+        self, request: Req, q: str = "", tag: str = "", status: str = "", page: str = "1"
+    ) -> Template:
+        """The live part of the checks page: summary bar, rows and pager (polled every 5 s)."""
         session = await require_session(request)
-        context = await _checks_context(request, session, q, tag, status)
-        return _page("_checks_rows.html", session, **context)
+        context = await _checks_context(request, session, q, tag, status, page, with_tags=False)
+        return _page("_checks_live.html", session, **context)
+
+    # -- a check ----------------------------------------------------------------------------
+
+    async def _header_context(
+        self, request: Req, session: users.Session, uuid: str
+    ) -> tuple[dict[str, Any], dict[str, Any]]:
+        services = services_of(request.app.state)
+        now = services.clock.now()
+        async with services.engine.connect() as conn:
+            row = await dashboard.get_check(conn, session.user.project_ids, _uuid(uuid))
+            check = (await dashboard.decorate(conn, [row], now, services.settings))[0]
+            header: dict[str, Any] = {
+                "status_since": await dashboard.status_since(conn, row["id"]),
+                "last_good": await dashboard.last_good_run(conn, row["id"]),
+                "failure": await dashboard.last_failure(conn, row["id"]),
+            }
+        zone = user_zone(session)
+        check["reason"] = reasons.reason(check, now, zone)
+        header.update(check=check, now=now, zone=zone)
+        return row, header
+
+    @get("/fragments/checks/{uuid:str}/header")
+    async def check_header_fragment(self, request: Req, uuid: str) -> Template:
+        """A check page's header (status, why, episode, last good run, next tick, output)."""
+        session = await require_session(request)
+        _, header = await self._header_context(request, session, uuid)
+        return _page("_check_header.html", session, **header)
 
     @get("/checks/{uuid:str}")
     async def check_page(
-        self, request: Req, uuid: str, window: str = "auto", around: str | None = None
+        self, request: Req, uuid: str, window: str = "auto", around: str | None = None, saved: str = ""
     ) -> Response[Any]:
         """A check's page; ``around`` (an ISO tick, as in ``#tick-…`` links) centres the window
         on that tick, so a notification's link to an old tick finds it."""
@@ -272,20 +400,16 @@ class DashboardController(Controller):
         now = services.clock.now()
         if window not in dashboard.WINDOWS:
             window = "auto"
+        row, header = await self._header_context(request, session, uuid)
+        check = header["check"]
         async with services.engine.connect() as conn:
-            row = await dashboard.get_check(conn, session.user.project_ids, _uuid(uuid))
-            started = await check_service.started_checks(conn, [row], now)
-            channels = await check_service.channels_of(conn, [row["id"]])
-            check = check_service.check_to_dict(
-                row,
-                now=now,
-                settings=services.settings,
-                started=row["id"] in started,
-                channels=channels[row["id"]],
-            )
-            first_run = await dashboard.first_run_tick(conn, row["id"]) if window == "auto" else None
-            since, until = dashboard.window_bounds(row, window, now, first_run)
+            first_run = await dashboard.first_run_tick(conn, row["id"])
+            since, until = dashboard.window_bounds(row, window, now, first_run if window == "auto" else None)
             since, until, centre, around_error = _centred(since, until, around)
+            if centre is None:
+                # never draw ticks from before the check existed (nor before its first run)
+                born = min(row["created_at"], first_run or row["created_at"])
+                since = max(since, born - (until - since) / 40)
             line = await dashboard.timeline(conn, row, since, until, now)
             if centre is not None and line.truncated and line.views and line.since > centre:
                 # the window's newest ticks all come after the wanted one: show those around it
@@ -299,8 +423,13 @@ class DashboardController(Controller):
                 for c in await channel_service.list_channels(conn, row["project_id"])
             }
             project = (await dashboard.project_names(conn, [row["project_id"]])).get(row["project_id"], "")
+        views = [
+            v
+            for v in line.views
+            if v.runs or v.outcome not in ("no_run",) or v.scheduled >= row["created_at"]
+        ]
         context = {
-            "check": check,
+            **header,
             "project": project,
             "window": window,
             "windows": list(dashboard.WINDOWS),
@@ -310,23 +439,28 @@ class DashboardController(Controller):
             "truncated": line.truncated,
             "max_ticks": dashboard.MAX_WINDOW_TICKS,
             "around_error": around_error,
-            "zone": _zone(str(row.get("tz") or "UTC")),
-            "now": now,
+            "check_zone": _zone(str(row.get("tz") or "UTC")),
             "pings": pings,
             "alerts": alerts,
             "flips": flips,
             "channel_names": channel_names,
+            "snippets": snippets(check, services.settings.base_url),
+            "saved_message": SAVED_MESSAGES.get(saved, ""),
             "session": session,
             "csrf_token": session.csrf_token,
+            "nav": "checks",
         }
         max_runtime = timedelta(seconds=row["max_runtime"])
 
         def render() -> str:
             # the SVGs and up to 500 tick rows are pure CPU work: off the event loop
-            marks = _bars(line.views, max_runtime)
+            marks = _bars(views, max_runtime)
             context.update(
                 ticks=list(reversed(marks)),
                 timeline_svg=svg.timeline_svg(marks, line.since, line.until, now),
+                timeline_phone_svg=svg.timeline_svg(
+                    marks, line.since, line.until, now, width=420, max_marks=36, svg_id="timeline-phone"
+                ),
                 duration_svg=svg.duration_chart_svg([b for m in marks for b in m.runs]),
             )
             engine = request.app.template_engine
@@ -335,6 +469,164 @@ class DashboardController(Controller):
 
         html = await anyio.to_thread.run_sync(render)
         return Response(content=html, media_type=MediaType.HTML)
+
+    async def _check_form_context(
+        self, request: Req, session: users.Session, project_id: int | None
+    ) -> dict[str, Any]:
+        services = services_of(request.app.state)
+        async with services.engine.connect() as conn:
+            names = await dashboard.project_names(conn, session.user.project_ids)
+            channels = []
+            for pid in session.user.project_ids:
+                if project_id is None or pid == project_id:
+                    for channel in await channel_service.list_channels(conn, pid):
+                        channels.append({**channel, "project_id": pid, "project": names.get(pid, "")})
+        return {
+            "projects": [(pid, names.get(pid, "")) for pid in session.user.project_ids],
+            "channels": channels,
+            "zones": zones(),
+            "dialects": [d.value for d in Dialect],
+            "nav": "checks",
+        }
+
+    @get("/checks/new")
+    async def new_check_form(self, request: Req) -> Template:
+        session = await require_session(request)
+        context = await self._check_form_context(request, session, None)
+        values = {
+            "kind": "cron",
+            "schedule": "",
+            "tz": session.user.tz or "UTC",
+            "dialect": "unix",
+            "timeout": "86400",
+            "grace": "3600",
+            "max_runtime": "1800",
+            "failure_threshold": "1",
+            "recovery_threshold": "1",
+        }
+        return _page("check_form.html", session, values=values, chosen=[], editing=None, **context)
+
+    @post("/checks/new", status_code=303)
+    async def create_check(self, request: Req) -> Response[Any]:
+        session = await require_session(request)
+        services = services_of(request.app.state)
+        form = await _form(request)
+        chosen = await _form_list(request, "channels")
+        try:
+            project_id = int(form.get("project", "0")) if form.get("project", "").isdigit() else 0
+            if project_id not in session.user.project_ids:
+                raise ValidationError("project", "pick one of your projects")
+            async with services.engine.begin() as conn:
+                check_id, _ = await check_service.create_or_upsert(
+                    conn,
+                    project_id,
+                    check_form_data(form, chosen),
+                    services.clock.now(),
+                    shards=services.settings.shards,
+                )
+                uuid = (
+                    await conn.execute(select(t.checks.c.uuid).where(t.checks.c.id == check_id))
+                ).scalar_one()
+        except (ValidationError, Conflict) as error:
+            context = await self._check_form_context(request, session, None)
+            return _page(
+                "check_form.html",
+                session,
+                status_code=409 if isinstance(error, Conflict) else 400,
+                values=form,
+                chosen=chosen,
+                editing=None,
+                error=str(error),
+                **context,
+            )
+        return Redirect(path=f"/checks/{uuid}", query_params={"saved": "created"}, status_code=303)
+
+    @get("/checks/{uuid:str}/edit")
+    async def edit_check_form(self, request: Req, uuid: str) -> Template:
+        session = await require_session(request)
+        services = services_of(request.app.state)
+        async with services.engine.connect() as conn:
+            row = await dashboard.get_check(conn, session.user.project_ids, _uuid(uuid))
+            chosen = (await check_service.channels_of(conn, [row["id"]]))[row["id"]]
+        values = {k: "" if v is None else str(v) for k, v in row.items()}
+        values["post_only"] = "on" if row["methods"] == "POST" else ""
+        values["manual_resume"] = "on" if row["manual_resume"] else ""
+        values["project"] = str(row["project_id"])
+        context = await self._check_form_context(request, session, row["project_id"])
+        return _page("check_form.html", session, values=values, chosen=chosen, editing=row, **context)
+
+    @post("/checks/{uuid:str}/edit", status_code=303)
+    async def update_check(self, request: Req, uuid: str) -> Response[Any]:
+        session = await require_session(request)
+        services = services_of(request.app.state)
+        form = await _form(request)
+        chosen = await _form_list(request, "channels")
+        uuid = _uuid(uuid)
+        async with services.engine.connect() as conn:
+            row = await dashboard.get_check(conn, session.user.project_ids, uuid)
+        try:
+            async with services.engine.begin() as conn:
+                await check_service.update_check(
+                    conn, row["project_id"], row["id"], check_form_data(form, chosen), services.clock.now()
+                )
+        except (ValidationError, Conflict) as error:
+            context = await self._check_form_context(request, session, row["project_id"])
+            return _page(
+                "check_form.html",
+                session,
+                status_code=409 if isinstance(error, Conflict) else 400,
+                values={**form, "project": str(row["project_id"])},
+                chosen=chosen,
+                editing=row,
+                error=str(error),
+                **context,
+            )
+        return Redirect(path=f"/checks/{uuid}", query_params={"saved": "saved"}, status_code=303)
+
+    async def _confirm_page(self, request: Req, uuid: str, action: str) -> Template:
+        session = await require_session(request)
+        services = services_of(request.app.state)
+        async with services.engine.connect() as conn:
+            row = await dashboard.get_check(conn, session.user.project_ids, _uuid(uuid))
+        return _page(
+            "confirm_check.html", session, check=row, action=action, name=_confirm_name(row), nav="checks"
+        )
+
+    @get("/checks/{uuid:str}/delete")
+    async def delete_check_form(self, request: Req, uuid: str) -> Template:
+        """Deleting asks the user to type the check's name (its slug or uuid when unnamed)."""
+        return await self._confirm_page(request, uuid, "delete")
+
+    @post("/checks/{uuid:str}/delete", status_code=303)
+    async def delete_check(self, request: Req, uuid: str) -> Response[Any]:
+        session = await require_session(request)
+        services = services_of(request.app.state)
+        form = await _form(request)
+        uuid = _uuid(uuid)
+        async with services.engine.begin() as conn:
+            row = await dashboard.get_check(conn, session.user.project_ids, uuid)
+            if form.get("confirm", "").strip() != _confirm_name(row):
+                return _page(
+                    "confirm_check.html",
+                    session,
+                    status_code=400,
+                    check=row,
+                    action="delete",
+                    name=_confirm_name(row),
+                    error=f"confirm: type {_confirm_name(row)} to delete this check",
+                    nav="checks",
+                )
+            locked = await check_service.get_check_row(conn, row["project_id"], uuid, lock=True)
+            await check_service.delete_check(conn, locked["id"])
+        return Redirect(path="/", query_params={"deleted": _confirm_name(row)}, status_code=303)
+
+    @get("/checks/{uuid:str}/pause")
+    async def pause_form(self, request: Req, uuid: str) -> Template:
+        return await self._confirm_page(request, uuid, "pause")
+
+    @get("/checks/{uuid:str}/resume")
+    async def resume_form(self, request: Req, uuid: str) -> Template:
+        return await self._confirm_page(request, uuid, "resume")
 
     @post("/checks/{uuid:str}/pause", status_code=303)
     async def pause(self, request: Req, uuid: str) -> Response[Any]:
@@ -346,8 +638,6 @@ class DashboardController(Controller):
 
     async def _pause_or_resume(self, request: Req, uuid: str, *, resume: bool) -> Response[Any]:
         session = await require_session(request)
-        form = await request.form()
-        check_csrf(form.get("csrf_token"), session.csrf_token)
         services = services_of(request.app.state)
         uuid = _uuid(uuid)
         async with services.engine.begin() as conn:
@@ -356,7 +646,11 @@ class DashboardController(Controller):
             # resuming a check that is not paused: nothing to do, the page shows its real state
             with contextlib.suppress(MonitorError):
                 await action(conn, row["project_id"], uuid, services.clock.now())
-        return Redirect(path=f"/checks/{uuid}", status_code=303)
+        return Redirect(
+            path=f"/checks/{uuid}", query_params={"saved": "resumed" if resume else "paused"}, status_code=303
+        )
+
+    # -- cron explain -----------------------------------------------------------------------
 
     @get("/cron")
     async def cron_page(
@@ -365,7 +659,7 @@ class DashboardController(Controller):
         session = await require_session(request)
         now = services_of(request.app.state).clock.now()
         context = _explain_context(schedule, tz, dialect, count, now)
-        return _page("cron.html", session, zones=zones(), **context)
+        return _page("cron.html", session, zones=zones(), nav="cron", **context)
 
     @get("/fragments/cron")
     async def cron_fragment(
@@ -374,6 +668,8 @@ class DashboardController(Controller):
         session = await require_session(request)
         now = services_of(request.app.state).clock.now()
         return _page("_cron_result.html", session, **_explain_context(schedule, tz, dialect, count, now))
+
+    # -- channels ---------------------------------------------------------------------------
 
     async def _channels_page(
         self, request: Req, session: users.Session, *, status: int = 200, **extra: Any
@@ -385,7 +681,11 @@ class DashboardController(Controller):
             for project_id in session.user.project_ids:
                 for channel in await channel_service.list_channels(conn, project_id):
                     listed.append({**channel, "project": names.get(project_id, "")})
+            counts = await _channel_check_counts(conn, [c["id"] for c in listed])
+        for channel in listed:
+            channel["checks"] = counts.get(channel["id"], 0)
         extra.setdefault("form", {})
+        extra.setdefault("service", "slack")
         return _page(
             "channels.html",
             session,
@@ -393,17 +693,23 @@ class DashboardController(Controller):
             channels=listed,
             projects=[(pid, names.get(pid, "")) for pid in session.user.project_ids],
             kinds=sorted(channel_service.ALERT_KINDS),
+            services=channel_forms.SERVICES,
+            nav="channels",
             **extra,
         )
 
     @get("/channels")
-    async def channels_page(self, request: Req, added: str = "", tested: str = "") -> Template:
+    async def channels_page(
+        self, request: Req, added: str = "", tested: str = "", done: str = ""
+    ) -> Template:
         """``?added=1`` after adding a channel; ``?tested=<token>`` shows the stored result of a
         test notification this user sent (never text taken from the URL)."""
         session = await require_session(request)
         message, ok = "", False
         if added == "1":
             message, ok = "Channel added.", True
+        elif done in DONE_MESSAGES:
+            message, ok = DONE_MESSAGES[done], True
         elif tested:
             result = _test_results(request).pop(tested, None)
             if result is not None and result["user"] == session.user.id:
@@ -416,19 +722,18 @@ class DashboardController(Controller):
     @post("/channels", status_code=303)
     async def add_channel(self, request: Req) -> Response[Any]:
         session = await require_session(request)
-        form = await request.form()
-        check_csrf(form.get("csrf_token"), session.csrf_token)
         services = services_of(request.app.state)
-        values = {"name": str(form.get("name") or ""), "url": str(form.get("url") or "")}
-        kinds = [str(k) for k in form.getall("kinds")] if "kinds" in form else []
+        form = await _form(request)
+        kinds = await _form_list(request, "kinds")
+        service = form.get("service", "apprise")
         try:
-            project_id = int(str(form.get("project") or "0"))
-        except ValueError:
-            project_id = 0
-        try:
+            project_id = int(form.get("project", "0")) if form.get("project", "").isdigit() else 0
             if project_id not in session.user.project_ids:
                 raise ValidationError("project", "pick one of your projects")
-            body: dict[str, Any] = dict(values)
+            body: dict[str, Any] = {
+                "name": form.get("name", ""),
+                "url": channel_forms.apprise_url(service, form),
+            }
             if kinds:
                 body["kinds"] = kinds
             clean = await channel_service.validate_channel(
@@ -437,27 +742,138 @@ class DashboardController(Controller):
             async with services.engine.begin() as conn:
                 await channel_service.create_channel(conn, project_id, clean, services.clock.now())
         except ValidationError as error:
+            safe = {k: v for k, v in form.items() if "password" not in k and "token" not in k}
             return await self._channels_page(
-                request, session, status=400, error=str(error), form={**values, "kinds": kinds}
+                request, session, status=400, error=str(error), form={**safe, "kinds": kinds}, service=service
             )
         return Redirect(path="/channels", query_params={"added": "1"}, status_code=303)
+
+    async def _own_channel(self, conn: Any, session: users.Session, channel_id: str) -> dict[str, Any]:
+        for project_id in session.user.project_ids:
+            try:
+                row = await channel_service.get_channel(conn, project_id, channel_id)
+            except NotFound:
+                continue
+            return {**row, "project_id": project_id}
+        raise NotFound("id: no channel with this id in your projects")
+
+    async def _channel_form(
+        self, request: Req, session: users.Session, channel_id: str, *, status: int = 200, **extra: Any
+    ) -> Template:
+        services = services_of(request.app.state)
+        async with services.engine.connect() as conn:
+            row = await self._own_channel(conn, session, channel_id)
+            checks = (
+                (
+                    await conn.execute(
+                        select(t.checks.c.id, t.checks.c.uuid, t.checks.c.name, t.checks.c.slug)
+                        .where(t.checks.c.project_id == row["project_id"])
+                        .order_by(t.checks.c.name, t.checks.c.id)
+                    )
+                )
+                .mappings()
+                .all()
+            )
+            routed = {
+                r[0]
+                for r in await conn.execute(
+                    select(t.check_channels.c.check_id).where(t.check_channels.c.channel_id == channel_id)
+                )
+            }
+        channel = channel_service.channel_to_dict(row)
+        return _page(
+            "channel_form.html",
+            session,
+            status_code=status,
+            channel=channel,
+            checks=[{**c, "routed": c["id"] in routed} for c in checks],
+            kinds=sorted(channel_service.ALERT_KINDS),
+            nav="channels",
+            **extra,
+        )
+
+    @get("/channels/{channel_id:str}/edit")
+    async def edit_channel_form(self, request: Req, channel_id: str) -> Template:
+        session = await require_session(request)
+        return await self._channel_form(request, session, channel_id)
+
+    @post("/channels/{channel_id:str}/edit", status_code=303)
+    async def update_channel(self, request: Req, channel_id: str) -> Response[Any]:
+        """Name, URL (the masked URL sent back keeps the stored secrets), kinds, default, and
+        which of the project's checks notify it (each check changed through the check service,
+        as ``POST /api/v3/checks/<uuid>`` with ``channels`` would)."""
+        session = await require_session(request)
+        services = services_of(request.app.state)
+        form = await _form(request)
+        kinds = await _form_list(request, "kinds")
+        wanted = {int(c) for c in await _form_list(request, "checks") if c.isdigit()}
+        try:
+            async with services.engine.begin() as conn:
+                row = await self._own_channel(conn, session, channel_id)
+                body = {
+                    "name": form.get("name", ""),
+                    "url": form.get("url", ""),
+                    "kinds": kinds,
+                    "default": form.get("default") == "on",
+                }
+                clean = await channel_service.validate_channel(
+                    body,
+                    partial=True,
+                    allow_private=services.settings.allow_private_targets,
+                    stored_url=row["url"],
+                )
+                await channel_service.update_channel(conn, channel_id, clean)
+                project_id = row["project_id"]
+                rows = (
+                    await conn.execute(select(t.checks.c.id).where(t.checks.c.project_id == project_id))
+                ).all()
+                ids = [r[0] for r in rows]
+                routes = await check_service.channels_of(conn, ids)
+                now = services.clock.now()
+                for check_id in ids:
+                    has = channel_id in routes[check_id]
+                    if has == (check_id in wanted):
+                        continue
+                    new = [c for c in routes[check_id] if c != channel_id]
+                    if check_id in wanted:
+                        new.append(channel_id)
+                    await check_service.update_check(
+                        conn, project_id, check_id, {"channels": ",".join(new)}, now
+                    )
+        except (ValidationError, Conflict) as error:
+            return await self._channel_form(request, session, channel_id, status=400, error=str(error))
+        return Redirect(path="/channels", query_params={"done": "saved"}, status_code=303)
+
+    @get("/channels/{channel_id:str}/delete")
+    async def delete_channel_form(self, request: Req, channel_id: str) -> Template:
+        session = await require_session(request)
+        services = services_of(request.app.state)
+        async with services.engine.connect() as conn:
+            row = await self._own_channel(conn, session, channel_id)
+            count = (await _channel_check_counts(conn, [channel_id])).get(channel_id, 0)
+        return _page(
+            "confirm_channel.html",
+            session,
+            channel=channel_service.channel_to_dict(row),
+            checks=count,
+            nav="channels",
+        )
+
+    @post("/channels/{channel_id:str}/delete", status_code=303)
+    async def delete_channel(self, request: Req, channel_id: str) -> Response[Any]:
+        session = await require_session(request)
+        services = services_of(request.app.state)
+        async with services.engine.begin() as conn:
+            row = await self._own_channel(conn, session, channel_id)
+            await channel_service.delete_channel(conn, row["project_id"], channel_id)
+        return Redirect(path="/channels", query_params={"done": "deleted"}, status_code=303)
 
     @post("/channels/{channel_id:str}/test", status_code=303)
     async def test_channel(self, request: Req, channel_id: str) -> Response[Any]:
         session = await require_session(request)
-        form = await request.form()
-        check_csrf(form.get("csrf_token"), session.csrf_token)
         services = services_of(request.app.state)
-        row: dict[str, Any] | None = None
         async with services.engine.connect() as conn:
-            for project_id in session.user.project_ids:
-                try:
-                    row = await channel_service.get_channel(conn, project_id, channel_id)
-                    break
-                except NotFound:
-                    continue
-        if row is None:
-            raise NotFound("id: no channel with this id in your projects")
+            row = await self._own_channel(conn, session, channel_id)
         result = await channel_service.test_channel(
             services.notifier, row, timeout=services.settings.notify_timeout
         )
@@ -473,11 +889,158 @@ class DashboardController(Controller):
             results.pop(next(iter(results)))
         return Redirect(path="/channels", query_params={"tested": token}, status_code=303)
 
+    # -- users (project admins) -------------------------------------------------------------
+
+    async def _users_page(
+        self, request: Req, session: users.Session, *, status: int = 200, **extra: Any
+    ) -> Template:
+        services = services_of(request.app.state)
+        admin_of = list(session.user.admin_project_ids)
+        async with services.engine.connect() as conn:
+            names = await dashboard.project_names(conn, admin_of)
+            members = await users.list_members(conn, admin_of)
+        extra.setdefault("form", {})
+        return _page(
+            "users.html",
+            session,
+            status_code=status,
+            members=members,
+            projects=[(pid, names.get(pid, "")) for pid in admin_of],
+            nav="users",
+            **extra,
+        )
+
+    @get("/users")
+    async def users_page(self, request: Req, done: str = "") -> Template:
+        """The users of the projects the user administers (others see why they cannot)."""
+        session = await require_session(request)
+        return await self._users_page(request, session, message=DONE_MESSAGES.get(done, ""))
+
+    def _admin_project(self, session: users.Session, text: str) -> int:
+        project_id = int(text) if text.isdigit() else 0
+        if project_id not in session.user.admin_project_ids:
+            raise ValidationError("project", "pick a project you administer")
+        return project_id
+
+    @post("/users", status_code=303)
+    async def create_user(self, request: Req) -> Response[Any]:
+        """Create a user with a first password, in the projects ticked (the admin tells them)."""
+        session = await require_session(request)
+        services = services_of(request.app.state)
+        form = await _form(request)
+        ticked = await _form_list(request, "projects")
+        try:
+            project_ids = [self._admin_project(session, p) for p in ticked]
+            if not project_ids:
+                raise ValidationError("projects", "tick at least one project")
+            async with services.engine.begin() as conn:
+                await users.create_user(
+                    conn,
+                    form.get("email", ""),
+                    form.get("password", ""),
+                    project_ids,
+                    services.clock.now(),
+                    admin=form.get("admin") == "on",
+                )
+        except (ValidationError, Conflict) as error:
+            return await self._users_page(
+                request, session, status=400, error=str(error), form={"email": form.get("email", "")}
+            )
+        return Redirect(path="/users", query_params={"done": "user-created"}, status_code=303)
+
+    @post("/users/members", status_code=303)
+    async def change_membership(self, request: Req) -> Response[Any]:
+        """Add an existing user (by ``email``) or a listed one (``user``) to a project, change
+        their role, or remove them (``action`` add | admin | member | remove)."""
+        session = await require_session(request)
+        services = services_of(request.app.state)
+        form = await _form(request)
+        action = form.get("action", "")
+        try:
+            project_id = self._admin_project(session, form.get("project", ""))
+            async with services.engine.begin() as conn:
+                if form.get("user", "").isdigit():
+                    user_id = int(form["user"])
+                    listed = await users.list_members(conn, [project_id])
+                    if action != "add" and all(m["id"] != user_id for m in listed):
+                        raise NotFound("user: not a member of this project")
+                else:
+                    user_id = await users.user_id_by_email(conn, form.get("email", ""))
+                if action not in ("add", "admin", "member", "remove"):
+                    raise ValidationError("action", "must be add, admin, member or remove")
+                await users.set_membership(
+                    conn, user_id, project_id, member=action != "remove", admin=action == "admin"
+                )
+        except (ValidationError, Conflict, NotFound) as error:
+            return await self._users_page(request, session, status=400, error=str(error))
+        return Redirect(path="/users", query_params={"done": f"user-{action}"}, status_code=303)
+
+    # -- the user's own settings ------------------------------------------------------------
+
+    @get("/account")
+    async def account_page(self, request: Req, done: str = "") -> Template:
+        session = await require_session(request)
+        return _page(
+            "account.html", session, zones=zones(), message=DONE_MESSAGES.get(done, ""), nav="account"
+        )
+
+    @post("/account", status_code=303)
+    async def save_account(self, request: Req) -> Response[Any]:
+        session = await require_session(request)
+        services = services_of(request.app.state)
+        form = await _form(request)
+        try:
+            async with services.engine.begin() as conn:
+                await users.set_zone(conn, session.user.id, form.get("tz", ""))
+        except ValidationError as error:
+            return _page(
+                "account.html", session, status_code=400, zones=zones(), error=str(error), nav="account"
+            )
+        return Redirect(path="/account", query_params={"done": "zone-saved"}, status_code=303)
+
+
+SAVED_MESSAGES = {
+    "created": "Check created. Send its first ping to start watching it.",
+    "saved": "Check saved.",
+    "paused": "Check paused.",
+    "resumed": "Check resumed; it is new until its next run ping.",
+}
+
+DONE_MESSAGES = {
+    "saved": "Channel saved.",
+    "deleted": "Channel deleted.",
+    "user-created": "User created. Tell them their email and first password.",
+    "user-add": "User added to the project.",
+    "user-admin": "The user is now an admin of the project.",
+    "user-member": "The user is now a plain member of the project.",
+    "user-remove": "User removed from the project.",
+    "zone-saved": "Time zone saved.",
+}
+"""Confirmations a redirect names by key (``?done=…``): never text taken from the URL."""
+
+
+def _confirm_name(row: dict[str, Any]) -> str:
+    """What a user types to confirm deleting a check: its name, else slug, else uuid."""
+    return str(row["name"] or row["slug"] or row["uuid"])
+
+
+async def _channel_check_counts(conn: Any, channel_ids: list[str]) -> dict[str, int]:
+    if not channel_ids:
+        return {}
+    rows = await conn.execute(
+        select(t.check_channels.c.channel_id, func.count())
+        .where(t.check_channels.c.channel_id.in_(channel_ids))
+        .group_by(t.check_channels.c.channel_id)
+    )
+    return {r[0]: int(r[1]) for r in rows}
+
 
 def template_globals() -> dict[str, Any]:
     """Values every template may use (colours, labels)."""
     return {
         "OUTCOME_COLORS": OUTCOME_COLORS,
+        "OUTCOME_GLYPHS": OUTCOME_GLYPHS,
+        "STATUS_GLYPHS": STATUS_GLYPHS,
         "OUTCOME_LABELS": OUTCOME_LABELS,
         "STATUS_COLORS": STATUS_COLORS,
         "STATUS_LABELS": STATUS_LABELS,

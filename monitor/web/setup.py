@@ -5,12 +5,13 @@ from __future__ import annotations
 from datetime import UTC, datetime, tzinfo
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 from litestar.plugins.jinja import JinjaTemplateEngine
 from litestar.static_files import create_static_files_router
 from litestar.template.config import TemplateConfig
 
-from monitor.web import auth, badges, pages
+from monitor.web import auth, badges, pages, reasons
 
 HERE = Path(__file__).resolve().parent
 
@@ -63,9 +64,37 @@ def local(instant: datetime | str | None, zone: tzinfo) -> str:
     return instant.astimezone(zone).strftime("%Y-%m-%d %H:%M:%S %Z")
 
 
+def at(instant: datetime | str | None, zone: tzinfo | None) -> str:
+    """An instant in the reader's zone: ``2026-07-18 04:00:00 CEST`` (UTC when ``zone`` is
+    ``None`` or UTC)."""
+    return local(instant, zone or UTC)
+
+
+def seconds(value: int | float | None) -> str:
+    """A duration in whole seconds as words: ``3600`` → ``1 h (3600 s)``."""
+    if value is None:
+        return "—"
+    words = reasons.duration_words(float(value))
+    return words if words.endswith(" s") and " " not in words[:-2] else f"{words} ({int(value)} s)"
+
+
+def _favicon(color: str) -> str:
+    drawing = (
+        "<svg xmlns='http://www.w3.org/2000/svg' viewBox='0 0 16 16'>"
+        f"<circle cx='8' cy='8' r='7' fill='{color}'/></svg>"
+    )
+    return "data:image/svg+xml," + quote(drawing)
+
+
+FAVICON_OK = _favicon("#1a7f37")
+FAVICON_DOWN = _favicon("#d1242f")
+"""The tab's icon: green, or red while a check of the page is down."""
+
+
 def _configure(engine: JinjaTemplateEngine) -> None:
     env = engine.engine
-    env.filters.update(ago=ago, utc=utc, isoz=isoz, local=local)
+    env.filters.update(ago=ago, utc=utc, isoz=isoz, local=local, at=at, seconds=seconds)
+    env.globals.update(favicon_ok=FAVICON_OK, favicon_down=FAVICON_DOWN)
     env.globals.update(pages.template_globals())
     env.trim_blocks = True
     env.lstrip_blocks = True

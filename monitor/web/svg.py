@@ -3,10 +3,11 @@
 Pure functions from plain data to SVG text (no I/O, no clock: ``now`` is an argument). Every
 piece of user text is escaped. The timeline draws, over a window ``[since, until]``:
 
-* a tick row: one marker per tick, coloured by the tick's outcome (DESIGN §2), a cross for
-  ``missed``; each marker links to ``#tick-<YYYY-MM-DDTHH:MM:SSZ>`` (the tick's row in the page)
-  for a pointer, with ``tabindex="-1"``: the SVG is one image to assistive technology, and the
-  ticks table below it is the keyboard path (hundreds of tab stops would trap a keyboard user);
+* a tick row: one mark per tick, coloured by the tick's outcome (DESIGN §2) and carrying its
+  glyph (colour is never the only cue); the SVG holds no links — it is one image to assistive
+  technology (links inside ``role="img"`` are axe's ``nested-interactive``) — and the page's
+  script takes a click on a mark to the tick's row; the ticks table below is the keyboard path;
+  over a wide window the ticks are grouped into buckets shown by their worst outcome;
 * run lanes: each run a bar from its start (its first ping when it sent no ``start``) to its
   finish (or to ``now`` while in progress), with a dashed leader from its tick's marker to the
   bar's start. Runs that overlap in time get separate lanes, so three replicas running one tick
@@ -21,11 +22,17 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from html import escape
 
-from monitor.web.colors import OUTCOME_COLORS, OUTCOME_LABELS, TEXT
+from monitor.web.colors import OUTCOME_COLORS, OUTCOME_GLYPHS, OUTCOME_LABELS, OUTCOME_SEVERITY, TEXT
 
 BADGE_LABEL_COLOR = "#555555"
-BADGE_COLORS = {"up": "#1a7f37", "late": "#8a5a00", "down": "#cf222e"}
-SHIELDS_COLORS = {"up": "success", "late": "important", "down": "critical"}
+BADGE_COLORS = {"up": "#1a7f37", "late": "#8a5a00", "down": "#b3261e", "new": "#57606a", "paused": "#57606a"}
+SHIELDS_COLORS = {
+    "up": "success",
+    "late": "important",
+    "down": "critical",
+    "new": "inactive",
+    "paused": "inactive",
+}
 
 
 def _text_width(text: str) -> int:
@@ -138,74 +145,144 @@ def _fmt_axis(instant: datetime, span: timedelta) -> str:
     return instant.strftime("%m-%d %H:%M")
 
 
+def _bucketed(
+    ticks: Sequence[TickMark], since: datetime, span: timedelta, count: int
+) -> list[tuple[datetime, datetime, list[TickMark]]]:
+    """``ticks`` grouped into ``count`` equal slices of ``[since, since + span]`` (empty
+    slices left out): ``(slice start, slice end, ticks)``."""
+    slices: dict[int, list[TickMark]] = {}
+    for tick in ticks:
+        index = min(count - 1, max(0, int((tick.scheduled - since) / span * count)))
+        slices.setdefault(index, []).append(tick)
+    return [(since + span * (i / count), since + span * ((i + 1) / count), slices[i]) for i in sorted(slices)]
+
+
+def _worst(ticks: Sequence[TickMark]) -> str:
+    rank = {key: n for n, key in enumerate(OUTCOME_SEVERITY)}
+    return min((t.outcome for t in ticks), key=lambda o: rank.get(o, len(rank)))
+
+
+def _mark(outcome: str, cx: float, cy: float, r: float) -> str:
+    """A tick's mark: a disc in the outcome's colour with its glyph (hollow for no run)."""
+    glyph = escape(OUTCOME_GLYPHS.get(outcome, "?"))
+    if outcome in ("upcoming", "no_run"):
+        return (
+            f'<circle class="mark hollow" cx="{cx:.1f}" cy="{cy}" r="{r - 1:.1f}" fill="#ffffff" '
+            'stroke="#6e7781" stroke-width="1.5"/>'
+        )
+    color = OUTCOME_COLORS.get(outcome, "#424a53")
+    return (
+        f'<circle class="mark" cx="{cx:.1f}" cy="{cy}" r="{r:.1f}" fill="{color}"/>'
+        f'<text x="{cx:.1f}" y="{cy + r * 0.42:.1f}" font-size="{r * 1.25:.1f}" font-weight="bold" '
+        f'text-anchor="middle" fill="{TEXT}">{glyph}</text>'
+    )
+
+
 def timeline_svg(
-    ticks: Sequence[TickMark], since: datetime, until: datetime, now: datetime, *, width: int = 1000
+    ticks: Sequence[TickMark],
+    since: datetime,
+    until: datetime,
+    now: datetime,
+    *,
+    width: int = 1000,
+    max_marks: int = 120,
+    svg_id: str = "timeline",
 ) -> str:
-    """The run timeline over ``[since, until]`` as an accessible SVG (role img + title/desc)."""
+    """The run timeline over ``[since, until]`` as an accessible SVG (role img + title/desc).
+
+    With more than ``max_marks`` ticks the window is cut into ``max_marks`` equal buckets, each
+    drawn as one mark of its worst outcome (its title counts the outcomes), and runs are not
+    drawn one by one (the ticks table and a narrower window show them): a wide window stays a
+    readable strip instead of a staircase of lanes. ``width`` is the drawing's width in user
+    units; a narrow one (the phone version) gets larger text and marks.
+    """
     left, right = 12, 12
     span = max(until - since, timedelta(seconds=1))
     inner = width - left - right
+    small = width < 700
+    font = 13 if small else 11
+    radius = 9.0 if small else 7.0
 
     def x(instant: datetime) -> float:
         ratio = (instant - since) / span
         return left + max(0.0, min(1.0, ratio)) * inner
 
-    bars = sorted((b for t in ticks for b in t.runs), key=lambda b: (b.start, b.scheduled))
+    bucketed = len(ticks) > max_marks
+    bars = (
+        [] if bucketed else sorted((b for t in ticks for b in t.runs), key=lambda b: (b.start, b.scheduled))
+    )
+    run_total = sum(len(t.runs) for t in ticks)
     lanes = _lanes(bars, now, span / inner)
     lane_count = max(lanes, default=-1) + 1
-    axis_y, tick_y, lanes_y, lane_h = 18, 40, 62, 22
-    height = lanes_y + max(1, lane_count) * lane_h + 34
+    axis_y, tick_y, lanes_y, lane_h = 18, 42, 66, 22
+    legend_rows = 2 if small else 1
+    height = lanes_y + max(1, lane_count) * lane_h + 22 + 16 * legend_rows
+    title_id, desc_id = f"{svg_id}-title", f"{svg_id}-desc"
     parts: list[str] = [
-        f'<svg xmlns="http://www.w3.org/2000/svg" class="timeline" viewBox="0 0 {width} {height}" '
-        f'width="100%" role="img" aria-labelledby="timeline-title timeline-desc">',
-        '<title id="timeline-title">Run timeline: ticks against runs</title>',
-        f'<desc id="timeline-desc">{len(ticks)} ticks and {len(bars)} runs from '
-        f"{since:%Y-%m-%d %H:%M:%S} to {until:%Y-%m-%d %H:%M:%S} UTC</desc>",
-        f'<rect x="0" y="0" width="{width}" height="{height}" fill="#ffffff"/>',
+        f'<svg xmlns="http://www.w3.org/2000/svg" class="timeline" id="{svg_id}" '
+        f'viewBox="0 0 {width} {height}" width="100%" role="img" aria-labelledby="{title_id} {desc_id}">',
+        f'<title id="{title_id}">Run timeline: ticks against runs</title>',
+        f'<desc id="{desc_id}">{len(ticks)} ticks and {run_total} runs from '
+        f"{since:%Y-%m-%d %H:%M:%S} to {until:%Y-%m-%d %H:%M:%S} UTC"
+        + (f", grouped into {max_marks} buckets" if bucketed else "")
+        + "</desc>",
+        f'<rect class="svg-bg" x="0" y="0" width="{width}" height="{height}" fill="#ffffff"/>',
     ]
-    for i in range(6):
-        at = since + span * (i / 5)
+    axis_n = 3 if small else 5
+    grid_bottom = lanes_y + max(1, lane_count) * lane_h
+    for i in range(axis_n + 1):
+        at = since + span * (i / axis_n)
         ax = x(at)
-        anchor = "start" if i == 0 else "end" if i == 5 else "middle"
+        anchor = "start" if i == 0 else "end" if i == axis_n else "middle"
         parts.append(
-            f'<line x1="{ax:.1f}" y1="{axis_y + 4}" x2="{ax:.1f}" y2="{height - 30}" stroke="#d0d7de" '
-            f'stroke-dasharray="2,3"/><text x="{ax:.1f}" y="{axis_y}" font-size="11" fill="#424a53" '
-            f'text-anchor="{anchor}">{_fmt_axis(at, span)}</text>'
+            f'<line class="svg-grid" x1="{ax:.1f}" y1="{axis_y + 4}" x2="{ax:.1f}" y2="{grid_bottom}" '
+            f'stroke="#d0d7de" stroke-dasharray="2,3"/><text class="svg-text" x="{ax:.1f}" y="{axis_y}" '
+            f'font-size="{font}" fill="#424a53" text-anchor="{anchor}">{_fmt_axis(at, span)}</text>'
         )
     if since <= now <= until:
         nx = x(now)
         parts.append(
-            f'<line x1="{nx:.1f}" y1="{axis_y + 4}" x2="{nx:.1f}" y2="{height - 30}" stroke="#0969da" '
-            f'stroke-width="1.5"/><text x="{nx - 3:.1f}" y="{height - 32}" font-size="10" fill="#0969da" '
-            'text-anchor="end">now</text>'
+            f'<line class="svg-now" x1="{nx:.1f}" y1="{axis_y + 4}" x2="{nx:.1f}" y2="{grid_bottom}" '
+            f'stroke="#0969da" stroke-width="1.5"/><text class="svg-now" x="{nx - 3:.1f}" '
+            f'y="{grid_bottom - 4}" font-size="{font - 1}" fill="#0969da" text-anchor="end">now</text>'
         )
     parts.append(
-        f'<text x="{left}" y="{tick_y - 8}" font-size="10" fill="#424a53">ticks</text>'
-        f'<text x="{left}" y="{lanes_y - 4}" font-size="10" fill="#424a53">runs</text>'
+        f'<text class="svg-text" x="{left}" y="{tick_y - radius - 3}" font-size="{font - 1}" fill="#424a53">'
+        + ("ticks (grouped)" if bucketed else "ticks")
+        + f'</text><text class="svg-text" x="{left}" y="{lanes_y - 2}" font-size="{font - 1}" '
+        'fill="#424a53">runs</text>'
     )
-    for tick in ticks:
-        tx = x(tick.scheduled)
-        color = OUTCOME_COLORS.get(tick.outcome, "#8c959f")
-        label = OUTCOME_LABELS.get(tick.outcome, tick.outcome.replace("_", " "))
-        stamp = tick.scheduled.strftime("%Y-%m-%dT%H:%M:%SZ")
-        title = f"tick {stamp}: {label}, {len(tick.runs)} run(s)"
+    if bucketed:
+        for start, end, group in _bucketed(ticks, since, span, max_marks):
+            worst = _worst(group)
+            counts: dict[str, int] = {}
+            for tick in group:
+                counts[tick.outcome] = counts.get(tick.outcome, 0) + 1
+            summary = ", ".join(f"{n} {OUTCOME_LABELS.get(k, k)}" for k, n in counts.items())
+            title = f"{start:%Y-%m-%d %H:%M}–{end:%H:%M} UTC: {len(group)} ticks: {summary}"
+            stamp = group[-1].scheduled.strftime("%Y-%m-%dT%H:%M:%SZ")
+            parts.append(
+                f'<g class="tick bucket" data-tick="{stamp}" data-outcome="{escape(worst)}" '
+                f'data-count="{len(group)}"><title>{escape(title)}</title>'
+                + _mark(worst, x(start + (end - start) / 2), tick_y, radius)
+                + "</g>"
+            )
         parts.append(
-            f'<a href="#{tick_id(tick.scheduled)}" tabindex="-1" class="tick" data-tick="{stamp}" '
-            f'data-outcome="{escape(tick.outcome)}"><title>{escape(title)}</title>'
+            f'<text class="svg-text" x="{width / 2:.0f}" y="{lanes_y + 14}" font-size="{font}" '
+            f'fill="#424a53" text-anchor="middle">{run_total} runs; '
+            "pick a narrower window to see each run</text>"
         )
-        if tick.outcome == "missed":
+    else:
+        for tick in ticks:
+            label = OUTCOME_LABELS.get(tick.outcome, tick.outcome.replace("_", " "))
+            stamp = tick.scheduled.strftime("%Y-%m-%dT%H:%M:%SZ")
+            title = f"tick {stamp}: {label}, {len(tick.runs)} run(s)"
             parts.append(
-                f'<path d="M{tx - 5:.1f},{tick_y - 5} l10,10 M{tx + 5:.1f},{tick_y - 5} l-10,10" '
-                f'stroke="{color}" stroke-width="2.5"/>'
+                f'<g class="tick" data-tick="{stamp}" data-outcome="{escape(tick.outcome)}">'
+                f"<title>{escape(title)}</title>"
+                + _mark(tick.outcome, x(tick.scheduled), tick_y, radius)
+                + "</g>"
             )
-        elif tick.outcome in ("upcoming", "no_run"):
-            parts.append(
-                f'<circle cx="{tx:.1f}" cy="{tick_y}" r="4" fill="#ffffff" stroke="#6e7781" '
-                'stroke-width="1.5"/>'
-            )
-        else:
-            parts.append(f'<circle cx="{tx:.1f}" cy="{tick_y}" r="5" fill="{color}"/>')
-        parts.append("</a>")
     for bar, lane in zip(bars, lanes, strict=True):
         y = lanes_y + lane * lane_h
         sx = x(bar.start)
@@ -220,31 +297,50 @@ def timeline_svg(
             + f"; started {bar.start:%H:%M:%S}"
             + (f", finished {bar.end:%H:%M:%S}" if bar.end else ", still running")
         )
+        bad = bar.outcome in ("failed", "timed_out") or bar.timed_out
         parts.append(
             f'<g class="run" data-outcome="{escape(bar.color_key)}" data-flags="{escape(" ".join(flags))}">'
             f"<title>{escape(title)}</title>"
-            f'<path d="M{tx:.1f},{tick_y + 5} L{sx:.1f},{y + 2}" stroke="{color}" stroke-width="1" '
+            f'<path d="M{tx:.1f},{tick_y + radius} L{sx:.1f},{y + 2}" stroke="{color}" stroke-width="1" '
             f'stroke-dasharray="3,2" fill="none"/>'
             f'<rect x="{sx:.1f}" y="{y + 2}" width="{ex - sx:.1f}" height="{lane_h - 8}" rx="2" '
-            f'fill="{color}"' + (' fill-opacity="0.55"' if bar.end is None else "") + "/>"
+            f'fill="{color}"'
+            + (' fill-opacity="0.55"' if bar.end is None else "")
+            + (' stroke="#000000" stroke-width="1.5" stroke-dasharray="3,2"' if bad else "")
+            + "/>"
         )
         if flags:
             parts.append(
-                f'<text x="{ex + 3:.1f}" y="{y + lane_h - 9}" font-size="10" font-weight="bold" '
-                f'fill="{color}">{escape(", ".join(flags))}</text>'
+                f'<text class="svg-flag" x="{ex + 3:.1f}" y="{y + lane_h - 9}" font-size="{font - 1}" '
+                f'font-weight="bold" fill="{color}">{escape(", ".join(flags))}</text>'
             )
         parts.append("</g>")
-    legend_y = height - 10
+    legend_y = float(grid_bottom + 26)
     lx = float(left)
-    for key in ("on_time", "late", "missed", "failed", "timed_out", "duplicated", "overlapped", "pending"):
+    keys = ("on_time", "late", "missed", "failed", "timed_out", "duplicated", "overlapped", "pending")
+    for key in keys:
         label = OUTCOME_LABELS[key]
+        step = 2 * radius + 8 + len(label) * font * 0.58
+        if lx + step > width - right:
+            lx, legend_y = float(left), legend_y + 2 * radius + 4
         parts.append(
-            f'<rect x="{lx:.1f}" y="{legend_y - 9}" width="10" height="10" fill="{OUTCOME_COLORS[key]}"/>'
-            f'<text x="{lx + 13:.1f}" y="{legend_y}" font-size="10" fill="#24292f">{label}</text>'
+            _mark(key, lx + radius, legend_y - radius / 2, radius * 0.85)
+            + f'<text class="svg-text" x="{lx + 2 * radius + 3:.1f}" y="{legend_y}" font-size="{font - 1}" '
+            f'fill="#24292f">{label}</text>'
         )
-        lx += 20 + len(label) * 6
+        lx += step
     parts.append("</svg>")
-    return "".join(parts)
+    svg = "".join(parts)
+    # the legend may have wrapped onto another row: grow the drawing to hold it
+    needed = legend_y + 10
+    if needed > height:
+        svg = svg.replace(f'viewBox="0 0 {width} {height}"', f'viewBox="0 0 {width} {needed:.0f}"', 1)
+        svg = svg.replace(
+            f'width="{width}" height="{height}" fill="#ffffff"',
+            f'width="{width}" height="{needed:.0f}" fill="#ffffff"',
+            1,
+        )
+    return svg
 
 
 def duration_chart_svg(bars: Sequence[RunBar], *, width: int = 1000, height: int = 140) -> str:
@@ -254,11 +350,12 @@ def duration_chart_svg(bars: Sequence[RunBar], *, width: int = 1000, height: int
         f'<svg xmlns="http://www.w3.org/2000/svg" class="durations" viewBox="0 0 {width} {height}" '
         f'width="100%" role="img" aria-labelledby="durations-title">',
         f'<title id="durations-title">Run durations ({len(done)} finished runs)</title>',
-        f'<rect x="0" y="0" width="{width}" height="{height}" fill="#ffffff"/>',
+        f'<rect class="svg-bg" x="0" y="0" width="{width}" height="{height}" fill="#ffffff"/>',
     ]
     if not done:
         parts.append(
-            f'<text x="{width / 2}" y="{height / 2}" text-anchor="middle" font-size="12" fill="#424a53">'
+            f'<text class="svg-text" x="{width / 2}" y="{height / 2}" text-anchor="middle" font-size="12" '
+            'fill="#424a53">'
             "no finished runs in this window</text></svg>"
         )
         return "".join(parts)
@@ -268,8 +365,9 @@ def duration_chart_svg(bars: Sequence[RunBar], *, width: int = 1000, height: int
     step = (width - left - 10) / len(done)
     bar_w = max(1.0, step * 0.7)
     parts.append(
-        f'<text x="{left - 6}" y="16" font-size="10" text-anchor="end" fill="#424a53">{top:.3g} s</text>'
-        f'<text x="{left - 6}" y="{height - bottom}" font-size="10" text-anchor="end" '
+        f'<text class="svg-text" x="{left - 6}" y="16" font-size="10" text-anchor="end" '
+        f'fill="#424a53">{top:.3g} s</text>'
+        f'<text class="svg-text" x="{left - 6}" y="{height - bottom}" font-size="10" text-anchor="end" '
         'fill="#424a53">0 s</text>'
         f'<line x1="{left}" y1="{height - bottom}" x2="{width - 10}" y2="{height - bottom}" '
         'stroke="#8c959f"/>'

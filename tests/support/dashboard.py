@@ -114,7 +114,7 @@ def prepare(database_url: str) -> None:
             await migrate(engine)
             async with engine.begin() as conn:
                 project = await projects.create_project(conn, "ops", START, api_key=API_KEY)
-                await users.create_user(conn, EMAIL, PASSWORD, [int(str(project["id"]))], START)
+                await users.create_user(conn, EMAIL, PASSWORD, [int(str(project["id"]))], START, admin=True)
         finally:
             await engine.dispose()
 

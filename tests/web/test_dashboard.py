@@ -168,7 +168,9 @@ async def test_check_badge_svg_and_shields_json(api: Api) -> None:
     assert badge_uuid != check["uuid"]
     svg = await api.client.get(f"/b/{badge_uuid}.svg")
     assert svg.status_code == 200 and svg.headers["content-type"].startswith("image/svg+xml")
-    assert ">backup<" in svg.text and ">up<" in svg.text
+    # a check that never ran is not "up"
+    assert ">backup<" in svg.text and ">new<" in svg.text and ">up<" not in svg.text
+    await api.client.get(f"/ping/{check['uuid']}")
     shields = (await api.client.get(f"/b/{badge_uuid}.json")).json()
     assert shields == {
         "schemaVersion": 1,
@@ -184,6 +186,16 @@ async def test_check_badge_svg_and_shields_json(api: Api) -> None:
     assert (await api.client.get(f"/b/{badge_uuid}.json")).json()["message"] == "down"
     assert (await api.client.get("/b/00000000-0000-4000-8000-000000000000.svg")).status_code == 404
     assert (await api.client.get(f"/b/{badge_uuid}.png")).status_code == 404
+
+
+async def test_badges_of_new_and_paused_checks_never_say_up(api: Api) -> None:
+    check = await create_check(api, name="nightly", tags="ops")
+    badge_uuid = check["badge_url"].rsplit("/", 1)[1].removesuffix(".svg")
+    assert (await api.client.get(f"/b/{badge_uuid}.json")).json()["message"] == "new"
+    paused = await api.client.post(f"/api/v3/checks/{check['uuid']}/pause", headers=api.headers)
+    assert paused.status_code == 200
+    body = (await api.client.get(f"/b/{badge_uuid}.json")).json()
+    assert body["message"] == "paused" and body["color"] == "inactive"
 
 
 async def test_tag_badges_and_badges_api(api: Api) -> None:
@@ -228,4 +240,4 @@ async def test_strip_shows_the_newest_thirty_ticks_with_outcomes(api: Api) -> No
     mine = rows[rows.index("minutely") :]
     cells = re.findall(r'class="cell" data-outcome="([a-z_]+)"', mine.split("</tr>")[0])
     assert len(cells) == 30 and cells[-1] == "failed" and set(cells[:-1]) == {"on_time"}
-    assert "#tick-2026-07-18T02:34:00Z" in mine and "#tick-2026-07-18T02:04:00Z" not in mine
+    assert 'title="2026-07-18T02:34:00Z: failed"' in mine and "2026-07-18T02:04:00Z" not in mine

@@ -87,7 +87,8 @@ def test_checks_rows_render_every_outcome_colour_and_the_status_as_text(
         )
         assert cell is not None, outcome
         assert cell.group(1) == OUTCOME_COLORS[outcome] and cell.group(2) == OUTCOME_LABELS[outcome]
-        assert "#tick-2026-07-18T" in html
+    # the strip is one image, not 30 links: the row's only tab stop is the check's name
+    assert html.count("<a ") == 1 and 'role="img"' in html
     assert "<b>job</b>" not in html and "&lt;b&gt;job&lt;/b&gt;" in html  # autoescaped
     assert "30 s ago" in html and "in 1 min" in html and "2026-07-18 02:59:30 UTC" in html
 
@@ -127,7 +128,8 @@ def test_timeline_svg_has_every_outcome_colour_and_marks_duplicate_overlap_late(
         assert f'data-outcome="{outcome}"' in drawn
     assert drawn.count('data-flags="duplicate"') == 1 and 'data-flags="overlap"' in drawn
     assert 'data-flags="late"' in drawn and ">duplicate<" in drawn and ">overlap<" in drawn
-    assert f'href="#tick-{base:%Y-%m-%dT%H:%M:%S}Z"' in drawn
+    # no links inside the image (axe: nested-interactive); the script maps a click to the row
+    assert "<a " not in drawn and f'data-tick="{base:%Y-%m-%dT%H:%M:%S}Z"' in drawn
     assert 'fill-opacity="0.55"' in drawn  # the run still in progress
 
 
@@ -142,7 +144,7 @@ def test_badge_svg_is_valid_and_escapes_the_label() -> None:
     drawn = svg.badge_svg("a<b>&c", "down")
     root = ElementTree.fromstring(drawn)
     assert root.get("aria-label") == "a<b>&c: down"
-    assert "#cf222e" in drawn
+    assert svg.BADGE_COLORS["down"] in drawn
 
 
 def test_duration_chart_svg() -> None:
@@ -172,6 +174,10 @@ def test_check_page_lists_ticks_with_their_ids(env: Environment) -> None:
         "n_pings": 2,
         "dialect": "unix",
         "desc": "",
+        "channels": "",
+        "uuid": "0b5e3c1e-0000-4000-8000-000000000001",
+        "reason": "ok",
+        "created_at": tick,
     }
     html = env.get_template("check.html").render(
         check=check,
@@ -183,7 +189,9 @@ def test_check_page_lists_ticks_with_their_ids(env: Environment) -> None:
         now=NOW,
         ticks=[svg.TickMark(scheduled=tick, outcome="missed")],
         timeline_svg="",
+        timeline_phone_svg="",
         duration_svg="",
+        snippets={"ping URL": "http://x/ping/u"},
         pings=[],
         alerts=[],
         flips=[],
@@ -192,3 +200,14 @@ def test_check_page_lists_ticks_with_their_ids(env: Environment) -> None:
         csrf_token="tok",
     )
     assert f'id="tick-{tick:%Y-%m-%dT%H:%M:%S}Z"' in html and 'value="tok"' in html
+
+
+def test_outcome_and_status_colours_hold_white_glyphs_and_differ_in_lightness() -> None:
+    from monitor.web.colors import OUTCOME_GLYPHS, STATUS_GLYPHS, contrast_ratio
+
+    for name, color in {**OUTCOME_COLORS, **STATUS_COLORS}.items():
+        assert contrast_ratio(color, "#ffffff") >= 4.5, name  # WCAG AA for the white glyph/label
+    assert set(OUTCOME_COLORS) <= set(OUTCOME_GLYPHS) and set(STATUS_COLORS) == set(STATUS_GLYPHS)
+    # colour is not the only cue, and on time vs missed differ in lightness for red-green blindness
+    assert len({OUTCOME_GLYPHS[k] for k in OUTCOME_COLORS}) == len(OUTCOME_COLORS)
+    assert contrast_ratio(OUTCOME_COLORS["on_time"], OUTCOME_COLORS["missed"]) >= 2.0

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -40,6 +41,9 @@ def test_user_create_links_projects_and_reads_the_password_from_stdin(tmp_path: 
     )
     assert made.returncode == 0, made.stderr
     assert json.loads(made.stdout) == {"id": 1, "email": "ops@example.com", "projects": ["payments", "web"]}
+    # the operator's users administer their projects: they manage the others on the dashboard
+    with sqlite3.connect(tmp_path / "m.db") as db:
+        assert db.execute("SELECT count(*) FROM user_projects WHERE is_admin").fetchone() == (2,)
     again = _monitor(tmp_path, "user", "create", "ops@example.com", MONITOR_USER_PASSWORD="another password")
     assert again.returncode == 2 and "email: a user with this email exists" in again.stderr
 

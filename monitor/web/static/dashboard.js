@@ -1,41 +1,86 @@
-// monitor dashboard: live refresh of the checks table and live cron explain. No dependencies.
+// monitor dashboard: live refresh, live schedule preview, copy buttons, per-service channel
+// forms. No dependencies; every page works without it (forms post, links navigate).
 (function () {
   "use strict";
 
   function params(form) {
-    return new URLSearchParams(new FormData(form)).toString();
+    const data = new FormData(form);
+    data.delete("csrf_token");
+    return new URLSearchParams(data).toString();
   }
 
   async function fetchInto(target, url) {
-    const response = await fetch(url, { headers: { Accept: "text/html" }, credentials: "same-origin" });
+    let response;
+    try {
+      response = await fetch(url, { headers: { Accept: "text/html" }, credentials: "same-origin" });
+    } catch (error) { return false; }
     if (response.redirected && response.url.indexOf("/login") !== -1) { window.location.href = response.url; return false; }
     if (!response.ok) { return false; }
-    target.innerHTML = await response.text();
+    const html = await response.text();
+    // keep the keyboard focus on the same link or control across a refresh
+    const focused = document.activeElement;
+    const key = focused && target.contains(focused) ? (focused.getAttribute("href") || focused.id) : null;
+    target.innerHTML = html;
+    if (key) {
+      const again = target.querySelector('[href="' + CSS.escape(key) + '"]') || document.getElementById(key);
+      if (again) { again.focus(); }
+    }
     return true;
   }
 
-  // Checks page: poll the rows fragment with the current filters; filter without a reload.
-  const rows = document.getElementById("check-rows");
+  function setIcon(down) {
+    const icon = document.getElementById("favicon");
+    if (icon) { icon.setAttribute("href", down ? icon.dataset.down : icon.dataset.ok); }
+  }
+
+  // Checks page: poll the live region with the current filters; filter without a reload.
+  const live = document.getElementById("checks-live");
   const filters = document.getElementById("check-filters");
-  if (rows && filters) {
-    const stamp = document.getElementById("refreshed");
+  if (live && filters) {
     const refresh = async function () {
       const query = params(filters);
-      if (await fetchInto(rows, rows.dataset.refresh + "?" + query)) {
-        stamp.textContent = "updated " + new Date().toISOString().slice(0, 19).replace("T", " ") + " UTC";
-        history.replaceState(null, "", "/?" + query);
+      const here = new URLSearchParams(window.location.search);
+      const keep = new URLSearchParams(query);
+      if (here.get("page") && keep.get("page") === "1" && !filters.dataset.changed) { keep.set("page", here.get("page")); }
+      const full = keep.toString();
+      if (await fetchInto(live, live.dataset.refresh + "?" + full)) {
+        const meta = document.getElementById("live-meta");
+        if (meta) { document.title = meta.dataset.title; setIcon(Number(meta.dataset.down) > 0); }
+        history.replaceState(null, "", "/?" + full);
       }
     };
     let timer = null;
-    const soon = function () { clearTimeout(timer); timer = setTimeout(refresh, 200); };
+    const soon = function () { filters.dataset.changed = "1"; clearTimeout(timer); timer = setTimeout(refresh, 200); };
     filters.addEventListener("input", soon);
     filters.addEventListener("change", soon);
-    filters.addEventListener("submit", function (event) { event.preventDefault(); refresh(); });
-    setInterval(function () { if (!document.hidden) { refresh(); } }, Number(rows.dataset.interval || 5000));
+    filters.addEventListener("submit", function (event) { event.preventDefault(); soon(); });
+    setInterval(function () { if (!document.hidden) { refresh(); } }, Number(live.dataset.interval || 5000));
   }
 
-  // Check page: a link to a tick outside the default window (#tick-… from a notification)
-  // reloads the page with the window centred on that tick.
+  // Check page: refresh the header (status, why, episode, last failure) every few seconds.
+  const head = document.getElementById("check-head");
+  if (head) {
+    setInterval(async function () {
+      if (document.hidden) { return; }
+      if (await fetchInto(head, head.dataset.refresh)) {
+        const meta = document.getElementById("head-meta");
+        if (meta) { document.title = meta.dataset.title; setIcon(meta.dataset.status === "down"); }
+      }
+    }, Number(head.dataset.interval || 5000));
+    const first = document.getElementById("head-meta");
+    if (first) { setIcon(first.dataset.status === "down"); }
+  }
+
+  // Timeline: a click on a tick's mark goes to its row in the ticks table.
+  document.querySelectorAll("svg.timeline").forEach(function (drawing) {
+    drawing.addEventListener("click", function (event) {
+      const tick = event.target.closest ? event.target.closest("[data-tick]") : null;
+      if (tick) { window.location.hash = "tick-" + tick.dataset.tick; }
+    });
+  });
+
+  // A link to a tick outside the default window (#tick-… from a notification) reloads the
+  // page with the window centred on that tick.
   const hash = window.location.hash;
   const here = new URLSearchParams(window.location.search);
   if (document.querySelector("svg.timeline") && hash.indexOf("#tick-") === 0 &&
@@ -44,18 +89,76 @@
     window.location.replace(window.location.pathname + "?" + here.toString() + hash);
   }
 
-  // Cron page: explain as you type (the same server-side explain, as an HTML fragment).
-  const cron = document.getElementById("cron-form");
-  if (cron) {
-    const result = document.getElementById("cron-result");
+  // Copy buttons: the snippet's text to the clipboard, said in a live region.
+  document.querySelectorAll("button.copy").forEach(function (button) {
+    button.addEventListener("click", async function () {
+      const source = document.getElementById(button.dataset.copy);
+      const said = document.getElementById("copied");
+      const text = source ? source.textContent : "";
+      try {
+        await navigator.clipboard.writeText(text);
+      } catch (error) {
+        const range = document.createRange();
+        range.selectNodeContents(source);
+        const selection = window.getSelection();
+        selection.removeAllRanges();
+        selection.addRange(range);
+        document.execCommand("copy");
+      }
+      if (said) { said.textContent = "Copied " + button.textContent.replace(/^Copy /, "") + "."; }
+    });
+  });
+
+  // Explain a schedule as you type: the cron page and the check form's preview.
+  function explainer(form, target, fields, address) {
     let timer = null;
     const explain = function () {
-      const query = params(cron);
-      fetchInto(result, cron.dataset.fragment + "?" + query).then(function (ok) {
-        if (ok) { history.replaceState(null, "", "/cron?" + query); }
+      const query = new URLSearchParams();
+      fields.forEach(function (name) { const input = form.elements[name]; if (input) { query.set(name, input.value); } });
+      if (!query.has("count")) { query.set("count", "5"); }
+      fetchInto(target, target.dataset.fragment + "?" + query.toString()).then(function (ok) {
+        if (ok && address) { history.replaceState(null, "", address + "?" + query.toString()); }
       });
     };
-    cron.addEventListener("input", function () { clearTimeout(timer); timer = setTimeout(explain, 250); });
+    form.addEventListener("input", function (event) {
+      if (fields.indexOf(event.target.name) !== -1) { clearTimeout(timer); timer = setTimeout(explain, 250); }
+    });
+    return explain;
+  }
+  const cron = document.getElementById("cron-form");
+  if (cron) {
+    cron.dataset.fragment = cron.dataset.fragment || "/fragments/cron";
+    const result = document.getElementById("cron-result");
+    result.dataset.fragment = cron.dataset.fragment;
+    const explain = explainer(cron, result, ["schedule", "tz", "dialect", "count"], "/cron");
     cron.addEventListener("submit", function (event) { event.preventDefault(); explain(); });
+  }
+  const checkForm = document.getElementById("check-form");
+  if (checkForm) {
+    const preview = document.getElementById("schedule-preview");
+    const explain = explainer(checkForm, preview, ["schedule", "tz", "dialect"], null);
+    if (checkForm.elements.schedule && checkForm.elements.schedule.value) { explain(); }
+    // show the fields of the chosen kind only
+    const showKind = function () {
+      const chosen = checkForm.querySelector('input[name="kind"]:checked');
+      checkForm.querySelectorAll(".kind-fields").forEach(function (set) {
+        set.hidden = chosen && set.dataset.kind !== chosen.value;
+      });
+    };
+    checkForm.querySelectorAll('input[name="kind"]').forEach(function (radio) { radio.addEventListener("change", showKind); });
+    showKind();
+  }
+
+  // Add a channel: show the chosen service's fields only.
+  const service = document.getElementById("service");
+  if (service) {
+    const show = function () {
+      document.querySelectorAll(".service-fields").forEach(function (set) {
+        set.hidden = set.dataset.service !== service.value;
+        set.disabled = set.hidden;
+      });
+    };
+    service.addEventListener("change", show);
+    show();
   }
 })();

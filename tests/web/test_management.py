@@ -1,0 +1,330 @@
+"""Managing checks, channels and users through the dashboard's forms, over the in-process app
+(SQLite and PostgreSQL, injected clock): what the forms write goes through the API's services,
+every write needs the session's CSRF token, and the list is paged in triage order."""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from sqlalchemy import select
+
+from monitor.domain.errors import ValidationError
+from monitor.services import users
+from monitor.storage import tables as t
+from monitor.web import channel_forms, reasons
+from tests.conftest import Api
+from tests.support.app import create_check
+from tests.web.test_dashboard import PASSWORD, csrf_of, log_in
+
+NOW = datetime(2026, 7, 18, 3, 0, tzinfo=UTC)
+ROW = re.compile(r'<tr data-uuid="([0-9a-f-]+)" data-status="([a-z]+)">')
+
+
+async def admin(api: Api, email: str = "admin@example.com") -> str:
+    async with api.engine.begin() as conn:
+        await users.create_user(conn, email, PASSWORD, [int(api.project["id"])], api.clock.now(), admin=True)
+    assert (await log_in(api, email=email)).status_code == 303
+    return csrf_of((await api.client.get("/")).text)
+
+
+async def test_every_write_needs_the_csrf_token(api: Api) -> None:
+    token = await admin(api)
+    check = await create_check(api, name="nightly", schedule="0 3 * * *")
+    posts = [
+        "/checks/new",
+        f"/checks/{check['uuid']}/edit",
+        f"/checks/{check['uuid']}/delete",
+        f"/checks/{check['uuid']}/pause",
+        f"/checks/{check['uuid']}/resume",
+        "/channels",
+        "/users",
+        "/users/members",
+        "/account",
+    ]
+    for path in posts:
+        refused = await api.client.post(path, data={"name": "x"}, follow_redirects=False)
+        assert refused.status_code == 403, path
+        wrong = await api.client.post(path, data={"csrf_token": token + "x"}, follow_redirects=False)
+        assert wrong.status_code == 403, path
+    # a script's fetch may send the token as a header instead
+    paused = await api.client.post(
+        f"/checks/{check['uuid']}/pause", headers={"X-CSRF-Token": token}, follow_redirects=False
+    )
+    assert paused.status_code == 303
+    # still there: nothing was written by the refused requests
+    assert (await api.client.get(f"/api/v3/checks/{check['uuid']}", headers=api.headers)).status_code == 200
+
+
+async def test_create_and_edit_a_check_through_the_form_as_the_api_would(api: Api) -> None:
+    token = await admin(api)
+    bad = await api.client.post(
+        "/checks/new",
+        data={
+            "csrf_token": token,
+            "project": str(api.project["id"]),
+            "name": "backup",
+            "kind": "cron",
+            "schedule": "61 * * * *",
+            "tz": "UTC",
+            "grace": "60",
+            "max_runtime": "600",
+            "failure_threshold": "1",
+            "recovery_threshold": "1",
+        },
+    )
+    # the service's own error, naming the field; what was typed is kept
+    assert bad.status_code == 400 and "schedule:" in bad.text and 'value="61 * * * *"' in bad.text
+    made = await api.client.post(
+        "/checks/new",
+        data={
+            "csrf_token": token,
+            "project": str(api.project["id"]),
+            "name": "backup",
+            "tags": "db prod",
+            "kind": "cron",
+            "schedule": "0 3 * * *",
+            "tz": "Europe/Berlin",
+            "dialect": "unix",
+            "grace": "600",
+            "max_runtime": "1800",
+            "failure_threshold": "2",
+            "recovery_threshold": "1",
+            "post_only": "on",
+        },
+        follow_redirects=False,
+    )
+    assert made.status_code == 303, made.text
+    uuid = made.headers["location"].split("/checks/")[1].split("?")[0]
+    body = (await api.client.get(f"/api/v3/checks/{uuid}", headers=api.headers)).json()
+    assert body["schedule"] == "0 3 * * *" and body["tz"] == "Europe/Berlin" and body["grace"] == 600
+    assert body["failure_threshold"] == 2 and body["methods"] == "POST" and body["tags"] == "db prod"
+    edited = await api.client.post(
+        f"/checks/{uuid}/edit",
+        data={
+            "csrf_token": token,
+            "name": "backup",
+            "kind": "simple",
+            "timeout": "3600",
+            "grace": "abc",
+            "max_runtime": "1800",
+            "failure_threshold": "1",
+            "recovery_threshold": "1",
+        },
+    )
+    assert edited.status_code == 400 and "grace:" in edited.text
+    page = await api.client.get(f"/checks/{uuid}/edit")
+    assert page.status_code == 200 and 'value="600"' in page.text
+
+
+async def test_delete_needs_the_typed_name(api: Api) -> None:
+    token = await admin(api)
+    check = await create_check(api, name="nightly", schedule="0 3 * * *")
+    wrong = await api.client.post(
+        f"/checks/{check['uuid']}/delete", data={"csrf_token": token, "confirm": "night"}
+    )
+    assert wrong.status_code == 400 and "type nightly" in wrong.text
+    assert (await api.client.get(f"/api/v3/checks/{check['uuid']}", headers=api.headers)).status_code == 200
+    done = await api.client.post(
+        f"/checks/{check['uuid']}/delete",
+        data={"csrf_token": token, "confirm": "nightly"},
+        follow_redirects=False,
+    )
+    assert done.status_code == 303
+    assert (await api.client.get(f"/api/v3/checks/{check['uuid']}", headers=api.headers)).status_code == 404
+
+
+async def test_the_list_is_paged_down_first_with_every_check_once(api: Api) -> None:
+    made = [await create_check(api, name=f"job-{i:03d}", schedule="* * * * *", grace=30) for i in range(60)]
+    for check in made[:55]:
+        assert (await api.client.get(f"/ping/{check['uuid']}")).status_code == 200
+    for check in made[50:53]:
+        assert (await api.client.get(f"/ping/{check['uuid']}/fail")).status_code == 200
+    await admin(api)
+    seen: list[tuple[str, str]] = []
+    first = await api.client.get("/")
+    assert "(3 down) monitor" in first.text and "Showing 1–50 of 60" in first.text
+    for page in (1, 2):
+        html = (await api.client.get(f"/fragments/checks?page={page}")).text
+        seen += ROW.findall(html)
+    assert len(seen) == 60 and len({uuid for uuid, _ in seen}) == 60
+    order = [status for _, status in seen]
+    assert order == ["down"] * 3 + ["up"] * 52 + ["new"] * 5
+    only_down = (await api.client.get("/fragments/checks?status=down")).text
+    assert len(ROW.findall(only_down)) == 3 and "Showing 1–3 of 3 matching (60 in all)" in only_down
+    tagged = (await api.client.get("/fragments/checks?q=JOB-05")).text
+    assert len(ROW.findall(tagged)) == 10
+
+
+async def test_channel_forms_build_apprise_urls_and_edit_routes_checks(api: Api) -> None:
+    token = await admin(api)
+    check = await create_check(api, name="nightly", schedule="0 3 * * *")
+    added = await api.client.post(
+        "/channels",
+        data={
+            "csrf_token": token,
+            "project": str(api.project["id"]),
+            "service": "telegram",
+            "telegram_token": "123456:ABC-DEF",
+            "telegram_chat": "-100123",
+            "name": "tg",
+        },
+        follow_redirects=False,
+    )
+    assert added.status_code == 303, added.text
+    listed = (await api.client.get("/api/v3/channels/", headers=api.headers)).json()["channels"]
+    (channel,) = [c for c in listed if c["name"] == "tg"]
+    assert channel["url"].startswith("tgram://")
+    edit = await api.client.post(
+        f"/channels/{channel['id']}/edit",
+        data={
+            "csrf_token": token,
+            "name": "telegram-ops",
+            "url": channel["url"],
+            "checks": [str(await _id(api, check["uuid"]))],
+        },
+        follow_redirects=False,
+    )
+    assert edit.status_code == 303, edit.text
+    body = (await api.client.get(f"/api/v3/checks/{check['uuid']}", headers=api.headers)).json()
+    assert body["channels"] == channel["id"]
+    async with api.engine.connect() as conn:
+        stored = (
+            await conn.execute(select(t.channels.c.url).where(t.channels.c.id == channel["id"]))
+        ).scalar_one()
+    assert stored == "tgram://123456:ABC-DEF/-100123"  # the masked URL sent back kept the secret
+
+
+async def _id(api: Api, uuid: str) -> int:
+    async with api.engine.connect() as conn:
+        return int((await conn.execute(select(t.checks.c.id).where(t.checks.c.uuid == uuid))).scalar_one())
+
+
+async def test_only_project_admins_manage_users_and_a_project_keeps_an_admin(api: Api) -> None:
+    async with api.engine.begin() as conn:
+        await users.create_user(
+            conn, "plain@example.com", PASSWORD, [int(api.project["id"])], api.clock.now()
+        )
+    await log_in(api, email="plain@example.com")
+    token = csrf_of((await api.client.get("/users")).text)
+    refused = await api.client.post(
+        "/users",
+        data={
+            "csrf_token": token,
+            "email": "x@example.com",
+            "password": PASSWORD,
+            "projects": str(api.project["id"]),
+        },
+    )
+    assert refused.status_code == 400 and "project: pick a project you administer" in refused.text
+    await api.client.post("/logout", data={"csrf_token": token})
+    token = await admin(api)
+    members = await api.client.get("/users")
+    assert "plain@example.com" in members.text
+    async with api.engine.connect() as conn:
+        me = await users.user_id_by_email(conn, "admin@example.com")
+    last = await api.client.post(
+        "/users/members",
+        data={"csrf_token": token, "user": str(me), "project": str(api.project["id"]), "action": "member"},
+    )
+    assert last.status_code == 400 and "last admin" in last.text
+
+
+async def test_an_unknown_page_is_an_html_page_with_navigation_but_the_api_stays_json(api: Api) -> None:
+    page = await api.client.get("/no/such/page", headers={"Accept": "text/html"})
+    assert page.status_code == 404 and "text/html" in page.headers["content-type"]
+    assert "<h1>Not found</h1>" in page.text and 'href="/channels"' in page.text
+    api_answer = await api.client.get("/api/v3/nothing", headers={"Accept": "text/html"})
+    assert api_answer.status_code == 404 and api_answer.json() == {
+        "error": "path: no such resource /api/v3/nothing"
+    }
+
+
+def test_reasons_say_why_in_words() -> None:
+    zone = UTC
+    down_missed = {
+        "status": "down",
+        "kind": "cron",
+        "episode": {"kind": "missed", "count": 3, "first_tick": NOW - timedelta(hours=1)},
+    }
+    assert reasons.reason(down_missed, NOW, zone) == "missed 3 ticks since 02:00"
+    failed = {"status": "down", "episode": {"kind": "failed", "count": 1}, "last_exit_status": 2}
+    assert reasons.reason(failed, NOW, zone) == "failed: exit 2"
+    timed = {"status": "down", "episode": {"kind": "timeout", "count": 1}, "max_runtime": 3600}
+    assert reasons.reason(timed, NOW, zone) == "timed out after 1 h"
+    grace = {"status": "grace", "pending_tick": NOW - timedelta(minutes=1), "grace": 300}
+    assert reasons.reason(grace, NOW, zone) == "late: the 02:59 tick has no ping yet (down at 03:04)"
+    assert reasons.reason({"status": "new"}, NOW, zone) == "waiting for the first ping"
+    assert reasons.reason({"status": "paused"}, NOW, zone).startswith("paused")
+    assert reasons.duration_words(5400) == "1 h 30 min"
+
+
+def test_service_forms_spell_apprise_urls_and_name_bad_fields() -> None:
+    slack = {"slack_webhook": "https://hooks.slack.com/services/T1/B2/c3"}
+    assert channel_forms.apprise_url("slack", slack) == "slack://T1/B2/c3"
+    discord = {"discord_webhook": "https://discord.com/api/webhooks/42/tok"}
+    assert channel_forms.apprise_url("discord", discord) == "discord://42/tok"
+    assert (
+        channel_forms.apprise_url("webhook", {"webhook_url": "https://h.example/x?a=1"})
+        == "jsons://h.example/x?a=1"
+    )
+    assert channel_forms.apprise_url("ntfy", {"ntfy_topic": "alerts"}) == "ntfy://alerts"
+    assert (
+        channel_forms.apprise_url("ntfy", {"ntfy_topic": "a", "ntfy_server": "https://n.example"})
+        == "ntfys://n.example/a"
+    )
+    email = {
+        "email_to": "oncall@example.com",
+        "email_host": "127.0.0.1",
+        "email_port": "2525",
+        "email_security": "none",
+    }
+    assert (
+        channel_forms.apprise_url("email", email)
+        == "mailto://127.0.0.1:2525/?to=oncall%40example.com&mode=insecure"
+    )
+    for service, form, field in (
+        ("slack", {"slack_webhook": "https://evil.example/services/a/b/c"}, "slack_webhook"),
+        ("telegram", {"telegram_token": "t"}, "telegram_chat"),
+        ("email", {"email_to": "a@b.c", "email_host": "h", "email_port": "x"}, "email_port"),
+    ):
+        with pytest.raises(ValidationError, match=f"^{field}:"):
+            channel_forms.apprise_url(service, form)
+
+
+async def test_check_page_header_says_since_when_and_marks_failing_pings(api: Api) -> None:
+    check = await create_check(api, name="report", schedule="*/2 * * * *", grace=30)
+    api.clock.set(NOW)
+    assert (await api.client.get(f"/ping/{check['uuid']}")).status_code == 200
+    failed_at = NOW + timedelta(minutes=2, seconds=5)
+    api.clock.set(failed_at)
+    assert (
+        await api.client.post(f"/ping/{check['uuid']}/fail", content=b"boom\nSMTP 550\n")
+    ).status_code == 200
+    api.clock.set(failed_at + timedelta(seconds=10))
+    await admin(api)
+    page = (await api.client.get(f"/checks/{check['uuid']}")).text
+    head = page[page.index('id="check-head"') : page.index('class="actions"')]
+    assert "Down since" in head and f"{failed_at:%Y-%m-%d %H:%M:%S} UTC" in head
+    assert "Open episode" in head and "failed" in head and "SMTP 550" in head
+    assert "Last good run" in head and f"{NOW:%Y-%m-%d %H:%M:%S}" in head
+    assert '<tr class="bad" data-kind="fail">' in page and '<tr data-kind="success">' in page
+    fragment = (await api.client.get(f"/fragments/checks/{check['uuid']}/header")).text
+    assert "Down since" in fragment and "<html" not in fragment
+
+
+def test_a_wide_window_groups_ticks_into_buckets_of_their_worst_outcome() -> None:
+    from monitor.web import svg
+
+    start = NOW - timedelta(days=7)
+    ticks = [
+        svg.TickMark(scheduled=start + timedelta(minutes=i), outcome="missed" if i == 5000 else "on_time")
+        for i in range(0, 7 * 24 * 60, 1)
+    ]
+    drawn = svg.timeline_svg(ticks[:500], start, NOW, NOW, max_marks=120)
+    assert drawn.count('class="tick bucket"') <= 120 and 'class="run"' not in drawn
+    drawn = svg.timeline_svg(ticks, start, NOW, NOW, max_marks=40)
+    buckets = re.findall(r'class="tick bucket" data-tick="[^"]+" data-outcome="([a-z_]+)"', drawn)
+    assert len(buckets) == 40 and buckets.count("missed") == 1 and set(buckets) == {"on_time", "missed"}
+    assert "pick a narrower window" in drawn
