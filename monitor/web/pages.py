@@ -288,8 +288,14 @@ def _number(text: str) -> int | str:
 
 
 CHECK_NUMBERS = ("grace", "max_runtime", "failure_threshold", "recovery_threshold")
-OPTIONAL_NUMBERS = ("early_tolerance", "expected_runs", "min_runtime", "nag_interval")
-"""Whole-second (or count) fields of the check form; the optional ones are left out when empty."""
+OPTIONAL_NUMBERS: dict[str, int | None] = {
+    "early_tolerance": None,
+    "expected_runs": 1,
+    "min_runtime": None,
+    "nag_interval": None,
+}
+"""Whole-second (or count) fields of the check form that may be left empty, with the value an
+empty field stands for (the API's default: ``null`` or 1), so clearing a field resets it."""
 
 
 def check_form_data(form: dict[str, str], channels: list[str]) -> dict[str, Any]:
@@ -303,9 +309,11 @@ def check_form_data(form: dict[str, str], channels: list[str]) -> dict[str, Any]
         data["timeout"] = _number(form.get("timeout", ""))
     for key in CHECK_NUMBERS:
         data[key] = _number(form.get(key, ""))
-    for key in OPTIONAL_NUMBERS:
+    for key, default in OPTIONAL_NUMBERS.items():
         if form.get(key, "").strip():
             data[key] = _number(form[key])
+        elif key in form:
+            data[key] = default
     data["manual_resume"] = form.get("manual_resume") == "on"
     data["methods"] = "POST" if form.get("post_only") == "on" else ""
     data["channels"] = ",".join(channels)
