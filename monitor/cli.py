@@ -14,7 +14,7 @@ import logging
 import os
 import signal
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -297,7 +297,7 @@ def _serve(args: argparse.Namespace) -> int:
     from monitor.storage.dburl import safe_url
 
     shown_url = safe_url(settings.database_url)  # never the password
-    print(f"monitor {__version__} listening on http://{args.host}:{args.port} ({shown_url})", flush=True)
+    listening = f"monitor {__version__} listening on http://{args.host}:{args.port} ({shown_url})"
     if not settings.metrics_key and not args.dev:  # issue 9: uuids are ping credentials
         from monitor.http.metrics import PUBLIC_METRICS_WARNING
 
@@ -310,12 +310,26 @@ def _serve(args: argparse.Namespace) -> int:
         port=args.port,
         workers=args.workers,
         log_level=os.environ.get("MONITOR_LOG_LEVEL", "info").lower(),
+        on_listening=lambda: print(listening, flush=True),
     )
     return 0
 
 
-def run_uvicorn(app: str, *, factory: bool, host: str, port: int, workers: int, log_level: str) -> None:
+def run_uvicorn(
+    app: str,
+    *,
+    factory: bool,
+    host: str,
+    port: int,
+    workers: int,
+    log_level: str,
+    on_listening: Callable[[], None] | None = None,
+) -> None:
     """Serve the ASGI ``app`` (an import string) with uvicorn, on ``workers`` processes.
+
+    ``on_listening`` is called once the port accepts connections: with one worker after the
+    application started and the socket listens; with several as soon as the shared socket is
+    bound and listening (the kernel queues connections until a worker takes them).
 
     With one worker this is ``uvicorn.run``. With several, uvicorn binds the listening socket
     itself as ``socket.socket(family)``, whose ``proto`` is 0; asyncio then skips
@@ -340,10 +354,22 @@ def run_uvicorn(app: str, *, factory: bool, host: str, port: int, workers: int, 
         "lifespan": "on",
     }
     if workers <= 1:
-        uvicorn.run(app, **options)
+
+        class Server(uvicorn.Server):
+            async def startup(self, sockets: Any = None) -> None:
+                await super().startup(sockets)
+                if self.started and on_listening is not None:
+                    on_listening()
+
+        server = Server(uvicorn.Config(app, **options))
+        server.run()
+        if not server.started:  # as uvicorn.run: the application failed to start
+            sys.exit(3)
         return
     config = uvicorn.Config(app, **options)
     plain = config.bind_socket()
+    if on_listening is not None:
+        on_listening()
     if plain.family in (socket.AF_INET, socket.AF_INET6) and plain.proto != socket.IPPROTO_TCP:
         sock = socket.socket(plain.family, plain.type, socket.IPPROTO_TCP, plain.detach())
     else:

@@ -99,6 +99,10 @@ class Settings:
     notify_pre_send_delay: float = 0.0
     """Testing aid: seconds a notifier waits between claiming a notification and re-checking its
     claim before sending, so a test can stall (SIGSTOP) a sender inside that gap."""
+    scheduler_pre_spawn_delay: float = 0.0
+    """Testing aid (``MONITOR_SCHEDULER_PRE_SPAWN_DELAY``, seconds, default 0): how long the
+    bundled scheduler waits between recording a run's start and spawning it, so a test can stall
+    (SIGSTOP) a replica inside that gap. Not for production."""
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None, **overrides: Any) -> Settings:
@@ -138,6 +142,7 @@ class Settings:
             ("MONITOR_NOTIFY_RATE_LIMIT", "notify_rate_limit", int, 1),
             ("MONITOR_NOTIFY_RATE_WINDOW", "notify_rate_window", float, 0),
             ("MONITOR_NOTIFY_PRE_SEND_DELAY", "notify_pre_send_delay", float, 0),
+            ("MONITOR_SCHEDULER_PRE_SPAWN_DELAY", "scheduler_pre_spawn_delay", float, 0),
         ]
         for name, key, kind, minimum in numbers:
             raw = env.get(name)

@@ -106,8 +106,7 @@ def next_ticks_report(jobs: Sequence[Job], now: datetime, count: int = 5) -> dic
                 ),
                 "warnings": warnings,
                 "next": [
-                    {"utc": schedules.format_utc(t), "local": t.astimezone(zone).isoformat()}
-                    for t in ticks
+                    {"utc": schedules.format_utc(t), "local": t.astimezone(zone).isoformat()} for t in ticks
                 ],
             }
         )
@@ -160,7 +159,12 @@ async def serve(
         )
         reporter = NullReporter()
     scheduler = Scheduler(
-        engine, jobs, SystemClock(), reporter, lease_ttl=timedelta(seconds=settings.lease_ttl)
+        engine,
+        jobs,
+        SystemClock(),
+        reporter,
+        lease_ttl=timedelta(seconds=settings.lease_ttl),
+        pre_spawn_delay=settings.scheduler_pre_spawn_delay,
     )
 
     async def liveness() -> None:
