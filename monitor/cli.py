@@ -493,7 +493,10 @@ def _scheduler(args: argparse.Namespace) -> int:
         if args.after:
             after = scheduler.parse_after(args.after)
         print(json.dumps(scheduler.next_ticks_report(jobs, after, args.count), indent=2))
-        return 0
+        problems = scheduler.executable_problems(jobs)
+        for problem in problems:
+            print(json.dumps({"error": problem}), file=sys.stderr)
+        return 1 if problems else 0
     asyncio.run(
         scheduler.serve(
             _settings(args),

@@ -14,9 +14,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
+import shutil
 import signal
 import tomllib
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -62,6 +64,31 @@ def parse_after(text: str) -> datetime:
     if parsed.tzinfo is None:
         raise ValidationError("after", "needs a UTC offset or Z (e.g. 2026-03-29T00:00:00Z)")
     return parsed.astimezone(UTC)
+
+
+def executable_problems(jobs: Sequence[Job], environ: Mapping[str, str] | None = None) -> list[str]:
+    """``--check``: why a job's command could not be started, one ``jobs[<i>].command: …`` line
+    per job whose program is missing or not executable.
+
+    The program is ``argv[0]`` of an argv command, and the shell (``sh``) of a string command
+    (what the string runs is the shell's business); a name without ``/`` is looked up on the
+    ``PATH`` the run gets (the job's ``env`` PATH, else the scheduler's), a path must name an
+    executable file.
+    """
+    environ = os.environ if environ is None else environ
+    problems = []
+    for index, job in enumerate(jobs):
+        if job.command is None:
+            continue
+        program = job.command[0]
+        search = job.env.get("PATH", environ.get("PATH", os.defpath))
+        if "/" in program:
+            if not (os.path.isfile(program) and os.access(program, os.X_OK)):
+                what = "is not an executable file" if os.path.exists(program) else "does not exist"
+                problems.append(f"jobs[{index}].command: {program} {what}")
+        elif shutil.which(program, path=search) is None:
+            problems.append(f"jobs[{index}].command: {program!r} is not found on PATH ({search})")
+    return problems
 
 
 MAX_CHECK_COUNT = 1000
