@@ -1,11 +1,12 @@
-"""A small blocking ping client on the standard library alone (``http.client``), for
+"""A small blocking ping client on the standard library alone (a socket), for
 ``monitor-run``: a short-lived process that sends two pings should not pay for importing httpx
 (hundreds of milliseconds) before the job can start.
 
 It builds the same requests as :class:`monitor_client.Client` (:mod:`monitor_client._common`:
 URLs, ``Idempotency-Key``, retry rules, a ``scheduled`` refused → sent again without it) and
 never raises into the caller. Each attempt's socket operations are bounded by what remains of
-the call's ``timeout``.
+the call's ``timeout``. It speaks plain HTTP/1.1 over a socket (``ssl`` for ``https://``,
+imported only then): ``http.client`` would cost its ``email`` imports on every run.
 """
 
 from __future__ import annotations
@@ -13,11 +14,14 @@ from __future__ import annotations
 import json
 import threading
 import time
-from typing import Any
 from urllib.parse import urlencode, urlsplit
 
 from monitor_client import _common
 from monitor_client._common import DEFAULT_BODY_LIMIT, PingResult, Plan, Settings, WarnOnce
+
+TYPE_CHECKING = False  # not typing's: importing typing costs monitor-run's start-up ~10 ms
+if TYPE_CHECKING:
+    from typing import Any
 
 USER_AGENT = "monitor-client/0.1.0 (monitor-run)"
 
@@ -43,30 +47,48 @@ class LightClient:
         self._warned_scheduled = False
 
     def _exchange(self, plan: Plan, remaining: float) -> tuple[int, dict[str, str], bytes]:
-        import http.client
+        """One HTTP/1.1 exchange on a fresh connection (``Connection: close``), every socket
+        operation bounded by what remains of ``remaining`` seconds."""
+        import socket
 
+        deadline = time.monotonic() + remaining
         parts = urlsplit(plan.url)
-        connection: http.client.HTTPConnection
-        if parts.scheme == "https":
-            connection = http.client.HTTPSConnection(parts.netloc, timeout=remaining)
-        elif parts.scheme == "http":
-            connection = http.client.HTTPConnection(parts.netloc, timeout=remaining)
-        else:
-            raise ValueError(f"base_url: unsupported scheme {parts.scheme!r}")
-        path = parts.path or "/"
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError(f"base_url: unsupported URL {plan.url!r}")
+        port = parts.port or (443 if parts.scheme == "https" else 80)
         query = "&".join(q for q in (parts.query, urlencode(plan.params)) if q)
-        body = plan.content
+        target = (parts.path or "/") + (f"?{query}" if query else "")
+        body = plan.content or b""
         headers = {"User-Agent": USER_AGENT, **plan.headers}
         if plan.json is not None:
             body = json.dumps(plan.json).encode()
             headers["Content-Type"] = "application/json"
+        lines = [f"{plan.method} {target} HTTP/1.1", f"Host: {parts.netloc.rsplit('@', 1)[-1]}"]
+        for name, value in {**headers, "Content-Length": str(len(body)), "Connection": "close"}.items():
+            if any(c in f"{name}{value}" for c in "\r\n"):
+                raise ValueError(f"headers: {name!r} holds a line break")
+            lines.append(f"{name}: {value}")
+        request = ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + body
+        sock = socket.create_connection((parts.hostname, port), timeout=max(remaining, 0.001))
         try:
-            connection.request(plan.method, f"{path}?{query}" if query else path, body=body, headers=headers)
-            response = connection.getresponse()
-            data = response.read()
-            return response.status, {k.lower(): v for k, v in response.getheaders()}, data
+            if parts.scheme == "https":
+                import ssl
+
+                sock = ssl.create_default_context().wrap_socket(sock, server_hostname=parts.hostname)
+            sock.sendall(request)
+            chunks = []
+            while True:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise TimeoutError(f"no complete answer within {remaining:.3g} s")
+                sock.settimeout(left)
+                chunk = sock.recv(65536)
+                if not chunk:
+                    break
+                chunks.append(chunk)
         finally:
-            connection.close()
+            sock.close()
+        return _parse_response(b"".join(chunks))
 
     def _send(self, plan: Plan, deadline: float) -> tuple[PingResult, bytes]:
         number = 0
@@ -193,3 +215,37 @@ class LightClient:
             headers = {**plan.headers, "Idempotency-Key": _common.new_idempotency_key()}
             result, _ = self._send(Plan(plan.method, plan.url, params, headers, plan.content), deadline)
         return self._note(what, result)
+
+
+def _parse_response(raw: bytes) -> tuple[int, dict[str, str], bytes]:
+    """Status, headers (lower-case names) and body of a whole HTTP/1.1 response.
+
+    Raises:
+        OSError: not an HTTP response (a truncated or garbled answer is a transport error).
+    """
+    head, separator, body = raw.partition(b"\r\n\r\n")
+    lines = head.decode("latin-1").split("\r\n")
+    status_line = lines[0].split(" ", 2)
+    if not separator or len(status_line) < 2 or not status_line[0].startswith("HTTP/"):
+        raise OSError("not an HTTP response")
+    try:
+        status = int(status_line[1])
+    except ValueError:
+        raise OSError(f"bad status line {lines[0]!r}") from None
+    headers: dict[str, str] = {}
+    for line in lines[1:]:
+        name, _, value = line.partition(":")
+        headers[name.strip().lower()] = value.strip()
+    if headers.get("transfer-encoding", "").lower() == "chunked":
+        decoded, rest = bytearray(), body
+        while rest:
+            size_line, _, rest = rest.partition(b"\r\n")
+            size = int(size_line.split(b";")[0] or b"0", 16)
+            if size == 0:
+                break
+            decoded += rest[:size]
+            rest = rest[size + 2 :]
+        body = bytes(decoded)
+    elif "content-length" in headers and headers["content-length"].isdigit():
+        body = body[: int(headers["content-length"])]
+    return status, headers, body
