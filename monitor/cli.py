@@ -361,6 +361,10 @@ def run_uvicorn(
                 if self.started and on_listening is not None:
                     on_listening()
 
+            def handle_exit(self, sig: int, frame: Any) -> None:
+                super().handle_exit(sig, frame)
+                _exit_after(SHUTDOWN_LIMIT)
+
         server = Server(uvicorn.Config(app, **options))
         server.run()
         if not server.started:  # as uvicorn.run: the application failed to start
@@ -381,6 +385,32 @@ def run_uvicorn(
         Multiprocess(config, **supervisor_options).run()
     finally:
         sock.close()
+
+
+SHUTDOWN_LIMIT = 1.5
+"""Seconds ``monitor serve`` (one worker) takes at most to stop after SIGTERM/SIGINT. A graceful
+shutdown normally takes a fraction of it; one stuck behind a SQLite file another writer holds
+(each write waits up to the 30 s busy timeout) is cut short: nothing acknowledged is lost (a
+ping is answered only after its commit; an open transaction is rolled back by SQLite) and the
+leases expire within their TTL."""
+
+
+def _exit_after(seconds: float) -> None:
+    """End the process ``seconds`` from now unless it ended by itself (a daemon timer)."""
+    import threading
+
+    def cut_short() -> None:
+        logger.warning(
+            "shutdown took longer than %gs: exiting now (leases expire within their TTL)",
+            seconds,
+            extra={"action": "shutdown_cut_short"},
+        )
+        logging.shutdown()
+        os._exit(0)
+
+    timer = threading.Timer(seconds, cut_short)
+    timer.daemon = True
+    timer.start()
 
 
 def _exit_zero_on_sigterm() -> None:
