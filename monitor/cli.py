@@ -14,7 +14,7 @@ import logging
 import os
 import signal
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -325,10 +325,10 @@ def _serve(args: argparse.Namespace) -> int:
     from monitor.storage.dburl import safe_url
 
     shown_url = safe_url(settings.database_url)  # never the password
-    print(f"monitor {__version__} listening on http://{args.host}:{args.port} ({shown_url})", flush=True)
+    listening = f"monitor {__version__} listening on http://{args.host}:{args.port} ({shown_url})"
     if smtp_port is not None:
         domain = Settings.from_env().email_domain
-        print(f"email pings on smtp://{args.host}:{smtp_port} (<uuid>@{domain})", flush=True)
+        listening += f"\nemail pings on smtp://{args.host}:{smtp_port} (<uuid>@{domain})"
     if not settings.metrics_key and not args.dev:  # issue 9: uuids are ping credentials
         from monitor.http.metrics import PUBLIC_METRICS_WARNING
 
@@ -341,6 +341,7 @@ def _serve(args: argparse.Namespace) -> int:
         port=args.port,
         workers=args.workers,
         log_level=os.environ.get("MONITOR_LOG_LEVEL", "info").lower(),
+        on_listening=lambda: print(listening, flush=True),
     )
     return 0
 
@@ -374,8 +375,21 @@ def _import_healthchecks(args: argparse.Namespace) -> int:
     return 1 if report.notes or report.skipped else 0
 
 
-def run_uvicorn(app: str, *, factory: bool, host: str, port: int, workers: int, log_level: str) -> None:
+def run_uvicorn(
+    app: str,
+    *,
+    factory: bool,
+    host: str,
+    port: int,
+    workers: int,
+    log_level: str,
+    on_listening: Callable[[], None] | None = None,
+) -> None:
     """Serve the ASGI ``app`` (an import string) with uvicorn, on ``workers`` processes.
+
+    ``on_listening`` is called once the port accepts connections: with one worker after the
+    application started and the socket listens; with several as soon as the shared socket is
+    bound and listening (the kernel queues connections until a worker takes them).
 
     With one worker this is ``uvicorn.run``. With several, uvicorn binds the listening socket
     itself as ``socket.socket(family)``, whose ``proto`` is 0; asyncio then skips
@@ -406,10 +420,26 @@ def run_uvicorn(app: str, *, factory: bool, host: str, port: int, workers: int, 
         "forwarded_allow_ips": "",
     }
     if workers <= 1:
-        uvicorn.run(app, **options)
+
+        class Server(uvicorn.Server):
+            async def startup(self, sockets: Any = None) -> None:
+                await super().startup(sockets)
+                if self.started and on_listening is not None:
+                    on_listening()
+
+            def handle_exit(self, sig: int, frame: Any) -> None:
+                super().handle_exit(sig, frame)
+                _exit_after(SHUTDOWN_LIMIT)
+
+        server = Server(uvicorn.Config(app, **options))
+        server.run()
+        if not server.started:  # as uvicorn.run: the application failed to start
+            sys.exit(3)
         return
     config = uvicorn.Config(app, **options)
     plain = config.bind_socket()
+    if on_listening is not None:
+        on_listening()
     if plain.family in (socket.AF_INET, socket.AF_INET6) and plain.proto != socket.IPPROTO_TCP:
         sock = socket.socket(plain.family, plain.type, socket.IPPROTO_TCP, plain.detach())
     else:
@@ -421,6 +451,32 @@ def run_uvicorn(app: str, *, factory: bool, host: str, port: int, workers: int, 
         Multiprocess(config, **supervisor_options).run()
     finally:
         sock.close()
+
+
+SHUTDOWN_LIMIT = 1.5
+"""Seconds ``monitor serve`` (one worker) takes at most to stop after SIGTERM/SIGINT. A graceful
+shutdown normally takes a fraction of it; one stuck behind a SQLite file another writer holds
+(each write waits up to the 30 s busy timeout) is cut short: nothing acknowledged is lost (a
+ping is answered only after its commit; an open transaction is rolled back by SQLite) and the
+leases expire within their TTL."""
+
+
+def _exit_after(seconds: float) -> None:
+    """End the process ``seconds`` from now unless it ended by itself (a daemon timer)."""
+    import threading
+
+    def cut_short() -> None:
+        logger.warning(
+            "shutdown took longer than %gs: exiting now (leases expire within their TTL)",
+            seconds,
+            extra={"action": "shutdown_cut_short"},
+        )
+        logging.shutdown()
+        os._exit(0)
+
+    timer = threading.Timer(seconds, cut_short)
+    timer.daemon = True
+    timer.start()
 
 
 def _exit_zero_on_sigterm() -> None:
@@ -533,7 +589,10 @@ def _scheduler(args: argparse.Namespace) -> int:
         if args.after:
             after = scheduler.parse_after(args.after)
         print(json.dumps(scheduler.next_ticks_report(jobs, after, args.count), indent=2))
-        return 0
+        problems = scheduler.executable_problems(jobs)
+        for problem in problems:
+            print(json.dumps({"error": problem}), file=sys.stderr)
+        return 1 if problems else 0
     asyncio.run(
         scheduler.serve(
             _settings(args),

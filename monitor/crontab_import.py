@@ -15,6 +15,7 @@ the one on ``$PATH``; ``--monitor-run PATH`` overrides it.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import pwd
 import shutil
@@ -54,6 +55,26 @@ def add_parser(sub: Any) -> None:
         choices=["monitor-run", "curl"],
         default="monitor-run",
         help="wrap each command in monitor-run (default) or in curl calls",
+    )
+    parser.add_argument(
+        "--cron",
+        dest="flavor",
+        choices=list(crontab.FLAVORS),
+        default="debian",
+        help="the cron daemon that runs this crontab: debian (default; Vixie cron: every job in the "
+        "system zone, CRON_TZ and TZ do not move the schedule) or cronie (CRON_TZ= sets the zone "
+        "of the jobs after it)",
+    )
+    parser.add_argument(
+        "--tz",
+        help="the zone the cron daemon runs in (default: this machine's, from /etc/timezone or "
+        "/etc/localtime, else UTC)",
+    )
+    parser.add_argument(
+        "--force",
+        action="store_true",
+        help="import lines that look like mistakes (a 6-field schedule, a user field in a user "
+        "crontab) with a warning instead of leaving them unchanged",
     )
     parser.add_argument("--dry-run", action="store_true", help="parse and print, create no checks")
     parser.add_argument("--prefix", default="", help="put before every check slug, e.g. the host name")
@@ -108,6 +129,29 @@ def _looks_like_user(word: str) -> bool:
     return shutil.which(word) is None
 
 
+def system_zone() -> str:
+    """This machine's IANA zone, as cron sees it: ``/etc/timezone``, else the target of the
+    ``/etc/localtime`` link (``…/zoneinfo/Europe/Berlin``), else ``UTC``."""
+    from zoneinfo import ZoneInfo
+
+    candidates: list[str] = []
+    with contextlib.suppress(OSError):
+        candidates.append(Path("/etc/timezone").read_text(encoding="utf-8").strip())
+    try:
+        target = os.path.realpath("/etc/localtime")
+        if "/zoneinfo/" in target:
+            candidates.append(target.split("/zoneinfo/", 1)[1])
+    except OSError:
+        pass
+    for name in candidates:
+        try:
+            ZoneInfo(name)
+        except (ValueError, OSError, KeyError):
+            continue
+        return name
+    return "UTC"
+
+
 def is_system_crontab(path: Path) -> bool:
     """``/etc/crontab`` and files in a ``cron.d`` directory have a user field."""
     resolved = path.resolve()
@@ -129,7 +173,24 @@ def run(args: argparse.Namespace, out: TextIO = sys.stdout, err: TextIO = sys.st
         system = bool(args.system)
     else:
         system = is_system_crontab(args.file) if args.system is None else bool(args.system)
-    lines = crontab.parse_crontab(text, system=system, now=datetime.now(UTC), prefix=args.prefix)
+    zone = getattr(args, "tz", None) or system_zone()
+    try:
+        from zoneinfo import ZoneInfo
+
+        ZoneInfo(zone)
+    except (ValueError, OSError, KeyError):
+        print(f"monitor import-crontab: tz: {zone!r} is not an IANA zone name", file=err)
+        return 2
+    force = bool(getattr(args, "force", False))
+    lines = crontab.parse_crontab(
+        text,
+        system=system,
+        now=datetime.now(UTC),
+        prefix=args.prefix,
+        flavor=getattr(args, "flavor", "debian"),
+        default_tz=zone,
+        force=force,
+    )
     base_url = (args.base_url or os.environ.get("MONITOR_BASE_URL") or "http://127.0.0.1:8000").rstrip("/")
     api_key = args.api_key or os.environ.get("MONITOR_API_KEY")
 
@@ -182,13 +243,19 @@ def run(args: argparse.Namespace, out: TextIO = sys.stdout, err: TextIO = sys.st
             for warning in line.warnings:
                 print(f"warning: {warning}", file=err)
             first = line.command.split(None, 1)[0]
-            if line.user is None and not suggested_system and _looks_like_user(first):
-                suggested_system = True
-                print(
-                    f"warning: line {line.line}: {first!r} looks like a user field; if this is an "
-                    "/etc/crontab-style file, import it with --system",
-                    file=err,
+            if line.user is None and _looks_like_user(first):
+                doubt = (
+                    f"line {line.line}: {first!r} looks like a user field (cron would run it as the "
+                    "command); if this is an /etc/crontab-style file, import it with --system"
                 )
+                if not force:
+                    rewritten.append(line.text)
+                    print(f"{doubt} (import it anyway with --force); left unchanged", file=err)
+                    unread += 1
+                    continue
+                if not suggested_system:
+                    suggested_system = True
+                    print(f"warning: {doubt}", file=err)
             check_ref, ping_url = line.slug, f"{base_url}/ping/<uuid of {line.slug}>"
             if client is not None:
                 created = client.upsert_check(line.slug, **_fields(line, args.file))

@@ -115,6 +115,10 @@ class Settings:
     sentry_envelope_limit: int = 20_000_000
     """``MONITOR_SENTRY_ENVELOPE_LIMIT``: largest Sentry envelope accepted, in bytes, both as sent
     and decompressed (default 20 MB); a larger one is answered 413."""
+    scheduler_pre_spawn_delay: float = 0.0
+    """Testing aid (``MONITOR_SCHEDULER_PRE_SPAWN_DELAY``, seconds, default 0): how long the
+    bundled scheduler waits between recording a run's start and spawning it, so a test can stall
+    (SIGSTOP) a replica inside that gap. Not for production."""
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None, **overrides: Any) -> Settings:
@@ -159,6 +163,7 @@ class Settings:
             ("MONITOR_SMTP_PORT", "smtp_port", int, 1),
             ("MONITOR_SMTP_MESSAGE_LIMIT", "smtp_message_limit", int, 1),
             ("MONITOR_SENTRY_ENVELOPE_LIMIT", "sentry_envelope_limit", int, 1024),
+            ("MONITOR_SCHEDULER_PRE_SPAWN_DELAY", "scheduler_pre_spawn_delay", float, 0),
         ]
         for name, key, kind, minimum in numbers:
             raw = env.get(name)

@@ -31,6 +31,10 @@ MONITORED_RE = re.compile(r"(/ping/|monitor-run|hc-ping\.com)")
 CHECK_OPTION_RE = re.compile(r"monitor-run['\"]?\s+--check[ =](\S+)")
 #: a word that reads as a cron time field (a 6-field line's sixth field, in the command's place)
 CRON_FIELD_RE = re.compile(r"^(\*|\?|[0-9]+([-/,][0-9*]+)*|\*/[0-9]+)$")
+DEFAULT_SHELL = "/bin/sh"
+"""The shell cron runs commands with when the crontab sets no ``SHELL=``."""
+FLAVORS = ("debian", "cronie")
+"""Cron daemons whose zone rules :func:`parse_crontab` follows (see the module docstring)."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -49,6 +53,7 @@ class Job:
             after lines were added or removed finds the same check (see :func:`job_slug`).
         grace: seconds, a quarter of the shortest gap between the schedule's ticks, 60-3600.
         warnings: doubts about the line worth telling the user (a 6-field schedule …).
+        shell: the shell cron runs the command with (the ``SHELL=`` in force, else ``/bin/sh``).
     """
 
     line: int
@@ -60,6 +65,7 @@ class Job:
     slug: str
     grace: int
     warnings: tuple[str, ...] = ()
+    shell: str = DEFAULT_SHELL
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -142,7 +148,16 @@ def grace_for(schedule: schedules.CronSchedule, now: datetime) -> int:
     return int(min(max(shortest / 4, GRACE_MIN), GRACE_MAX))
 
 
-def parse_crontab(text: str, *, system: bool, now: datetime, prefix: str = "") -> list[Line]:
+def parse_crontab(
+    text: str,
+    *,
+    system: bool,
+    now: datetime,
+    prefix: str = "",
+    flavor: str = "debian",
+    default_tz: str = "UTC",
+    force: bool = False,
+) -> list[Line]:
     """Read every line of a crontab.
 
     Args:
@@ -150,14 +165,24 @@ def parse_crontab(text: str, *, system: bool, now: datetime, prefix: str = "") -
         system: the ``/etc/crontab`` format (a user field between the schedule and the command).
         now: an aware instant; grace is derived from the ticks after it.
         prefix: put before every slug (e.g. the host name: ``web1-backup``), lower-cased.
+        flavor: ``"debian"`` (Vixie cron as Debian ships it: every job in ``default_tz``) or
+            ``"cronie"`` (``CRON_TZ=`` sets the zone of the jobs after it).
+        default_tz: the IANA zone the daemon runs in (the system's local zone).
+        force: import lines that look like mistakes (6-field schedules) with a warning instead
+            of leaving them unchanged.
 
     Returns:
         One :class:`Job`, :class:`Unreadable` or :class:`Kept` per line, in order. Job slugs
         are unique within the file and stable: :func:`job_slug`.
+
+    Raises:
+        ValueError: ``flavor`` is not one of :data:`FLAVORS`.
     """
+    if flavor not in FLAVORS:
+        raise ValueError(f"flavor: {flavor!r} is not one of {', '.join(FLAVORS)}")
     result: list[Line] = []
     cron_tz: str | None = None
-    tz_var: str | None = None
+    shell = DEFAULT_SHELL
     used: set[str] = set()
     for number, raw in enumerate(text.splitlines(), start=1):
         stripped = raw.strip()
@@ -167,17 +192,29 @@ def parse_crontab(text: str, *, system: bool, now: datetime, prefix: str = "") -
         env = ENV_RE.match(raw)
         if env and not stripped.startswith("@") and not re.match(r"^[\d*]", stripped):
             name, value = env.group(1), _zone_value(env.group(2))
-            if name == "CRON_TZ":
+            note = None
+            if name == "SHELL":
+                shell = value or DEFAULT_SHELL
+            elif name == "CRON_TZ" and flavor == "cronie":
                 cron_tz = value or None
+            elif name == "CRON_TZ":
+                note = (
+                    f"line {number}: CRON_TZ is ignored by Debian's cron, which schedules in the "
+                    f"system zone ({default_tz}); import with --cron cronie if cronie runs this crontab"
+                )
             elif name == "TZ":
-                tz_var = value or None
-            result.append(Kept(line=number, text=raw))
+                zone = cron_tz or default_tz
+                note = (
+                    f"line {number}: TZ only sets the jobs' environment; cron schedules them in "
+                    f"{zone}, and so do their checks"
+                )
+            result.append(Kept(line=number, text=raw, note=note))
             continue
-        line = _job(number, raw, stripped, system=system, tz=cron_tz or tz_var or "UTC", now=now)
+        line = _job(number, raw, stripped, system=system, tz=cron_tz or default_tz, now=now, force=force)
         if isinstance(line, Job):
             slug = job_slug(prefix, line, used)
             used.add(slug)
-            line = dataclasses.replace(line, slug=slug)
+            line = dataclasses.replace(line, slug=slug, shell=shell)
         result.append(line)
     return result
 
@@ -205,7 +242,9 @@ def _prefixed(prefix: str, slug: str) -> str:
     return f"{clean}-{slug}"[:100] if clean else slug
 
 
-def _job(number: int, raw: str, stripped: str, *, system: bool, tz: str, now: datetime) -> Line:
+def _job(
+    number: int, raw: str, stripped: str, *, system: bool, tz: str, now: datetime, force: bool = False
+) -> Line:
     def bad(reason: str) -> Unreadable:
         return Unreadable(line=number, text=raw, reason=f"line {number}: {reason}")
 
@@ -232,6 +271,11 @@ def _job(number: int, raw: str, stripped: str, *, system: bool, tz: str, now: da
         if len(parts) < 2:
             return bad("no command after the user field (an /etc/crontab line is: schedule user command)")
         user, rest = parts[0], parts[1].strip()
+        if CRON_FIELD_RE.match(user):
+            return bad(
+                f"looks like a 6-field schedule (seconds or years); cron reads 5 fields, so {user!r} "
+                "would be taken as the user"
+            )
         if not USER_RE.match(user):
             return bad(f"{user!r} is not a user name (an /etc/crontab line is: schedule user command)")
     if rest == "":
@@ -251,11 +295,14 @@ def _job(number: int, raw: str, stripped: str, *, system: bool, tz: str, now: da
         return bad("the command holds an unescaped % (cron's stdin separator): wrap it by hand")
     warnings: list[str] = []
     first = rest.split(None, 1)[0]
-    if CRON_FIELD_RE.match(first) or (user is not None and CRON_FIELD_RE.match(user)):
-        warnings.append(
-            f"line {number}: looks like a 6-field schedule (seconds or years); cron reads 5 fields, "
-            f"so {first!r} is taken as part of the command"
+    if CRON_FIELD_RE.match(first):
+        doubt = (
+            f"looks like a 6-field schedule (seconds or years); cron reads 5 fields, so {first!r} "
+            "is taken as part of the command"
         )
+        if not force:
+            return bad(f"{doubt} (import it anyway with --force)")
+        warnings.append(f"line {number}: {doubt}")
     return Job(
         line=number,
         text=raw,
@@ -287,7 +334,7 @@ def rewrite(
     Args:
         job: the parsed job.
         check: what to name the check by (its uuid, or its slug).
-        style: ``"monitor-run"`` (``monitor-run --check CHECK -- sh -c 'COMMAND'``) or ``"curl"``
+        style: ``"monitor-run"`` (``monitor-run --check CHECK -- SHELL -c 'COMMAND'``) or ``"curl"``
             (a start ping, the command, then ``curl`` of its exit status with ``rid``).
         ping_url: the check's ping URL, for ``style="curl"``.
         runner: how the line calls ``monitor-run``: best its absolute path, since cron's PATH
@@ -295,10 +342,11 @@ def rewrite(
 
     Returns:
         The new line: the same schedule (and user), the command wrapped. The command is passed
-        to ``sh -c`` in single quotes, so its pipes, redirections and ``\\%`` escapes keep their
-        meaning.
+        to the crontab's shell (``job.shell``, as cron itself would run it) in single quotes,
+        so its pipes, redirections, bash syntax and ``\\%`` escapes keep their meaning.
     """
     head = job.schedule if job.user is None else f"{job.schedule} {job.user}"
+    shell = shlex.quote(job.shell)
     if style == "curl":
         if ping_url is None:
             raise ValueError("ping_url: needed for the curl style")
@@ -306,11 +354,11 @@ def rewrite(
         wrapped = (
             "RID=$(cat /proc/sys/kernel/random/uuid); "
             f'curl -fsS -m 10 --retry 3 -o /dev/null "{url}/start?rid=$RID"; '
-            f"sh -c {_quote(job.command)}; RC=$?; "
+            f"{shell} -c {_quote(job.command)}; RC=$?; "
             f'curl -fsS -m 10 --retry 3 -o /dev/null "{url}/$RC?rid=$RID"'
         )
     else:
-        wrapped = f"{shlex.quote(runner)} --check {check} -- sh -c {_quote(job.command)}"
+        wrapped = f"{shlex.quote(runner)} --check {check} -- {shell} -c {_quote(job.command)}"
     return f"{head} {wrapped}"
 
 

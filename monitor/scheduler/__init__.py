@@ -14,9 +14,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
+import shutil
 import signal
 import tomllib
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -64,6 +66,31 @@ def parse_after(text: str) -> datetime:
     return parsed.astimezone(UTC)
 
 
+def executable_problems(jobs: Sequence[Job], environ: Mapping[str, str] | None = None) -> list[str]:
+    """``--check``: why a job's command could not be started, one ``jobs[<i>].command: …`` line
+    per job whose program is missing or not executable.
+
+    The program is ``argv[0]`` of an argv command, and the shell (``sh``) of a string command
+    (what the string runs is the shell's business); a name without ``/`` is looked up on the
+    ``PATH`` the run gets (the job's ``env`` PATH, else the scheduler's), a path must name an
+    executable file.
+    """
+    environ = os.environ if environ is None else environ
+    problems = []
+    for index, job in enumerate(jobs):
+        if job.command is None:
+            continue
+        program = job.command[0]
+        search = job.env.get("PATH", environ.get("PATH", os.defpath))
+        if "/" in program:
+            if not (os.path.isfile(program) and os.access(program, os.X_OK)):
+                what = "is not an executable file" if os.path.exists(program) else "does not exist"
+                problems.append(f"jobs[{index}].command: {program} {what}")
+        elif shutil.which(program, path=search) is None:
+            problems.append(f"jobs[{index}].command: {program!r} is not found on PATH ({search})")
+    return problems
+
+
 MAX_CHECK_COUNT = 1000
 """Most next ticks ``--check --count`` lists per job."""
 
@@ -106,8 +133,7 @@ def next_ticks_report(jobs: Sequence[Job], now: datetime, count: int = 5) -> dic
                 ),
                 "warnings": warnings,
                 "next": [
-                    {"utc": schedules.format_utc(t), "local": t.astimezone(zone).isoformat()}
-                    for t in ticks
+                    {"utc": schedules.format_utc(t), "local": t.astimezone(zone).isoformat()} for t in ticks
                 ],
             }
         )
@@ -160,7 +186,12 @@ async def serve(
         )
         reporter = NullReporter()
     scheduler = Scheduler(
-        engine, jobs, SystemClock(), reporter, lease_ttl=timedelta(seconds=settings.lease_ttl)
+        engine,
+        jobs,
+        SystemClock(),
+        reporter,
+        lease_ttl=timedelta(seconds=settings.lease_ttl),
+        pre_spawn_delay=settings.scheduler_pre_spawn_delay,
     )
 
     async def liveness() -> None:

@@ -1,8 +1,20 @@
 """Running one tick of a job: a command (argv or ``sh -c``) or an HTTP call (DESIGN §8).
 
+A run happens in two steps: :func:`spawn` starts the command (nothing for an HTTP job), and
+:func:`finish` waits for it (or makes the HTTP call). The scheduler spawns inside a fenced
+transaction (its lease re-checked just before), and passes a monotonic *deadline*: the child
+checks it between ``fork`` and ``exec`` and refuses to run (:class:`SpawnTooLate`) when the
+scheduler was stalled past it, so a replica stopped (SIGSTOP) between its lease check and the
+spawn never runs a tick its successor may own by then.
+
 A command runs in a session of its own (``start_new_session``), so terminating a run
 (``kill_after``, ``Replace``, shutdown) signals the whole process group — ``sh -c "a; b"``
-included: SIGTERM first, SIGKILL after :data:`TERMINATE_GRACE`. Its stdout and stderr are read
+included: SIGTERM first, SIGKILL after :data:`TERMINATE_GRACE`. On Linux the command's process
+also gets a parent-death signal (``prctl(PR_SET_PDEATHSIG, SIGKILL)``): a scheduler killed with
+SIGKILL takes its running jobs with it, instead of leaving them running unreported (reparented
+to PID 1) while its successor starts the next tick. The signal reaches the process the
+scheduler started; what *that* process forks (a shell's background children) is not covered,
+so a string command is best a single command or ends with ``exec``. Its stdout and stderr are read
 as they come into a bounded buffer keeping the last :data:`OUTPUT_TAIL` bytes, which becomes the
 finish ping's body (the monitor keeps the first bytes of a body, so the client sends the tail).
 """
@@ -11,10 +23,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ctypes
 import os
 import signal
+import subprocess
+import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
@@ -36,6 +51,49 @@ TERMINATED = 128 + signal.SIGTERM
 one killed by a signal reports ``128 + signal``."""
 SCRUBBED = ("MONITOR_API_KEY", "MONITOR_DATABASE_URL")
 """The scheduler's own secrets, not passed on to jobs (a job's ``env`` may set them)."""
+PR_SET_PDEATHSIG = 1
+"""``prctl`` option (``<linux/prctl.h>``): the signal a process gets when its parent dies."""
+
+
+class SpawnTooLate(Exception):
+    """The spawn deadline passed before the command could ``exec``: the scheduler was stalled
+    between its lease check and the spawn, so the run did not start."""
+
+
+def _prctl() -> Callable[..., int] | None:
+    """libc's ``prctl``, resolved in the parent (the child between fork and exec only calls it)."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        function = ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+    function.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong]
+    function.restype = ctypes.c_int
+    return function
+
+
+_PRCTL = _prctl()
+
+
+def child_setup(deadline: float | None, parent: int) -> Callable[[], None]:
+    """The function run in the child between ``fork`` and ``exec`` (``preexec_fn``).
+
+    It asks for SIGKILL when the scheduler (``parent``) dies (Linux; checks the parent did not
+    die already), and raises when ``time.monotonic()`` is past ``deadline``: ``subprocess`` then
+    reports the failure to the parent and nothing is executed.
+    """
+    prctl = _PRCTL
+
+    def setup() -> None:
+        if prctl is not None:
+            prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+            if os.getppid() != parent:  # the scheduler died before the signal was armed
+                os._exit(128 + signal.SIGKILL)
+        if deadline is not None and time.monotonic() > deadline:
+            raise SpawnTooLate
+
+    return setup
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -92,6 +150,8 @@ class Execution:
     process: asyncio.subprocess.Process | None = None
     task: asyncio.Task[Outcome] | None = None
     terminated: str | None = None
+    started: float = 0.0
+    """``time.monotonic()`` when the spawn began."""
     _tail: bytearray = field(default_factory=bytearray)
 
     async def terminate(self, reason: str) -> None:
@@ -126,15 +186,18 @@ def _keep_tail(buffer: bytearray, chunk: bytes) -> None:
         del buffer[: len(buffer) - OUTPUT_TAIL]
 
 
-async def run_command(
-    execution: Execution, argv: tuple[str, ...], env: Mapping[str, str], kill_after: timedelta | None
-) -> Outcome:
-    """Run ``argv`` to its end (or until ``kill_after``); never raises for the job's own failure.
+async def spawn_command(
+    execution: Execution, argv: tuple[str, ...], env: Mapping[str, str], deadline: float | None = None
+) -> Outcome | None:
+    """Start ``argv`` (``execution.process``); an :class:`Outcome` when it cannot start.
 
     A command that cannot be started (missing executable) ends with exit status 127 and the
     error as output, as a shell reports it.
+
+    Raises:
+        SpawnTooLate: ``time.monotonic()`` passed ``deadline`` before the command could exec.
     """
-    started = time.monotonic()
+    execution.started = time.monotonic()
     try:
         proc = await asyncio.create_subprocess_exec(
             *argv,
@@ -143,10 +206,28 @@ async def run_command(
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.STDOUT,
             start_new_session=True,
+            preexec_fn=child_setup(deadline, os.getpid()),
         )
+    except subprocess.SubprocessError as error:
+        # the only exception our preexec_fn raises is SpawnTooLate (subprocess reports any
+        # preexec failure with this one type)
+        if deadline is not None and time.monotonic() > deadline:
+            raise SpawnTooLate from error
+        return Outcome(exit_status=126, output=f"{error}\n".encode(), duration=0.0)
     except OSError as error:
-        return Outcome(exit_status=127, output=f"{error}\n".encode(), duration=time.monotonic() - started)
+        return Outcome(
+            exit_status=127, output=f"{error}\n".encode(), duration=time.monotonic() - execution.started
+        )
     execution.process = proc
+    return None
+
+
+async def wait_command(execution: Execution, kill_after: timedelta | None) -> Outcome:
+    """Wait for the spawned command's end (or stop it at ``kill_after``); never raises for the
+    job's own failure."""
+    proc = execution.process
+    assert proc is not None
+    started = execution.started
     tail = execution._tail
 
     async def read() -> None:
@@ -227,9 +308,36 @@ async def run_http(execution: Execution, job: Job, env: Mapping[str, str]) -> Ou
     )
 
 
-async def execute(execution: Execution, job: Job, base_env: Mapping[str, str] | None = None) -> Outcome:
-    """Run one tick of ``job`` as described by ``execution.context``."""
+async def spawn(
+    execution: Execution, job: Job, base_env: Mapping[str, str] | None = None, deadline: float | None = None
+) -> Outcome | None:
+    """Start one tick of ``job`` (a command; an HTTP job starts in :func:`finish`).
+
+    Returns:
+        ``None`` when started, or the :class:`Outcome` of a command that could not start.
+
+    Raises:
+        SpawnTooLate: ``deadline`` (``time.monotonic()``) passed before the command could exec.
+    """
+    if job.command is None:
+        execution.started = time.monotonic()
+        return None
     env = execution.context.environment(job.env, base_env)
+    return await spawn_command(execution, job.command, env, deadline)
+
+
+async def finish(
+    execution: Execution, job: Job, base_env: Mapping[str, str] | None = None, early: Outcome | None = None
+) -> Outcome:
+    """The end of a tick :func:`spawn` started (``early``: the outcome of a failed spawn)."""
+    if early is not None:
+        return early
     if job.command is not None:
-        return await run_command(execution, job.command, env, job.kill_after)
-    return await run_http(execution, job, env)
+        return await wait_command(execution, job.kill_after)
+    return await run_http(execution, job, execution.context.environment(job.env, base_env))
+
+
+async def execute(execution: Execution, job: Job, base_env: Mapping[str, str] | None = None) -> Outcome:
+    """Run one tick of ``job`` as described by ``execution.context`` (spawn, then finish)."""
+    early = await spawn(execution, job, base_env)
+    return await finish(execution, job, base_env, early)

@@ -33,6 +33,7 @@ import logging
 import math
 import os
 import socket
+import time
 import uuid
 import zlib
 from collections.abc import Coroutine, Mapping, Sequence
@@ -62,6 +63,17 @@ CLAIM_RETENTION = timedelta(days=1)
 """Finished and skipped claims older than this are pruned (the monitor keeps the run history)."""
 PRUNE_EVERY = timedelta(minutes=10)
 """How often a holder prunes its jobs' old claims."""
+STALE_REASON = "lease_lost_before_spawn"
+"""The ``reason`` of a tick refused because the lease was lost between its start record and the
+spawn (its claim row becomes ``skipped``; the monitor gets a ``skip`` ping)."""
+HOLDER_DIED = "holder_died"
+"""The ``reason`` recorded on a started run closed by the next holder: the replica that ran it
+died (its job died with it, see :mod:`monitor.scheduler.executor`); its outcome is unknown."""
+FENCE_WINDOW = 0.9
+"""Fraction of the lease TTL after a fence check within which a run may still be spawned
+(PostgreSQL; the server may end the checking transaction one TTL after it went idle)."""
+DIED_WITH_HOLDER = 128 + 9
+"""Exit status reported for a run whose scheduler died (SIGKILL, the parent-death signal)."""
 ROLE = "scheduler"
 """The role scheduler replicas announce in the ``replicas`` table (fair share of the jobs)."""
 
@@ -69,6 +81,22 @@ ROLE = "scheduler"
 def holder_name() -> str:
     """``<host>:<pid>``, how leases name this process."""
     return f"{socket.gethostname()}:{os.getpid()}"
+
+
+def holder_dead(holder: str, live: set[str] | None = None) -> bool:
+    """Whether the replica ``<host>:<pid>`` is known dead: on this host, no process has that
+    pid (a stopped process is alive); elsewhere, it is not among the ``live`` replicas
+    (``None``: unknown, so not dead)."""
+    host, _, pid = holder.rpartition(":")
+    if host == socket.gethostname() and pid.isdigit():
+        try:
+            os.kill(int(pid), 0)
+        except ProcessLookupError:
+            return True
+        except PermissionError:
+            return False
+        return False
+    return live is not None and holder not in live
 
 
 @dataclass(kw_only=True, slots=True)
@@ -82,6 +110,12 @@ class Slot:
     """The newest tick claimed or planned; unclaimed ticks after it are the backlog."""
     queue: list[planning.Due] = field(default_factory=list)
     orphans: dict[datetime, claims.Claim] = field(default_factory=dict)
+    stranded: dict[datetime, claims.Claim] = field(default_factory=dict)
+    """Runs a previous holder started and has not recorded as finished, until they finish or
+    their holder is found dead (then they are closed, :meth:`Scheduler._settle_stranded`)."""
+    busy: int = 0
+    """How many of :attr:`stranded` count as running (``Forbid`` waits for them): those whose
+    holder still heartbeats (it lost the lease, not its life; it reports them itself)."""
     runs: set[executor.Execution] = field(default_factory=set)
     unheld_since: datetime | None = None
     """When this replica first saw the job's lease unheld (above its share; see :meth:`Scheduler.round`)."""
@@ -95,6 +129,8 @@ class Slot:
         self.through = None
         self.queue.clear()
         self.orphans.clear()
+        self.stranded.clear()
+        self.busy = 0
 
 
 class Scheduler:
@@ -109,6 +145,8 @@ class Scheduler:
         lease_ttl: lease TTL; the handover window is two TTLs.
         holder: ``<host>:<pid>`` (default this process's).
         base_env: the environment runs inherit (default the scheduler's own).
+        pre_spawn_delay: testing aid: seconds to wait between recording a run's start and
+            spawning it (a window in which a test stalls the process).
     """
 
     def __init__(
@@ -121,8 +159,10 @@ class Scheduler:
         lease_ttl: timedelta,
         holder: str | None = None,
         base_env: Mapping[str, str] | None = None,
+        pre_spawn_delay: float = 0.0,
     ) -> None:
         self.engine = engine
+        self.pre_spawn_delay = pre_spawn_delay
         self.clock = clock
         self.reporter = reporter
         self.ttl = lease_ttl
@@ -161,7 +201,9 @@ class Scheduler:
         async with self.engine.connect() as conn:
             last = await claims.last_claimed(conn, slot.job.name)
             orphans = await claims.orphans(conn, slot.job.name, token)
+            stranded = await claims.stranded(conn, slot.job.name, token)
         slot.token = token
+        slot.stranded = {c.tick: c for c in stranded}
         # never claimed: its ticks count from when this replica started knowing the job, so a
         # lease handed over during the first rebalance does not lose the first tick
         slot.through = last if last is not None else min(self.started, now)
@@ -267,7 +309,17 @@ class Scheduler:
             if slot.token is not None:
                 continue
             row = rows.get(slot.job.lease_name)
-            unheld = row is None or row["holder"] is None or (row["expires_at"] or "") < stamp
+            expired = row is not None and (row["expires_at"] or "") < stamp
+            if (
+                row is not None
+                and row["holder"] not in (None, self.holder)
+                and (expired or holder_dead(row["holder"]))
+            ):
+                # its holder died (SIGKILL, crash) without releasing it: take it over now,
+                # above the share (the dead replica still counts as live for up to a TTL)
+                out.add(slot.job.name)
+                continue
+            unheld = row is None or row["holder"] is None or expired
             if not unheld:
                 slot.unheld_since = None
                 continue
@@ -370,11 +422,13 @@ class Scheduler:
         backlog = [planning.Due(tick=o.tick, attempt=o.attempt + 1) for o in slot.orphans.values()]
         backlog += [planning.Due(tick=tick) for tick in ticks]
         self._reap(slot)
+        if slot.stranded:
+            await self._settle_stranded(slot)
         if not backlog and not slot.queue:
             return
         plan = planning.plan(
             slot.rules,
-            running=len(slot.runs),
+            running=len(slot.runs) + slot.busy,
             queued=slot.queue,
             backlog=backlog,
             now=now,
@@ -391,6 +445,50 @@ class Scheduler:
             return
         for due in plan.start:
             await self._start(slot, due)
+
+    async def _settle_stranded(self, slot: Slot) -> None:
+        """Forget a previous holder's runs that finished meanwhile; close those whose holder is
+        dead: claim ``finished`` with no exit status (outcome unknown, reason
+        :data:`HOLDER_DIED`) and a ``fail`` ping with exit status 137 (128 + SIGKILL: the run
+        died with its scheduler), so the monitor does not keep it in progress until
+        ``max_runtime`` and flag every later run ``overlapped``."""
+        async with self.engine.connect() as conn:
+            current = await claims.states(conn, slot.job.name, list(slot.stranded))
+            live = await replicas.live(conn, ROLE, self.clock.now(), self.ttl)
+        slot.busy = 0
+        for tick, claim in list(slot.stranded.items()):
+            if current.get(tick) is not claims.ClaimState.STARTED:
+                del slot.stranded[tick]
+                continue
+            if not holder_dead(claim.holder, live):
+                # a stalled holder (no heartbeat) neither counts nor is closed: it may come
+                # back and report the run itself, and it must not block the job meanwhile
+                slot.busy += claim.holder in live
+                continue
+            del slot.stranded[tick]
+            if not await claims.close_stranded(self.engine, claim, self.clock.now(), HOLDER_DIED):
+                continue
+            logger.warning(
+                "run_closed %s %s: its scheduler %s died (token %d); outcome unknown",
+                slot.job.name,
+                schedules.format_utc(tick),
+                claim.holder,
+                claim.token,
+                extra={"action": "run_closed", "job": slot.job.name, "rid": claim.run_id},
+            )
+            if claim.run_id is not None:
+                self.reporter.finish(
+                    slot.job,
+                    tick,
+                    claim.attempt,
+                    claim.run_id,
+                    DIED_WITH_HOLDER,
+                    (
+                        f"[monitor scheduler: the scheduler running this job ({claim.holder}, "
+                        f"token {claim.token}) died; the run was killed with it; its outcome is "
+                        "unknown]\n"
+                    ).encode(),
+                )
 
     def _spawn(self, coroutine: Coroutine[Any, Any, None]) -> None:
         task = asyncio.create_task(coroutine)
@@ -477,7 +575,16 @@ class Scheduler:
             job=job.name, tick=due.tick, run_id=rid, token=fence.token, attempt=attempt
         )
         execution = executor.Execution(context=context)
-        execution.task = asyncio.create_task(executor.execute(execution, job, self.base_env))
+        if self.pre_spawn_delay:
+            await asyncio.sleep(self.pre_spawn_delay)  # testing aid: a window to SIGSTOP us in
+        try:
+            early = await self._fenced_spawn(fence, execution)
+        except (StaleLease, executor.SpawnTooLate) as error:
+            await self._refuse_stale(slot, context, error)
+            if isinstance(error, StaleLease):
+                raise
+            return
+        execution.task = asyncio.create_task(executor.finish(execution, job, self.base_env, early))
         slot.runs.add(execution)
         logger.info(
             "run_started %s %s attempt %d token %d",
@@ -489,6 +596,54 @@ class Scheduler:
         )
         self.reporter.start(job, due.tick, attempt, rid)
         self._spawn(self._finish(slot, execution))
+
+    async def _fenced_spawn(
+        self, fence: claims.Fence, execution: executor.Execution
+    ) -> executor.Outcome | None:
+        """Spawn the run inside a transaction that re-checked the lease first.
+
+        The fence check keeps the lease row share-locked (PostgreSQL) or the database
+        write-locked (SQLite, ``BEGIN IMMEDIATE``) until the spawn is done, so no successor can
+        raise the token in between. PostgreSQL ends a transaction left idle for a TTL (the
+        engine's ``idle_in_transaction_session_timeout``): past 0.9 TTL after the check began
+        the lock may be gone, so the child refuses to exec then (a stall, e.g. SIGSTOP).
+
+        Raises:
+            StaleLease: the token is no longer ours. SpawnTooLate: the deadline passed.
+        """
+        began = time.monotonic()
+        job = next(s.job for s in self.slots if s.job.name == execution.context.job)
+        async with self.engine.begin() as conn:
+            await lease_store.check_fence(conn, fence.lease, fence.token, fence.holder, self.clock.now())
+            deadline = None
+            if conn.dialect.name == "postgresql":
+                deadline = began + FENCE_WINDOW * self.ttl.total_seconds()
+                if time.monotonic() > deadline:
+                    raise executor.SpawnTooLate
+            return await executor.spawn(execution, job, self.base_env, deadline)
+
+    async def _refuse_stale(
+        self, slot: Slot, context: executor.RunContext, error: StaleLease | executor.SpawnTooLate
+    ) -> None:
+        """A tick marked started but not spawned because the lease may be lost: record it as
+        skipped (unfenced: only our own started row) and report a ``skip`` — never run it late,
+        out of order, with a stale token."""
+        reason = STALE_REASON
+        logger.warning(
+            "tick_refused %s %s (token %d): the lease was lost before the spawn (%s)",
+            context.job,
+            schedules.format_utc(context.tick),
+            context.token,
+            type(error).__name__ if isinstance(error, executor.SpawnTooLate) else error,
+            extra={"action": "tick_refused", "job": context.job, "token": context.token},
+        )
+        try:
+            await claims.abandon(
+                self.engine, context.job, context.tick, context.token, self.clock.now(), reason
+            )
+        except Exception:
+            logger.exception("could not record a refused tick", extra={"action": "claim_refuse_failed"})
+        self.reporter.skip(slot.job, context.tick, context.attempt, reason)
 
     async def _finish(self, slot: Slot, execution: executor.Execution) -> None:
         context = execution.context

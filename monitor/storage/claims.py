@@ -240,3 +240,64 @@ async def prune(engine: AsyncEngine, job: str, before: datetime) -> int:
             .where(t.job_claims.c.state.in_([ClaimState.FINISHED.value, ClaimState.SKIPPED.value]))
         )
     return int(result.rowcount or 0)
+
+
+async def abandon(
+    engine: AsyncEngine, job: str, tick: datetime, token: int, now: datetime, reason: str
+) -> bool:
+    """Turn our own ``started`` row of a run that was never spawned into ``skipped`` with
+    ``reason`` (not fenced: the lease may be lost; only the row of ``token`` changes).
+
+    Returns:
+        Whether the row changed.
+    """
+    async with engine.begin() as conn:
+        result = await conn.execute(
+            update(t.job_claims)
+            .where(t.job_claims.c.job == job)
+            .where(t.job_claims.c.tick == tick)
+            .where(t.job_claims.c.token == token)
+            .where(t.job_claims.c.state == ClaimState.STARTED.value)
+            .values(state=ClaimState.SKIPPED.value, reason=reason, finished_at=now)
+        )
+    return bool(result.rowcount == 1)
+
+
+async def stranded(conn: AsyncConnection, job: str, token: int) -> list[Claim]:
+    """``started`` rows of ``job`` claimed under a token older than ``token`` (a previous
+    holder's runs not recorded as finished), oldest first."""
+    rows = await conn.execute(
+        select(t.job_claims)
+        .where(t.job_claims.c.job == job)
+        .where(t.job_claims.c.state == ClaimState.STARTED.value)
+        .where(t.job_claims.c.token < token)
+        .order_by(t.job_claims.c.tick)
+    )
+    return [_claim(r) for r in rows.all()]
+
+
+async def close_stranded(engine: AsyncEngine, claim: Claim, now: datetime, reason: str) -> bool:
+    """Record a dead holder's run as ``finished`` with no exit status and ``reason`` (outcome
+    unknown); ``False`` when its holder recorded the end meanwhile."""
+    async with engine.begin() as conn:
+        result = await conn.execute(
+            update(t.job_claims)
+            .where(t.job_claims.c.job == claim.job)
+            .where(t.job_claims.c.tick == claim.tick)
+            .where(t.job_claims.c.token == claim.token)
+            .where(t.job_claims.c.state == ClaimState.STARTED.value)
+            .values(state=ClaimState.FINISHED.value, finished_at=now, exit_status=None, reason=reason)
+        )
+    return bool(result.rowcount == 1)
+
+
+async def states(conn: AsyncConnection, job: str, ticks: list[datetime]) -> dict[datetime, ClaimState]:
+    """The current state of ``job``'s claims of ``ticks``."""
+    if not ticks:
+        return {}
+    rows = await conn.execute(
+        select(t.job_claims.c.tick, t.job_claims.c.state)
+        .where(t.job_claims.c.job == job)
+        .where(t.job_claims.c.tick.in_(ticks))
+    )
+    return {tick: ClaimState(state) for tick, state in rows.all()}

@@ -27,7 +27,7 @@ import asyncio
 import contextlib
 import hashlib
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -42,6 +42,13 @@ from monitor.storage import tables as t
 
 logger = logging.getLogger(__name__)
 
+SHUTDOWN_WAIT = 0.5
+"""Seconds a shutdown write (giving leases back) waits for a SQLite file another writer holds;
+then it gives up and the leases expire within their TTL (the engine's busy timeout is 30 s, and
+one wait per lease made a locked file hold shutdown up for minutes)."""
+SQLITE_BUSY_TIMEOUT_MS = 30_000
+"""The busy timeout of the engine's SQLite connections (``monitor.storage.engine``), restored."""
+
 LOCK_KEY_NAMESPACE = b"monitor.lease:"
 """Prefix hashed with a lease name into its advisory lock key (keeps clear of other apps' keys)."""
 
@@ -50,6 +57,28 @@ def lock_key(name: str) -> int:
     """A stable signed 64-bit advisory lock key for lease ``name`` (BLAKE2b, never ``hash()``)."""
     digest = hashlib.blake2b(LOCK_KEY_NAMESPACE + name.encode(), digest_size=8).digest()
     return int.from_bytes(digest, "big", signed=True)
+
+
+@contextlib.asynccontextmanager
+async def brief_transaction(
+    engine: AsyncEngine, wait: float = SHUTDOWN_WAIT
+) -> AsyncIterator[AsyncConnection]:
+    """A transaction whose start waits at most ``wait`` seconds for the SQLite write lock
+    (``sqlite3.OperationalError: database is locked`` after that); on PostgreSQL a plain one."""
+    async with engine.connect() as conn:
+        if engine.dialect.name != "sqlite":
+            async with conn.begin():
+                yield conn
+            return
+        driver = (await conn.get_raw_connection()).driver_connection
+        assert driver is not None
+        await driver.execute(f"PRAGMA busy_timeout={max(1, round(wait * 1000))}")
+        try:
+            async with conn.begin():
+                yield conn
+        finally:
+            with contextlib.suppress(Exception):
+                await driver.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}")
 
 
 def _naive(instant: datetime) -> datetime:
@@ -403,6 +432,32 @@ class SqliteLeases(Leases):
 
     async def step_down(self, name: str) -> None:
         self._held.pop(name, None)
+
+    async def close(self) -> None:
+        """Give every held lease back in one transaction that waits at most
+        :data:`SHUTDOWN_WAIT` for the file; a file locked by another writer does not hold the
+        shutdown up (the leases then expire within the TTL, and fencing refuses their holder)."""
+        held, self._held = dict(self._held), {}
+        if not held:
+            return
+        try:
+            async with brief_transaction(self._engine) as conn:
+                for name, token in sorted(held.items()):
+                    await conn.execute(
+                        update(t.leases)
+                        .where(t.leases.c.name == name)
+                        .where(t.leases.c.holder == self.holder)
+                        .where(t.leases.c.token == token)
+                        .values(expires_at=None, holder=None)
+                    )
+        except Exception as error:
+            logger.warning(
+                "could not release %d leases (%s); they expire within %gs",
+                len(held),
+                error,
+                self.ttl.total_seconds(),
+                extra={"action": "lease_release_failed", "leases": sorted(held)},
+            )
 
 
 def open_leases(engine: AsyncEngine, holder: str, ttl: timedelta) -> Leases:

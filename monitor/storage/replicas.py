@@ -10,7 +10,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 
 from sqlalchemy import delete, func, select, update
-from sqlalchemy.ext.asyncio import AsyncEngine
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from monitor.storage import repositories
 from monitor.storage import tables as t
@@ -56,6 +56,19 @@ async def announce(engine: AsyncEngine, name: str, role: str, now: datetime, ttl
 
 
 async def retire(engine: AsyncEngine, name: str) -> None:
-    """Remove replica ``name`` (clean shutdown), so the others' fair share grows at once."""
-    async with engine.begin() as conn:
+    """Remove replica ``name`` (clean shutdown), so the others' fair share grows at once.
+
+    Waits at most :data:`monitor.storage.leases.SHUTDOWN_WAIT` for a locked SQLite file (raises
+    then: the row goes stale within a TTL anyway)."""
+    from monitor.storage.leases import brief_transaction
+
+    async with brief_transaction(engine) as conn:
         await conn.execute(delete(t.replicas).where(t.replicas.c.name == name))
+
+
+async def live(conn: AsyncConnection, role: str, now: datetime, ttl: timedelta) -> set[str]:
+    """Names of the replicas of ``role`` renewed within ``ttl`` before ``now``."""
+    rows = await conn.execute(
+        select(t.replicas.c.name).where(t.replicas.c.role == role).where(t.replicas.c.renewed_at >= now - ttl)
+    )
+    return {name for (name,) in rows.all()}

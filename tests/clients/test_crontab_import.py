@@ -67,7 +67,8 @@ def test_import_crontab_upserts_checks_and_rewrites_the_file(monitor: Monitor, t
     path = tmp_path / "crontab"
     path.write_text(ETC_CRONTAB)
     assert len(ETC_CRONTAB.splitlines()) == 15
-    proc = _import(monitor, path, "--prefix", "host1")
+    # cronie: its CRON_TZ= sets the zone of the jobs after it (Debian's cron ignores it)
+    proc = _import(monitor, path, "--prefix", "host1", "--cron", "cronie", "--tz", "UTC")
     assert proc.returncode == 1, proc.stderr  # some lines were left unchanged
     report = proc.stderr
 
@@ -111,11 +112,11 @@ def test_import_crontab_upserts_checks_and_rewrites_the_file(monitor: Monitor, t
     assert "user-alice" in checks["host1-sync-reports"]["tags"]
     assert body[6] == (
         f"0 3 * * * postgres {MONITOR_RUN} --check {backup['uuid']} -- "
-        "sh -c '/usr/local/bin/backup.sh --full > /var/log/backup.log 2>&1'"
+        "/bin/sh -c '/usr/local/bin/backup.sh --full > /var/log/backup.log 2>&1'"
     )
 
     # importing again updates the same checks (unique slug), it does not duplicate them
-    again = _import(monitor, path, "--prefix", "host1")
+    again = _import(monitor, path, "--prefix", "host1", "--cron", "cronie", "--tz", "UTC")
     assert again.stdout == proc.stdout
     assert (
         len(
@@ -152,7 +153,7 @@ def test_dry_run_needs_no_key_and_creates_nothing(monitor: Monitor, tmp_path: Pa
     )
     assert proc.returncode == 0, proc.stderr
     line = proc.stdout.splitlines()[1]
-    expected = rf"\*/5 \* \* \* \* {MONITOR_RUN} --check dry-poll-[0-9a-f]{{6}} -- sh -c '/opt/poll.sh'"
+    expected = rf"\*/5 \* \* \* \* {MONITOR_RUN} --check dry-poll-[0-9a-f]{{6}} -- /bin/sh -c '/opt/poll.sh'"
     assert re.fullmatch(expected, line), line
     slug = line.split("--check ")[1].split()[0]
     assert monitor.api("GET", f"checks/?slug={slug}")["checks"] == []
@@ -179,7 +180,9 @@ def test_missing_file_and_missing_key_are_clear_errors(monitor: Monitor, tmp_pat
 def test_curl_style_line_reports_start_and_exit_status_when_run(monitor: Monitor, tmp_path: Path) -> None:
     path = tmp_path / "crontab"
     path.write_text("CRON_TZ=Asia/Tokyo\n*/10 * * * * cd /tmp && sh -c 'printf \"the output\"; exit 4'\n")
-    proc = _import(monitor, path, "--style", "curl", "--prefix", "curlstyle", system=False)
+    proc = _import(
+        monitor, path, "--style", "curl", "--prefix", "curlstyle", "--cron", "cronie", system=False
+    )
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.splitlines()
     assert lines[0] == "CRON_TZ=Asia/Tokyo"  # no MONITOR_BASE_URL line: the URLs are in the commands
@@ -222,20 +225,41 @@ def test_reimport_after_adding_a_line_keeps_every_job_on_its_check(monitor: Moni
     assert _bound_checks(third)[1:] == after
 
 
-def test_reads_stdin_and_warns_about_six_fields_and_user_fields(monitor: Monitor) -> None:
+def test_reads_stdin_and_refuses_six_fields_and_user_fields_unless_forced(monitor: Monitor) -> None:
     text = "0 0 3 * * * /opt/six.sh\n0 1 * * * root /opt/y.sh\n"
-    proc = subprocess.run(
-        [sys.executable, "-m", "monitor", "import-crontab", "-", "--dry-run", "--monitor-run", "monitor-run"],
-        input=text,
-        env=monitor.env(),
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+
+    def run(*extra: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "monitor",
+                "import-crontab",
+                "-",
+                "--dry-run",
+                "--monitor-run",
+                "monitor-run",
+                *extra,
+            ],
+            input=text,
+            env=monitor.env(),
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+
+    refused = run()
+    assert refused.returncode == 1, refused.stderr  # both lines left as they were
+    assert "line 1: looks like a 6-field schedule" in refused.stderr and "--force" in refused.stderr
+    assert "line 2: 'root' looks like a user field" in refused.stderr and "--system" in refused.stderr
+    assert refused.stdout.splitlines()[1:] == text.splitlines()
+    assert "0 jobs parsed, 2 lines left unchanged" in refused.stderr
+
+    proc = run("--force")
     assert proc.returncode == 0, proc.stderr
-    assert "line 1: looks like a 6-field schedule" in proc.stderr
-    assert "line 2: 'root' looks like a user field" in proc.stderr and "--system" in proc.stderr
+    assert "warning: line 1: looks like a 6-field schedule" in proc.stderr
+    assert "warning: line 2: 'root' looks like a user field" in proc.stderr
     assert "'monitor-run' is not on the crontab's PATH (/usr/bin:/bin): cron will not find it" in proc.stderr
     assert proc.stdout.splitlines()[2].startswith("0 1 * * * monitor-run --check ")
 

@@ -119,10 +119,14 @@ def test_celery_beat_entry_tick_is_the_crontab_time_not_the_wake_up() -> None:
     assert monitor_celery.check_fields(entry, "Europe/Berlin") == {
         "schedule": "0 3 * * *",
         "tz": "Europe/Berlin",
+        "grace": 3600,  # half a day, at most an hour
     }
     every = ScheduleEntry(name="x", task="x", schedule=timedelta(minutes=5), last_run_at=last_run, app=app)
     assert monitor_celery.entry_tick(every) == last_run + timedelta(minutes=5)
-    assert monitor_celery.check_fields(every, "UTC") == {"timeout": 300}
+    assert monitor_celery.check_fields(every, "UTC") == {"timeout": 300, "grace": 150}
+    assert monitor_celery.check_fields(every, "UTC", grace=45) == {"timeout": 300, "grace": 45}
+    minutely = ScheduleEntry(name="m", task="m", schedule=crontab(), last_run_at=last_run, app=app)
+    assert monitor_celery.check_fields(minutely, "UTC")["grace"] == 30  # not the server's hour
     assert monitor_celery.slugify("Nightly Billing (EU)") == "nightly-billing-eu"
 
 
@@ -208,7 +212,18 @@ def test_apscheduler_listener_reports_runs_with_the_scheduled_fire_time(monitor:
 
 
 def test_apscheduler_trigger_fields() -> None:
-    assert monitor_apscheduler.cron_fields(IntervalTrigger(minutes=15)) == {"timeout": 900}
+    assert monitor_apscheduler.cron_fields(IntervalTrigger(minutes=15)) == {"timeout": 900, "grace": 450}
     berlin = CronTrigger(hour="3", minute="30", timezone="Europe/Berlin")
-    assert monitor_apscheduler.cron_fields(berlin) == {"schedule": "30 3 * * *", "tz": "Europe/Berlin"}
-    assert monitor_apscheduler.cron_fields(CronTrigger(day_of_week="mon", hour="1", timezone="UTC")) == {}
+    assert monitor_apscheduler.cron_fields(berlin) == {
+        "schedule": "30 3 * * *",
+        "dialect": "unix",
+        "tz": "Europe/Berlin",
+        "grace": 3600,
+    }
+    monday = CronTrigger(day_of_week="mon", hour="1", timezone="UTC")
+    assert monitor_apscheduler.cron_fields(monday, grace=120) == {
+        "schedule": "0 1 * * 1",
+        "dialect": "unix",
+        "tz": "UTC",
+        "grace": 120,
+    }

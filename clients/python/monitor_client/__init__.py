@@ -17,7 +17,27 @@ Example::
 
 from __future__ import annotations
 
-from monitor_client._client import AsyncClient, AsyncRun, Client, Run, __version__
-from monitor_client._common import PingResult
+TYPE_CHECKING = False  # not typing's: importing typing costs monitor-run's start-up ~10 ms
 
+if TYPE_CHECKING:
+    from typing import Any
+
+    from monitor_client._client import AsyncClient, AsyncRun, Client, Run
+    from monitor_client._common import PingResult
+
+__version__ = "0.1.0"
 __all__ = ["AsyncClient", "AsyncRun", "Client", "PingResult", "Run", "__version__"]
+
+
+def __getattr__(name: str) -> Any:
+    # imported when first used: ``monitor-run`` (which needs neither httpx nor the clients)
+    # must not pay for httpx at start-up
+    if name in ("AsyncClient", "AsyncRun", "Client", "Run"):
+        from monitor_client import _client
+
+        return getattr(_client, name)
+    if name == "PingResult":
+        from monitor_client._common import PingResult
+
+        return PingResult
+    raise AttributeError(f"module 'monitor_client' has no attribute {name!r}")

@@ -5,13 +5,15 @@ it is down, each call may take the client's ``timeout``, and jobs due together w
 after another. :meth:`Sender.submit` only puts the call on a bounded queue (never blocks: when
 the queue is full the call is dropped with one warning) and returns; one thread sends them in
 the order submitted, so a run's ``start`` still precedes its finish. At interpreter exit the
-queue is drained for at most ``drain_timeout`` seconds.
+queue is drained for at most ``drain_timeout`` seconds. A forked child (a Celery prefork
+worker) starts with an empty queue and its own thread.
 """
 
 from __future__ import annotations
 
 import atexit
 import logging
+import os
 import queue
 import threading
 import time
@@ -42,6 +44,15 @@ class Sender:
         self._dropping = False
         self.dropped = 0
         atexit.register(self.drain)
+        if hasattr(os, "register_at_fork"):
+            os.register_at_fork(after_in_child=self._forked)
+
+    def _forked(self) -> None:
+        """In a forked child: the parent's thread does not exist here, and its queue and lock
+        may have been held at the fork."""
+        self._queue = queue.Queue(self._queue.maxsize)
+        self._lock = threading.Lock()
+        self._thread = None
 
     def submit(self, fn: Callable[..., Any], *args: Any) -> bool:
         """Queue ``fn(*args)``; never blocks. Returns ``False`` when the queue is full (dropped)."""

@@ -34,6 +34,8 @@ from monitor_client._common import (
 )
 
 __version__ = "0.1.0"
+# httpx logs each request's URL at INFO, and a slug ping's URL holds the ping key
+_common.install_log_filter("httpx")
 F = TypeVar("F", bound=Callable[..., Any])
 USER_AGENT = f"monitor-client/{__version__}"
 

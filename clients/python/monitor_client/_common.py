@@ -7,20 +7,23 @@ into an :class:`Attempt` that says whether to retry. The two clients only run th
 
 from __future__ import annotations
 
-import email.utils
 import logging
 import math
 import os
-import random
 import re
-import traceback
-import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from types import TracebackType
-from typing import Any, Literal
 from urllib.parse import quote
+
+TYPE_CHECKING = False  # not typing's: importing typing costs monitor-run's start-up ~10 ms
+if TYPE_CHECKING:
+    import random
+    from typing import Any
+
+# email.utils, random, traceback and uuid are imported where used: ``monitor-run`` imports this
+# module before it starts the job, and those cost tens of milliseconds together
 
 logger = logging.getLogger("monitor_client")
 
@@ -33,7 +36,7 @@ RETRYABLE_STATUSES = frozenset({408, 425, 429, 500, 502, 503, 504})
 RETRY_AFTER_MAX = 3600.0
 MASK = "****"
 
-Kind = Literal["success", "start", "fail", "log", "skip"]
+Kind = "Literal['success', 'start', 'fail', 'log', 'skip']"
 KINDS: frozenset[str] = frozenset({"success", "start", "fail", "log", "skip"})
 Scheduled = datetime | str | int | float | None
 
@@ -115,6 +118,19 @@ class PlanError(ValueError):
     """A ping that cannot be sent as asked (bad kind, slug without a key …); never leaves the client."""
 
 
+GRACE_MIN = 30
+"""Least grace, seconds, of a check an integration creates (jitter and start-up)."""
+GRACE_MAX = 3600
+"""Most grace, seconds, of a check an integration creates."""
+
+
+def grace_for_period(period: float) -> int:
+    """The grace of an integration-created check whose runs are ``period`` seconds apart: half
+    the period, at least :data:`GRACE_MIN` and at most :data:`GRACE_MAX` (an every-minute task is
+    late after 30 s, not after the server's default hour)."""
+    return int(max(GRACE_MIN, min(period / 2, GRACE_MAX)))
+
+
 def slugify(name: str, default: str) -> str:
     """A check slug for a job's name: lower case, ``[a-z0-9_-]``, at most 100 characters."""
     slug = re.sub(r"[^a-z0-9_-]+", "-", name.lower()).strip("-")
@@ -192,9 +208,55 @@ def has_header(headers: Mapping[str, str] | None, name: str) -> bool:
     return any(key.lower() == name.lower() for key in (headers or {}))
 
 
+def uuid4_text() -> str:
+    """A random (version 4) UUID as text, without importing :mod:`uuid`."""
+    raw = bytearray(os.urandom(16))
+    raw[6] = (raw[6] & 0x0F) | 0x40
+    raw[8] = (raw[8] & 0x3F) | 0x80
+    h = raw.hex()
+    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
+
+
 def new_idempotency_key() -> str:
     """A fresh ``Idempotency-Key`` for one logical ping (reused by its retries)."""
-    return f"monitor-client:{uuid.uuid4()}"
+    return f"monitor-client:{uuid4_text()}"
+
+
+PING_KEY_PATH_RE = re.compile(r"/ping/([^/\s?#\"']+)/([a-z0-9_-]{1,100})(?=[/?#\s\"']|$)")
+
+
+def mask_ping_keys(text: str) -> str:
+    """``text`` with the ping key of every slug ping URL (``/ping/<ping_key>/<slug>``) replaced
+    by ``****``; uuid ping URLs (``/ping/<uuid>/start``) are left as they are."""
+
+    def hide(match: re.Match[str]) -> str:
+        key = match.group(1)
+        if UUID_RE.match(key) or key == MASK:
+            return match.group(0)
+        return f"/ping/{MASK}/{match.group(2)}"
+
+    return PING_KEY_PATH_RE.sub(hide, text) if "/ping/" in text else text
+
+
+class PingKeyFilter(logging.Filter):
+    """A logging filter that masks ping keys in URLs (httpx logs every request URL at INFO)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        try:
+            message = record.getMessage()
+        except Exception:  # a malformed record is the logger's business, not ours
+            return True
+        masked = mask_ping_keys(message)
+        if masked != message:
+            record.msg, record.args = masked, None
+        return True
+
+
+def install_log_filter(name: str = "httpx") -> None:
+    """Attach one :class:`PingKeyFilter` to logger ``name`` (idempotent)."""
+    target = logging.getLogger(name)
+    if not any(isinstance(f, PingKeyFilter) for f in target.filters):
+        target.addFilter(PingKeyFilter())
 
 
 def mask(text: str, secret: str | None) -> str:
@@ -359,6 +421,8 @@ def parse_retry_after(raw: str | None, now: datetime | None = None) -> float | N
         if re.fullmatch(r"\d+(\.\d+)?", text):
             seconds = float(text)
         else:
+            import email.utils
+
             when = email.utils.parsedate_to_datetime(text)
             if when.tzinfo is None:
                 when = when.replace(tzinfo=UTC)
@@ -382,8 +446,10 @@ def judge_error(error: BaseException, body_limit: int, *, transient: bool = True
 
 def backoff_delay(backoff: float, attempt: int, rng: random.Random | None = None) -> float:
     """Seconds before retry number ``attempt`` (0-based): ``backoff * 2**attempt``, equal jitter."""
+    import random as random_module
+
     base = backoff * 2.0**attempt
-    draw = rng.random() if rng is not None else random.random()
+    draw = rng.random() if rng is not None else random_module.random()
     return base / 2 + draw * base / 2
 
 
@@ -393,6 +459,8 @@ def failure_body(
     """``Type: message`` and the last lines of the traceback (a failed run's ping body)."""
     if exc_type is None:
         return ""
+    import traceback
+
     text = "".join(traceback.format_exception(exc_type, exc, tb))
     if len(text) > TRACEBACK_TAIL:
         text = "…" + text[-TRACEBACK_TAIL:]

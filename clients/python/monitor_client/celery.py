@@ -24,13 +24,20 @@ What it does:
   ``start`` is stored as a retransmission. Tasks not sent by beat are reported when their
   name is in ``checks``.
 
-The pings are sent from the worker's task thread and bounded by the client's ``timeout``; a
-monitor that is down never fails a task.
+The worker's pings never run on the task's thread: each is handed to :data:`sender` (one
+background thread, a bounded queue, FIFO so a run's ``start`` precedes its finish), so a monitor
+that is down or never answers neither fails nor slows a task (see
+:mod:`monitor_client._background`). ``sender.drain(timeout)`` waits for the queued pings (it
+also runs at exit).
+
+Checks upserted at beat start get a grace derived from the entry's period (half of it, between
+30 s and one hour, :func:`monitor_client._common.grace_for_period`) unless ``grace=`` is given.
 """
 
 from __future__ import annotations
 
 import functools
+import itertools
 from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -43,8 +50,9 @@ from monitor_client._common import failure_body
 HEADER_CHECK = "monitor_check"
 HEADER_SCHEDULED = "monitor_scheduled"
 SKIPPED_ENTRIES = frozenset({"celery.backend_cleanup"})
-#: sends beat's check upserts off beat's thread (``sender.drain(timeout)`` waits for them)
-sender = Sender("monitor-celery-beat")
+#: sends beat's check upserts and the worker's pings off their threads
+#: (``sender.drain(timeout)`` waits for them)
+sender = Sender("monitor-celery")
 
 
 def _queue() -> Sender:
@@ -102,15 +110,45 @@ def cron_expression(schedule: Any) -> str | None:
     return " ".join(fields)
 
 
-def check_fields(entry: Any, tz: str) -> dict[str, Any]:
-    """Management API fields for a beat entry's check (schedule and zone, or a period)."""
+def period_of(schedule: Any, now: datetime | None = None) -> float | None:
+    """Seconds between a beat schedule's runs: its ``run_every``, or for a ``crontab`` the
+    shortest gap among its next 12 times (computed by Celery itself); ``None`` if unknown."""
+    run_every = getattr(schedule, "run_every", None)
+    if isinstance(run_every, timedelta) and not hasattr(schedule, "_orig_minute"):
+        return run_every.total_seconds()
+    if not hasattr(schedule, "remaining_delta"):
+        return None
+    last = (now or datetime.now(UTC)).astimezone(schedule.tz) if hasattr(schedule, "tz") else now
+    times = []
+    for _ in range(12):
+        start, delta, _now = schedule.remaining_delta(last)
+        last = start + delta
+        times.append(last)
+    gaps = [(b - a).total_seconds() for a, b in itertools.pairwise(times) if b > a]
+    return min(gaps) if gaps else None
+
+
+def check_fields(entry: Any, tz: str, grace: int | None = None) -> dict[str, Any]:
+    """Management API fields for a beat entry's check: schedule and zone, or a period; and a
+    grace (``grace``, else derived from the period: :func:`_common.grace_for_period`)."""
+    fields: dict[str, Any] = {}
     expression = cron_expression(entry.schedule)
     if expression is not None:
-        return {"schedule": expression, "tz": tz}
-    run_every = getattr(entry.schedule, "run_every", None)
-    if isinstance(run_every, timedelta):
-        return {"timeout": max(int(run_every.total_seconds()), 1)}
-    return {}
+        fields = {"schedule": expression, "tz": tz}
+    else:
+        run_every = getattr(entry.schedule, "run_every", None)
+        if isinstance(run_every, timedelta):
+            fields = {"timeout": max(int(run_every.total_seconds()), 1)}
+    if grace is not None:
+        fields["grace"] = grace
+    elif fields:
+        try:
+            period = period_of(entry.schedule)
+        except Exception:  # an unusual schedule: the server's default grace
+            period = None
+        if period is not None:
+            fields["grace"] = _common.grace_for_period(period)
+    return fields
 
 
 def _header(task: Any, name: str) -> Any:
@@ -129,6 +167,7 @@ def enable(
     checks: Mapping[str, str] | None = None,
     create: bool = True,
     upsert: bool = True,
+    grace: int | None = None,
 ) -> Client:
     """Report beat-scheduled task runs of ``app`` to the monitor.
 
@@ -139,6 +178,8 @@ def enable(
             slugified; tasks not sent by beat and not named here are not reported).
         create: auto-provision a check named by slug on its first ping (ping key URLs).
         upsert: with an API key, create or update each beat entry's check when beat starts.
+        grace: seconds of grace of the upserted checks (default: half the entry's period,
+            30 s to 1 h).
 
     Returns:
         The client in use.
@@ -192,7 +233,7 @@ def enable(
                     continue
                 check = names.get(name) or slugify(name)
                 try:
-                    fields = check_fields(entry, tz)
+                    fields = check_fields(entry, tz, grace)
                 except Exception:  # an unusual schedule type: a check without a schedule
                     fields = {}
                 _queue().submit(functools.partial(client.upsert_check, check, **fields))
@@ -210,14 +251,27 @@ def enable(
         if check is None:
             return
         scheduled = _header(task, HEADER_SCHEDULED)
-        client.ping(check, "start", rid=task_id, scheduled=scheduled or None, create=create)
+        _queue().submit(
+            functools.partial(
+                client.ping, check, "start", rid=task_id, scheduled=scheduled or None, create=create
+            )
+        )
 
     def finish(task: Any, kind: str, body: str | None = None) -> None:
         check = check_of(task)
         if check is None:
             return
         scheduled = _header(task, HEADER_SCHEDULED)
-        client.ping(check, kind, rid=task.request.id, scheduled=scheduled or None, body=body, create=create)
+        ping = functools.partial(
+            client.ping,
+            check,
+            kind,
+            rid=task.request.id,
+            scheduled=scheduled or None,
+            body=body,
+            create=create,
+        )
+        _queue().submit(ping)
 
     def on_success(sender: Any = None, **_: Any) -> None:
         finish(sender, "success")
@@ -238,7 +292,17 @@ def enable(
             return
         scheduled = getattr(request, HEADER_SCHEDULED, None)
         reason = "terminated" if terminated else "revoked"
-        client.ping(check, "fail", rid=request.id, scheduled=scheduled, body=f"task {reason}", create=create)
+        _queue().submit(
+            functools.partial(
+                client.ping,
+                check,
+                "fail",
+                rid=request.id,
+                scheduled=scheduled,
+                body=f"task {reason}",
+                create=create,
+            )
+        )
 
     uid = f"monitor_client:{id(app)}"
     signals.beat_init.connect(on_beat_init, weak=False, dispatch_uid=uid + ":beat")

@@ -1,0 +1,278 @@
+"""Scheduler replicas on PostgreSQL stalled (SIGSTOP) or killed (SIGKILL) at the worst moments.
+
+One throwaway PostgreSQL database and one real ``monitor serve`` are shared by the module; each
+test starts its own ``monitor scheduler`` replicas (lease TTL 2 s) and reads back what the jobs
+wrote, the ``job_claims`` rows and the monitor's runs API.
+
+1. A replica stopped between recording a run's start and spawning it (a test-only delay,
+   ``MONITOR_SCHEDULER_PRE_SPAWN_DELAY``, opens that window) never runs that tick when it is
+   continued: the lease is re-checked right before the spawn, the tick is reported skipped.
+2. A SIGKILLed holder's running job dies with it (parent-death signal), its run is closed by
+   the successor, and a ``Forbid`` job's later runs are not flagged overlapped.
+3. After a SIGKILL the successor runs the job within one TTL plus one scheduler round.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import asyncpg
+import pytest
+
+from monitor.scheduler.runner import HOLDER_DIED, ROUND, STALE_REASON
+from tests.support.process import MonitorProcess, checkout_env, curl_api, throwaway_postgres, wait_until
+from tests.support.receivers import free_port
+
+pytestmark = pytest.mark.e2e
+
+API_KEY = "scheduler-failover-key-0123456789"
+TTL = 2.0
+
+
+def parse(text: str) -> datetime:
+    return datetime.fromisoformat(text.replace("Z", "+00:00"))
+
+
+@dataclass
+class Stack:
+    url: str
+    directory: Path
+    monitor: MonitorProcess
+    started: int = 0
+
+    def scheduler(self, name: str, jobs: str, **env: str) -> MonitorProcess:
+        path = self.directory / f"{name}.toml"
+        path.write_text(jobs)
+        self.started += 1
+        environment = checkout_env(
+            MONITOR_DATABASE_URL=self.url,
+            MONITOR_BASE_URL=self.monitor.base,
+            MONITOR_API_KEY=API_KEY,
+            MONITOR_LEASE_TTL=str(TTL),
+            MONITOR_EVALUATE_INTERVAL="0.2",
+            MONITOR_SCHEDULER_LIVENESS_INTERVAL="5",
+            **env,
+        )
+        argv = [sys.executable, "-m", "monitor", "scheduler", "--jobs", str(path), "--shutdown-grace", "5"]
+        return MonitorProcess(
+            argv, env=environment, cwd=self.directory, logs=self.directory, name=f"{name}{self.started}"
+        ).start()
+
+    def api(self, path: str) -> Any:
+        status, body = curl_api(self.monitor.base, "GET", path, API_KEY)
+        assert status == 200, (path, status, body)
+        return body
+
+    def uuid(self, slug: str) -> str:
+        (check,) = self.api(f"/api/v3/checks/?slug={slug}")["checks"]
+        return str(check["uuid"])
+
+    def runs(self, slug: str) -> list[dict[str, Any]]:
+        return list(self.api(f"/api/v3/checks/{self.uuid(slug)}/runs/?limit=1000")["runs"])
+
+    def pings(self, slug: str) -> list[dict[str, Any]]:
+        return list(self.api(f"/api/v3/checks/{self.uuid(slug)}/pings/?limit=1000")["pings"])
+
+    def claims(self, job: str) -> list[dict[str, Any]]:
+        async def go() -> list[dict[str, Any]]:
+            conn = await asyncpg.connect(self.url.replace("postgresql+asyncpg://", "postgresql://"))
+            try:
+                rows = await conn.fetch("SELECT * FROM job_claims WHERE job = $1 ORDER BY tick", job)
+            finally:
+                await conn.close()
+            return [{**dict(r), "tick": r["tick"].replace(tzinfo=UTC)} for r in rows]
+
+        return asyncio.run(go())
+
+    def holder_pid(self, job: str) -> tuple[int, int]:
+        """(pid, token) of the replica holding ``job-<job>``."""
+        status, ready = curl_api(self.monitor.base, "GET", "/ready", None)
+        assert status == 200, ready
+        row = next((r for r in ready["leases"] if r["name"] == f"job-{job}"), None)
+        if row is None or not row["holder"]:
+            return 0, 0  # not held (yet)
+        return int(row["holder"].rsplit(":", 1)[1]), int(row["token"])
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+    directory = tmp_path_factory.mktemp("failover")
+    with throwaway_postgres("monitor_failover") as url:
+        monitor = MonitorProcess.serve(
+            free_port(),
+            env=checkout_env(
+                MONITOR_DATABASE_URL=url,
+                MONITOR_API_KEY=API_KEY,
+                MONITOR_LEASE_TTL="1",
+                MONITOR_EVALUATE_INTERVAL="0.2",
+            ),
+            cwd=directory,
+            logs=directory,
+            name="serve",
+        ).start()
+        try:
+            monitor.wait_healthy()
+            yield Stack(url=url, directory=directory, monitor=monitor)
+        finally:
+            monitor.close()
+
+
+def lines(path: Path) -> list[list[str]]:
+    return [line.split() for line in path.read_text().splitlines()] if path.exists() else []
+
+
+def finish(*processes: MonitorProcess) -> None:
+    for p in processes:
+        if p.proc is not None and p.proc.poll() is None:
+            p.terminate(15)
+        p.close()
+
+
+def job(name: str, out: Path, schedule: str, command: str | None = None, **keys: str) -> str:
+    extra = "".join(f'{k} = "{v}"\n' for k, v in keys.items())
+    command = command or f'echo "$MONITOR_SCHEDULED_TIME $MONITOR_FENCING_TOKEN $(date +%s.%N)" >> {out}'
+    head = f'[[jobs]]\nname = "{name}"\nschedule = "{schedule}"\ndialect = "seconds"\n'
+    return f"{head}{extra}command = '{command}'\n"
+
+
+def process_gone(pid: int) -> bool:
+    """No such process, or a zombie nobody reaped yet (it runs no more)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (FileNotFoundError, IndexError):
+        return True
+    return state in ("Z", "X")
+
+
+def test_a_replica_stalled_between_start_record_and_spawn_refuses_the_stale_tick(stack: Stack) -> None:
+    out = stack.directory / "stalled.txt"
+    jobs = job("stalled", out, "* * * * * *")
+    replicas = [stack.scheduler("stall", jobs, MONITOR_SCHEDULER_PRE_SPAWN_DELAY="0.8") for _ in range(2)]
+    stopped: int | None = None
+    try:
+        wait_until(lambda: len(lines(out)) >= 2, timeout=20, what="two runs")
+        pid, token = stack.holder_pid("stalled")
+        ran = {parse(r[0]) for r in lines(out)}
+
+        def in_the_gap() -> datetime | None:
+            # a tick recorded as started by the holder that has not run yet: inside the delay
+            rows = [r for r in stack.claims("stalled") if r["state"] == "started" and r["token"] == token]
+            fresh = [r["tick"] for r in rows if r["tick"] not in ran]
+            return fresh[-1] if fresh else None
+
+        stale_tick = wait_until(in_the_gap, timeout=10, interval=0.02, what="a started, unspawned tick")
+        os.kill(pid, signal.SIGSTOP)
+        stopped = pid
+        # PostgreSQL ends the stopped holder's lease session within a TTL; the other replica
+        # takes over with a newer token and runs the next ticks
+        wait_until(
+            lambda: any(int(r[1]) > token for r in lines(out)), timeout=15, what="runs under the new token"
+        )
+        time.sleep(1.5)
+        os.kill(pid, signal.SIGCONT)
+        stopped = None
+        time.sleep(3.0)  # the continued replica finishes its delay and re-checks its lease
+    finally:
+        if stopped is not None:
+            os.kill(stopped, signal.SIGCONT)
+        finish(*replicas)
+    rows = lines(out)
+    assert stale_tick not in {parse(r[0]) for r in rows}, rows  # never run late with the old token
+    by_tick = sorted((parse(r[0]), int(r[1])) for r in rows)
+    tokens = [t for _, t in by_tick]
+    assert tokens == sorted(tokens), by_tick  # fencing tokens only grow tick after tick
+    (claim,) = [c for c in stack.claims("stalled") if c["tick"] == stale_tick]
+    assert claim["state"] == "skipped" and claim["reason"] == STALE_REASON, claim
+    stamp = stale_tick.strftime("%Y-%m-%dT%H:%M:%SZ")
+    skip = wait_until(
+        lambda: [p for p in stack.pings("stalled") if p["type"] == "skip" and p["scheduled"] == stamp],
+        timeout=10,
+        what="the skip ping of the refused tick",
+    )
+    assert len(skip) == 1, skip
+
+
+def test_sigkill_of_the_holder_kills_its_job_and_closes_its_run_so_forbid_sees_no_overlap(
+    stack: Stack,
+) -> None:
+    out = stack.directory / "forbid.txt"
+    command = f'echo "$MONITOR_SCHEDULED_TIME $MONITOR_FENCING_TOKEN $$" >> {out}; exec sleep 3'
+    jobs = job("forbid", out, "*/2 * * * * *", command, concurrency_policy="Forbid")
+    replicas = [stack.scheduler("forbid", jobs) for _ in range(2)]
+    try:
+        wait_until(lambda: len(lines(out)) >= 1, timeout=20, what="a run")
+        before = len(lines(out))
+        wait_until(lambda: len(lines(out)) > before, timeout=20, what="a fresh run")
+        tick, token, job_pid = lines(out)[-1]
+        holder, holder_token = stack.holder_pid("forbid")
+        assert holder_token == int(token)
+        (victim,) = [p for p in replicas if p.proc is not None and p.proc.pid == holder]
+        assert victim.proc is not None
+        victim.proc.kill()
+        victim.proc.wait(5)
+        killed = time.monotonic()
+        wait_until(lambda: process_gone(int(job_pid)), timeout=2, interval=0.02, what="the job's death")
+        assert time.monotonic() - killed < 1.0  # it died with its scheduler, not after `sleep 3`
+        wait_until(
+            lambda: len([r for r in lines(out) if int(r[1]) > int(token)]) >= 2,
+            timeout=20,
+            what="two runs by the successor",
+        )
+    finally:
+        finish(*replicas)
+    (claim,) = [c for c in stack.claims("forbid") if c["tick"] == parse(tick)]
+    assert claim["state"] == "finished" and claim["reason"] == HOLDER_DIED and claim["exit_status"] is None
+
+    def reported() -> list[dict[str, Any]] | None:
+        runs = {r["scheduled"]: r for r in stack.runs("forbid")}
+        wanted = [r[0] for r in lines(out)]
+        return [runs[t] for t in wanted] if all(t in runs and runs[t]["outcome"] for t in wanted) else None
+
+    runs = wait_until(reported, timeout=20, what="every run reported")
+    killed_run = next(r for r in runs if r["scheduled"] == tick)
+    assert killed_run["outcome"] == "failed" and killed_run["exit_status"] == 137, killed_run
+    later = [r for r in runs if parse(r["scheduled"]) > parse(tick)]
+    assert later and all(r["outcome"] == "on_time" for r in later), later  # none overlapped
+
+
+def test_the_successor_runs_a_sigkilled_holders_job_within_one_ttl(stack: Stack) -> None:
+    outs = {name: stack.directory / f"{name}.txt" for name in ("take-a", "take-b")}
+    jobs = "".join(job(name, out, "* * * * * *") for name, out in outs.items())
+    replicas = [stack.scheduler("take", jobs) for _ in range(2)]
+    try:
+        # each replica holds one job (its fair share), so the survivor is at its share when
+        # the other dies
+        wait_until(
+            lambda: (
+                len({stack.holder_pid(n)[0] for n in outs} - {0}) == 2
+                and all(lines(o) for o in outs.values())
+            ),
+            timeout=20,
+            what="one job per replica",
+        )
+        holder, token = stack.holder_pid("take-a")
+        (victim,) = [p for p in replicas if p.proc is not None and p.proc.pid == holder]
+        assert victim.proc is not None
+        time.sleep(0.3)
+        victim.proc.kill()
+        killed = time.time()
+        victim.proc.wait(5)
+        first = wait_until(
+            lambda: next((float(r[2]) for r in lines(outs["take-a"]) if int(r[1]) > token), None),
+            timeout=15,
+            what="the successor's first run",
+        )
+    finally:
+        finish(*replicas)
+    took = first - killed
+    print(f"takeover: the successor ran take-a {took:.2f}s after the SIGKILL (TTL {TTL:g}s)")
+    assert took <= TTL + ROUND, took
