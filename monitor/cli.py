@@ -388,7 +388,9 @@ async def _worker(settings: Settings, role: str) -> None:
         if role == "evaluate":
             await run_evaluator(engine, settings, SystemClock())
         else:
-            async with AppriseNotifier(allow_private_targets=settings.allow_private_targets) as notifier:
+            async with AppriseNotifier(
+                allow_private_targets=settings.allow_private_targets, max_workers=settings.notify_concurrency
+            ) as notifier:
                 await run_notifier(engine, notifier, settings, SystemClock())
     finally:
         await engine.dispose()

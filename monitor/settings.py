@@ -99,6 +99,27 @@ class Settings:
     notify_pre_send_delay: float = 0.0
     """Testing aid: seconds a notifier waits between claiming a notification and re-checking its
     claim before sending, so a test can stall (SIGSTOP) a sender inside that gap."""
+    notify_concurrency: int = 64
+    """``MONITOR_NOTIFY_CONCURRENCY``: deliveries one notifier process keeps in flight at once
+    (default 64); also the number of Apprise sender threads."""
+    notify_per_host: int = 8
+    """``MONITOR_NOTIFY_PER_HOST``: of those, most in flight to one target host (default 8), so a
+    slow or hanging target cannot take every slot from the others."""
+    # --- retention
+    ping_retention: int = 1000
+    """``MONITOR_PING_RETENTION``: pings kept per check, newest first (default 1000, as
+    Healthchecks); older ones are pruned unless an open run or an unjudged tick still needs them."""
+    ping_body_retention: float = 30 * 86400.0
+    """``MONITOR_PING_BODY_RETENTION``: seconds a ping's body is kept (default 30 days); the ping
+    row stays, its body is cleared."""
+    history_retention: float = 90 * 86400.0
+    """``MONITOR_HISTORY_RETENTION``: seconds of finished runs, judged ticks, flips and alerts
+    (with their notifications) kept (default 90 days)."""
+    retention_interval: float = 60.0
+    """``MONITOR_RETENTION_INTERVAL``: seconds between pruning rounds of the background task."""
+    retention_batch: int = 500
+    """``MONITOR_RETENTION_BATCH``: most rows one pruning transaction deletes (small batches keep
+    the SQLite writer free for ingest)."""
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None, **overrides: Any) -> Settings:
@@ -138,6 +159,13 @@ class Settings:
             ("MONITOR_NOTIFY_RATE_LIMIT", "notify_rate_limit", int, 1),
             ("MONITOR_NOTIFY_RATE_WINDOW", "notify_rate_window", float, 0),
             ("MONITOR_NOTIFY_PRE_SEND_DELAY", "notify_pre_send_delay", float, 0),
+            ("MONITOR_NOTIFY_CONCURRENCY", "notify_concurrency", int, 1),
+            ("MONITOR_NOTIFY_PER_HOST", "notify_per_host", int, 1),
+            ("MONITOR_PING_RETENTION", "ping_retention", int, 1),
+            ("MONITOR_PING_BODY_RETENTION", "ping_body_retention", float, 0),
+            ("MONITOR_HISTORY_RETENTION", "history_retention", float, 0),
+            ("MONITOR_RETENTION_INTERVAL", "retention_interval", float, 0.01),
+            ("MONITOR_RETENTION_BATCH", "retention_batch", int, 1),
         ]
         for name, key, kind, minimum in numbers:
             raw = env.get(name)

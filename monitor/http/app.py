@@ -130,7 +130,9 @@ def create_app(
                 error,
                 extra={"action": "shard_count_failed"},
             )
-        own_notifier = notifier or AppriseNotifier(allow_private_targets=settings.allow_private_targets)
+        own_notifier = notifier or AppriseNotifier(
+            allow_private_targets=settings.allow_private_targets, max_workers=settings.notify_concurrency
+        )
         app.state.services = Services(engine=engine, settings=settings, clock=clock, notifier=own_notifier)
         ingest = IngestWriter(engine, settings)
         await ingest.start()

@@ -30,12 +30,12 @@ import asyncio
 import logging
 import random
 import uuid as uuid_module
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from sqlalchemy import func, or_, select, update
+from sqlalchemy import exists, func, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from monitor.domain import maintenance, messages
@@ -114,15 +114,54 @@ def _due(now: datetime) -> Any:
     )
 
 
-async def claim_due(engine: AsyncEngine, now: datetime, *, settings: Settings, limit: int) -> list[Job]:
-    """Claim up to ``limit`` due notifications for this sender.
+def _first_in_line(now: datetime) -> Any:
+    """No earlier notification of the same check to the same channel is still open.
 
-    PostgreSQL: ``SELECT … FOR UPDATE SKIP LOCKED`` then one update; SQLite: a conditional
-    update per row (rowcount 1 = ours). Every claimed row gets this call's ``claim_token``.
+    Per check and channel, notifications go out in the order their alerts were raised (alert
+    ids grow with raising): a later one waits until every earlier one is sent, coalesced,
+    suppressed or has finally failed — a ``recovered`` can never overtake the ``missed`` it
+    answers while that one is being retried. Project-level alerts (no check) are not ordered.
+    """
+    n = t.notifications.c
+    earlier = t.notifications.alias("earlier")
+    earlier_alert = t.alerts.alias("earlier_alert")
+    return ~exists(
+        select(earlier.c.id)
+        .select_from(earlier.join(earlier_alert, earlier_alert.c.id == earlier.c.alert_id))
+        .where(earlier_alert.c.check_id == t.alerts.c.check_id)
+        .where(earlier.c.channel_id == n.channel_id)
+        .where(earlier.c.alert_id < n.alert_id)
+        # A held (rate-limited) earlier one does not block unless a sender holds it: a later
+        # one is then over the limit too and held, or has room and carries it as a rider in
+        # its digest — either way it is not delivered before the earlier one.
+        .where(
+            (earlier.c.status == PENDING) | ((earlier.c.status == HELD) & (earlier.c.claimed_until >= now))
+        )
+    )
+
+
+async def claim_due(
+    engine: AsyncEngine,
+    now: datetime,
+    *,
+    settings: Settings,
+    limit: int,
+    skip_channels: Collection[str] = (),
+    skip_notifications: Collection[int] = (),
+) -> list[Job]:
+    """Claim up to ``limit`` due notifications for this sender, in one transaction.
+
+    Only the first open notification per check and channel is due (:func:`_first_in_line`).
+    PostgreSQL: ``SELECT … FOR UPDATE SKIP LOCKED`` then one update; SQLite: one conditional
+    update over the candidates whose ``RETURNING`` says which rows are ours. Every claimed row
+    gets this call's ``claim_token``.
 
     Args:
         now: the claim instant (aware UTC); a claim lasts :func:`claim_length`.
         limit: most rows to claim (≤ 0 claims nothing).
+        skip_channels: channel ids not to claim for now (their target host is at its limit of
+            deliveries in flight).
+        skip_notifications: notification ids not to claim (already handled by the caller).
 
     Returns:
         The claimed jobs, oldest due first, with their messages rendered.
@@ -133,19 +172,44 @@ async def claim_due(engine: AsyncEngine, now: datetime, *, settings: Settings, l
     token = uuid_module.uuid4().hex
     claim = {"claimed_until": now + claim_length(settings), "claim_token": token}
     async with engine.begin() as conn:
-        candidates = select(n.id).where(_due(now)).order_by(n.next_attempt_at, n.id).limit(limit)
+        candidates = (
+            select(n.id)
+            .join(t.alerts, t.alerts.c.id == n.alert_id)
+            .where(_due(now))
+            .where(_first_in_line(now))
+            .order_by(n.next_attempt_at, n.id)
+            .limit(limit)
+        )
+        if skip_channels:
+            candidates = candidates.where(n.channel_id.not_in(list(skip_channels)))
+        if skip_notifications:
+            candidates = candidates.where(n.id.not_in(list(skip_notifications)))
         if conn.dialect.name == "postgresql":
-            ids = list((await conn.execute(candidates.with_for_update(skip_locked=True))).scalars().all())
+            ids = list(
+                (await conn.execute(candidates.with_for_update(skip_locked=True, of=t.notifications)))
+                .scalars()
+                .all()
+            )
             if ids:
                 await conn.execute(update(t.notifications).where(n.id.in_(ids)).values(claim))
         else:
-            ids = []
-            for notification_id in (await conn.execute(candidates)).scalars().all():
-                result = await conn.execute(
-                    update(t.notifications).where(n.id == notification_id).where(_due(now)).values(claim)
+            ids = list((await conn.execute(candidates)).scalars().all())
+            if ids:
+                # conditional: a row another sender claimed since the select stays theirs
+                won = set(
+                    (
+                        await conn.execute(
+                            update(t.notifications)
+                            .where(n.id.in_(ids))
+                            .where(_due(now))
+                            .values(claim)
+                            .returning(n.id)
+                        )
+                    )
+                    .scalars()
+                    .all()
                 )
-                if result.rowcount == 1:
-                    ids.append(notification_id)
+                ids = [i for i in ids if i in won]
         if not ids:
             return []
         rows = (
@@ -153,9 +217,25 @@ async def claim_due(engine: AsyncEngine, now: datetime, *, settings: Settings, l
             .mappings()
             .all()
         )
+    order = {notification_id: index for index, notification_id in enumerate(ids)}
     jobs = [_job(row, token, settings) for row in rows]
-    jobs.sort(key=lambda j: ids.index(j.notification_id))
+    jobs.sort(key=lambda j: order[j.notification_id])
     return jobs
+
+
+async def release_claims(engine: AsyncEngine, jobs: Sequence[Job]) -> None:
+    """Give back claimed, unsent jobs (their rows become claimable at once), under their tokens."""
+    if not jobs:
+        return
+    n = t.notifications.c
+    async with engine.begin() as conn:
+        for token in {job.token for job in jobs}:
+            await conn.execute(
+                update(t.notifications)
+                .where(n.id.in_([job.notification_id for job in jobs if job.token == token]))
+                .where(n.claim_token == token)
+                .values(claimed_until=None, claim_token=None)
+            )
 
 
 def _job_query() -> Any:
@@ -479,17 +559,29 @@ async def deliver_due(
 ) -> int:
     """Claim due notifications, deliver them concurrently and record each attempt.
 
+    Claims in rounds until nothing more is due (or ``limit`` notifications were claimed), so
+    the notifications queued behind a delivered one for the same check and channel go too.
+
     Args:
         now: the instant the claims and attempts are recorded at (aware UTC).
 
     Returns:
         How many notifications were claimed (each was sent, held, suppressed or found taken).
     """
-    jobs = await claim_due(engine, now, settings=settings, limit=limit)
-    await asyncio.gather(
-        *(deliver(engine, notifier, job, lambda: now, settings=settings, rng=rng) for job in jobs)
-    )
-    return len(jobs)
+    handled: set[int] = set()
+    while len(handled) < limit:
+        # rounds: the next notification of a check and channel becomes due once the one before
+        # it is delivered; each notification is attempted at most once per call
+        jobs = await claim_due(
+            engine, now, settings=settings, limit=limit - len(handled), skip_notifications=handled
+        )
+        if not jobs:
+            break
+        handled.update(job.notification_id for job in jobs)
+        await asyncio.gather(
+            *(deliver(engine, notifier, job, lambda: now, settings=settings, rng=rng) for job in jobs)
+        )
+    return len(handled)
 
 
 async def deliver(

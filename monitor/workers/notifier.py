@@ -10,24 +10,23 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections import Counter
+from collections.abc import Callable
 
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from monitor.domain.clock import Clock
 from monitor.failures import FailureLog
+from monitor.notify.apprise import target_key
 from monitor.notify.base import Notifier
 from monitor.services import reminders
-from monitor.services.dispatch import Job, claim_due, deliver, next_delivery_at
+from monitor.services.dispatch import Job, claim_due, deliver, next_delivery_at, release_claims
 from monitor.settings import Settings
 
 logger = logging.getLogger(__name__)
 
 IDLE_POLL = 1.0
 """Seconds between outbox polls when nothing woke the loop (other processes may add rows)."""
-
-
-IN_FLIGHT = 16
-"""Deliveries one notifier process keeps going at once; a hanging target occupies one slot."""
 
 
 async def run_notifier(
@@ -38,16 +37,34 @@ async def run_notifier(
     *,
     wake: asyncio.Event | None = None,
 ) -> None:
-    """Loop forever: keep up to :data:`IN_FLIGHT` deliveries going; sleep until woken, a
-    delivery ends, or the next poll."""
+    """Loop forever: keep up to ``settings.notify_concurrency`` deliveries going, at most
+    ``settings.notify_per_host`` of them to one target (:func:`~monitor.notify.apprise.target_key`);
+    sleep until woken, a delivery ends, or the next poll.
+
+    Rows are claimed in batches of the free slots. A channel whose target is at its limit is
+    left out of the next claims, and rows claimed beyond a target's limit are given back at
+    once, so a slow target holds only its own slots and never delays other channels.
+    """
     wake = wake or asyncio.Event()
+    limit = settings.notify_concurrency
+    per_host = settings.notify_per_host
     in_flight: set[asyncio.Task[object]] = set()
+    busy: Counter[str] = Counter()
+    channel_targets: dict[str, str] = {}
     last_sweep = float("-inf")
     reminder_failures = FailureLog(logger, "reminder sweep", action="reminders_failed")
     round_failures = FailureLog(logger, "notifier round", action="notifier_failed")
+
+    def finished(target: str) -> Callable[[asyncio.Task[object]], None]:
+        def done(task: asyncio.Task[object]) -> None:
+            in_flight.discard(task)
+            busy[target] -= 1
+
+        return done
+
     try:
         while True:
-            claimed = 0
+            started = 0
             if time.monotonic() - last_sweep >= IDLE_POLL:
                 last_sweep = time.monotonic()
                 try:
@@ -59,21 +76,33 @@ async def run_notifier(
                 else:
                     reminder_failures.succeeded()
             try:
+                full = {channel for channel, target in channel_targets.items() if busy[target] >= per_host}
                 jobs = await claim_due(
-                    engine, clock.now(), settings=settings, limit=IN_FLIGHT - len(in_flight)
+                    engine,
+                    clock.now(),
+                    settings=settings,
+                    limit=limit - len(in_flight),
+                    skip_channels=full,
                 )
-                claimed = len(jobs)
+                surplus = []
                 for job in jobs:
+                    target = channel_targets.setdefault(job.channel_id, target_key(job.url))
+                    if busy[target] >= per_host:
+                        surplus.append(job)
+                        continue
+                    busy[target] += 1
                     task = asyncio.create_task(_deliver(engine, notifier, job, clock, settings))
                     in_flight.add(task)
-                    task.add_done_callback(in_flight.discard)
+                    task.add_done_callback(finished(target))
+                    started += 1
+                await release_claims(engine, surplus)
             except asyncio.CancelledError:
                 raise
             except Exception as error:
                 round_failures.failed(error)
             else:
                 round_failures.succeeded()
-            if claimed and len(in_flight) < IN_FLIGHT:
+            if started and len(in_flight) < limit:
                 continue
             wake.clear()
             waiter = asyncio.create_task(wake.wait())
