@@ -380,93 +380,111 @@ async def prepare(engine: AsyncEngine, job: Job, now: datetime, *, settings: Set
         The job to send (possibly with riders and a digest message), or ``None`` when there
         is nothing to send now.
     """
-    n = t.notifications.c
     async with engine.begin() as conn:
-        if conn.dialect.name == "postgresql":
-            # Serialise preparations per channel (the rate-limit count, taking riders): always the
-            # channel row first, then notification rows, so two preparations never deadlock.
-            await conn.execute(
-                # NO KEY UPDATE: inserts of notifications (a foreign-key share lock) are not held up
-                select(t.channels.c.id)
-                .where(t.channels.c.id == job.channel_id)
-                .with_for_update(key_share=True)
-            )
-        renewed = await conn.execute(
-            update(t.notifications)
-            .where(n.id == job.notification_id)
-            .where(n.claim_token == job.token)
-            .where(n.status.in_(OPEN_STATUSES))
-            .values(claimed_until=now + claim_length(settings))
+        return await _prepare(conn, job, now, settings)
+
+
+async def prepare_many(
+    engine: AsyncEngine, jobs: Sequence[Job], now: datetime, *, settings: Settings
+) -> list[Job | None]:
+    """:func:`prepare` for several jobs in one transaction (the notifier's batches).
+
+    Jobs are prepared in channel order, so two senders' batches lock channel rows in the same
+    order (PostgreSQL) and never deadlock. Returns one entry per job, in the order given.
+    """
+    order = sorted(range(len(jobs)), key=lambda i: (jobs[i].channel_id, jobs[i].notification_id))
+    ready: list[Job | None] = [None] * len(jobs)
+    async with engine.begin() as conn:
+        for index in order:
+            ready[index] = await _prepare(conn, jobs[index], now, settings)
+    return ready
+
+
+async def _prepare(conn: AsyncConnection, job: Job, now: datetime, settings: Settings) -> Job | None:
+    n = t.notifications.c
+    if conn.dialect.name == "postgresql":
+        # Serialise preparations per channel (the rate-limit count, taking riders): always the
+        # channel row first, then notification rows, so two preparations never deadlock.
+        await conn.execute(
+            # NO KEY UPDATE: inserts of notifications (a foreign-key share lock) are not held up
+            select(t.channels.c.id).where(t.channels.c.id == job.channel_id).with_for_update(key_share=True)
         )
-        if renewed.rowcount != 1:
-            logger.warning(
-                "claim lost before sending; another sender took the notification over",
-                extra={"action": "claim_lost", "notification_id": job.notification_id},
-            )
-            return None
-        if job.alert_kind != messages.MAINTENANCE and job.alert_created_at is not None:
-            window = maintenance.covering(
-                await _windows(conn, job.project_id, job.check_id), job.check_id, job.alert_created_at
-            )
-            if window is not None:
-                await _release(
-                    conn,
-                    job,
-                    {
-                        "status": SUPPRESSED,
-                        "last_error": f"held back by maintenance window {window.name or window.id!r}",
-                    },
-                )
-                return None
-        # Project-level alerts (monitor_unavailable, project maintenance summaries) are limited
-        # too, as one more "check" per channel (issue 8: a flood of them must not reach a channel).
-        window_start = now - timedelta(seconds=settings.notify_rate_window)
-        # Sent ones about this check, plus those being sent right now (marked below; a dead
-        # sender's mark lapses with its claim).
-        sent_count, oldest = (
-            await conn.execute(
-                select(func.count(), func.min(n.sent_at))
-                .select_from(t.notifications.join(t.alerts, t.alerts.c.id == n.alert_id))
-                .where(n.channel_id == job.channel_id)
-                .where(_same_source(job))
-                .where(n.id != job.notification_id)
-                .where(n.sent_at > window_start)
-                .where(or_(n.status == SENT, n.status.in_(OPEN_STATUSES) & (n.claimed_until >= now)))
-            )
-        ).one()
-        if sent_count >= settings.notify_rate_limit:
-            room_at = (oldest or now) + timedelta(seconds=settings.notify_rate_window)
+    renewed = await conn.execute(
+        update(t.notifications)
+        .where(n.id == job.notification_id)
+        .where(n.claim_token == job.token)
+        .where(n.status.in_(OPEN_STATUSES))
+        .values(claimed_until=now + claim_length(settings))
+    )
+    if renewed.rowcount != 1:
+        logger.warning(
+            "claim lost before sending; another sender took the notification over",
+            extra={"action": "claim_lost", "notification_id": job.notification_id},
+        )
+        return None
+    if job.alert_kind != messages.MAINTENANCE and job.alert_created_at is not None:
+        window = maintenance.covering(
+            await _windows(conn, job.project_id, job.check_id), job.check_id, job.alert_created_at
+        )
+        if window is not None:
             await _release(
                 conn,
                 job,
                 {
-                    "status": HELD,
-                    "next_attempt_at": max(room_at, now),
-                    "last_error": (
-                        f"held back: rate limit of {settings.notify_rate_limit} notifications about one "
-                        f"check per channel in {humanize_duration(settings.notify_rate_window)}; "
-                        "goes out in a digest"
-                    ),
+                    "status": SUPPRESSED,
+                    "last_error": f"held back by maintenance window {window.name or window.id!r}",
                 },
             )
             return None
-        await conn.execute(update(t.notifications).where(n.id == job.notification_id).values(sent_at=now))
-        rider_token = uuid_module.uuid4().hex
-        riders = await _claim_riders(conn, job, rider_token, now, settings)
-        if not riders:
-            return job
-        rows = (
-            (
-                await conn.execute(
-                    select(t.alerts.c.title, t.alerts.c.message, t.alerts.c.kind, t.alerts.c.created_at)
-                    .join(t.notifications, t.notifications.c.alert_id == t.alerts.c.id)
-                    .where(t.notifications.c.id.in_([job.notification_id, *riders]))
-                    .order_by(t.alerts.c.created_at)
-                )
-            )
-            .mappings()
-            .all()
+    # Project-level alerts (monitor_unavailable, project maintenance summaries) are limited
+    # too, as one more "check" per channel (issue 8: a flood of them must not reach a channel).
+    window_start = now - timedelta(seconds=settings.notify_rate_window)
+    # Sent ones about this check, plus those being sent right now (marked below; a dead
+    # sender's mark lapses with its claim).
+    sent_count, oldest = (
+        await conn.execute(
+            select(func.count(), func.min(n.sent_at))
+            .select_from(t.notifications.join(t.alerts, t.alerts.c.id == n.alert_id))
+            .where(n.channel_id == job.channel_id)
+            .where(_same_source(job))
+            .where(n.id != job.notification_id)
+            .where(n.sent_at > window_start)
+            .where(or_(n.status == SENT, n.status.in_(OPEN_STATUSES) & (n.claimed_until >= now)))
         )
+    ).one()
+    if sent_count >= settings.notify_rate_limit:
+        room_at = (oldest or now) + timedelta(seconds=settings.notify_rate_window)
+        await _release(
+            conn,
+            job,
+            {
+                "status": HELD,
+                "next_attempt_at": max(room_at, now),
+                "last_error": (
+                    f"held back: rate limit of {settings.notify_rate_limit} notifications about one "
+                    f"check per channel in {humanize_duration(settings.notify_rate_window)}; "
+                    "goes out in a digest"
+                ),
+            },
+        )
+        return None
+    await conn.execute(update(t.notifications).where(n.id == job.notification_id).values(sent_at=now))
+    rider_token = uuid_module.uuid4().hex
+    riders = await _claim_riders(conn, job, rider_token, now, settings)
+    if not riders:
+        return job
+    rows = (
+        (
+            await conn.execute(
+                select(t.alerts.c.title, t.alerts.c.message, t.alerts.c.kind, t.alerts.c.created_at)
+                .join(t.notifications, t.notifications.c.alert_id == t.alerts.c.id)
+                .where(t.notifications.c.id.in_([job.notification_id, *riders]))
+                .order_by(t.alerts.c.created_at)
+            )
+        )
+        .mappings()
+        .all()
+    )
     return replace(
         job, riders=tuple(riders), rider_token=rider_token, message=digest(job.message, rows, settings)
     )
@@ -617,6 +635,15 @@ async def deliver(
     return result
 
 
+@dataclass(frozen=True, slots=True)
+class Attempt:
+    """One delivery's outcome waiting to be recorded: the job, the result, when the send ended."""
+
+    job: Job
+    result: DeliveryResult
+    at: datetime
+
+
 async def record(
     engine: AsyncEngine,
     job: Job,
@@ -633,6 +660,72 @@ async def record(
         result: what the notifier said.
         now: when the send ended (aware UTC).
     """
+    await record_many(engine, [Attempt(job, result, now)], settings=settings, rng=rng)
+
+
+async def record_many(
+    engine: AsyncEngine,
+    attempts: Sequence[Attempt],
+    *,
+    settings: Settings,
+    rng: random.Random | None = None,
+) -> None:
+    """:func:`record` for several attempts in one transaction (the notifier's recorder)."""
+    logged = []
+    async with engine.begin() as conn:
+        for attempt in attempts:
+            logged.append((attempt, await _record(conn, attempt, settings, rng)))
+    for attempt, recorded in logged:
+        _log_attempt(attempt, recorded)
+
+
+def _outcome(result: DeliveryResult) -> str:
+    return "ok" if result.ok else f"failed: {result.error or 'unknown error'}"
+
+
+def _log_attempt(attempt: Attempt, recorded: int | None) -> None:
+    job, result = attempt.job, attempt.result
+    outcome = _outcome(result)
+    if recorded is None:
+        logger.warning(
+            "stale delivery result not recorded: notification %d channel %s outcome %s"
+            " (its claim was taken over)",
+            job.notification_id,
+            job.channel_id,
+            outcome,
+            extra={
+                "action": "stale_delivery_result",
+                "notification_id": job.notification_id,
+                "channel_id": job.channel_id,
+                "ok": result.ok,
+                "outcome": outcome,
+            },
+        )
+        return
+    logger.info(
+        "notification attempt: notification %d channel %s outcome %s (attempt %d)",
+        job.notification_id,
+        job.channel_id,
+        outcome,
+        job.attempts + 1,
+        extra={
+            "action": "notification_attempt",
+            "notification_id": job.notification_id,
+            "channel_id": job.channel_id,
+            "ok": result.ok,
+            "outcome": outcome,
+            "attempt": job.attempts + 1,
+            "riders": recorded - 1,
+        },
+    )
+
+
+async def _record(
+    conn: AsyncConnection, attempt: Attempt, settings: Settings, rng: random.Random | None
+) -> int | None:
+    """Record one attempt inside ``conn``'s transaction; the rows recorded, or ``None`` when the
+    claim was taken over (nothing is written)."""
+    job, result, now = attempt.job, attempt.result, attempt.at
     attempts = job.attempts + 1
     values: dict[str, Any] = {"attempts": attempts, "claimed_until": None, "claim_token": None}
     if result.ok:
@@ -646,87 +739,56 @@ async def record(
                 status=PENDING, next_attempt_at=now + backoff(attempts, settings.notify_backoff, rng)
             )
     n = t.notifications.c
-    outcome = "ok" if result.ok else f"failed: {result.error or 'unknown error'}"
-    async with engine.begin() as conn:
-        # Only the claim's holder records (QA F8): a sender that stalled past its claim, whose
-        # row another notifier took over, must not add attempt rows or overwrite the status.
-        mine = (
-            await conn.execute(
-                update(t.notifications)
-                .where(n.id == job.notification_id)
-                .where(n.claim_token == job.token)
-                .values(values)
-            )
-        ).rowcount == 1
-        if not mine:
-            logger.warning(
-                "stale delivery result not recorded: notification %d channel %s outcome %s"
-                " (its claim was taken over)",
-                job.notification_id,
-                job.channel_id,
-                outcome,
-                extra={
-                    "action": "stale_delivery_result",
-                    "notification_id": job.notification_id,
-                    "channel_id": job.channel_id,
-                    "ok": result.ok,
-                    "outcome": outcome,
-                },
-            )
-            return
-        recorded = [job.notification_id]
-        if job.riders:
-            rider_values: dict[str, Any] = {
-                "claimed_until": None,
-                "claim_token": None,
-                "attempts": n.attempts + 1,
-            }
-            if result.ok:
-                rider_values.update(
-                    status=COALESCED,
-                    sent_at=now,
-                    last_error=f"sent in the digest of notification {job.notification_id}",
-                )
-            elif values.get("status") == FAILED:
-                rider_values.update(status=FAILED, last_error=result.error)
-            else:
-                rider_values.update(
-                    status=HELD, next_attempt_at=values["next_attempt_at"], last_error=result.error
-                )
-            riders = (
-                (
-                    await conn.execute(
-                        update(t.notifications)
-                        .where(n.id.in_(job.riders))
-                        .where(n.claim_token == job.rider_token)
-                        .values(rider_values)
-                        .returning(n.id)
-                    )
-                )
-                .scalars()
-                .all()
-            )
-            recorded.extend(riders)
+    # Only the claim's holder records (QA F8): a sender that stalled past its claim, whose
+    # row another notifier took over, must not add attempt rows or overwrite the status.
+    mine = (
         await conn.execute(
-            t.notification_attempts.insert(),
-            [{"notification_id": i, "at": now, "ok": result.ok, "error": result.error} for i in recorded],
+            update(t.notifications)
+            .where(n.id == job.notification_id)
+            .where(n.claim_token == job.token)
+            .values(values)
         )
-    logger.info(
-        "notification attempt: notification %d channel %s outcome %s (attempt %d)",
-        job.notification_id,
-        job.channel_id,
-        outcome,
-        attempts,
-        extra={
-            "action": "notification_attempt",
-            "notification_id": job.notification_id,
-            "channel_id": job.channel_id,
-            "ok": result.ok,
-            "outcome": outcome,
-            "attempt": attempts,
-            "riders": len(recorded) - 1,
-        },
+    ).rowcount == 1
+    if not mine:
+        return None
+    recorded = [job.notification_id]
+    if job.riders:
+        rider_values: dict[str, Any] = {
+            "claimed_until": None,
+            "claim_token": None,
+            "attempts": n.attempts + 1,
+        }
+        if result.ok:
+            rider_values.update(
+                status=COALESCED,
+                sent_at=now,
+                last_error=f"sent in the digest of notification {job.notification_id}",
+            )
+        elif values.get("status") == FAILED:
+            rider_values.update(status=FAILED, last_error=result.error)
+        else:
+            rider_values.update(
+                status=HELD, next_attempt_at=values["next_attempt_at"], last_error=result.error
+            )
+        riders = (
+            (
+                await conn.execute(
+                    update(t.notifications)
+                    .where(n.id.in_(job.riders))
+                    .where(n.claim_token == job.rider_token)
+                    .values(rider_values)
+                    .returning(n.id)
+                )
+            )
+            .scalars()
+            .all()
+        )
+        recorded.extend(riders)
+    await conn.execute(
+        t.notification_attempts.insert(),
+        [{"notification_id": i, "at": now, "ok": result.ok, "error": result.error} for i in recorded],
     )
+    return len(recorded)
 
 
 async def next_delivery_at(engine: AsyncEngine) -> datetime | None:
