@@ -386,7 +386,15 @@ async def _worker(settings: Settings, role: str) -> None:
     try:
         await migrate(engine)
         if role == "evaluate":
-            await run_evaluator(engine, settings, SystemClock())
+            from monitor.services.retention import run_retention
+
+            retention = asyncio.create_task(run_retention(engine, settings, SystemClock()), name="retention")
+            try:
+                await run_evaluator(engine, settings, SystemClock())
+            finally:
+                retention.cancel()
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await retention
         else:
             async with AppriseNotifier(
                 allow_private_targets=settings.allow_private_targets, max_workers=settings.notify_concurrency

@@ -37,6 +37,7 @@ from monitor.http.ping import PingApp
 from monitor.notify.apprise import AppriseNotifier
 from monitor.notify.base import Notifier
 from monitor.services.ingest import IngestWriter
+from monitor.services.retention import run_retention
 from monitor.settings import Settings
 from monitor.storage import cluster, leases
 from monitor.storage import tables as t
@@ -145,6 +146,8 @@ def create_app(
             tasks.append(
                 asyncio.create_task(run_evaluator(engine, settings, clock, wake=wake), name="evaluator")
             )
+            # time-based upkeep runs with the evaluator role: pruning in small batches
+            tasks.append(asyncio.create_task(run_retention(engine, settings, clock), name="retention"))
         if notify:
             roles.append("notifier")
             tasks.append(
