@@ -47,14 +47,14 @@ async def _settled(api: Api) -> bool:
 
 
 async def _run_until(
-    api: Api, settings: Settings, done: Callable[[], bool], timeout: float = 20.0, *, settle: bool = True
+    api: Api, settings: Settings, done: Callable[[], bool], within: float = 20.0, *, settle: bool = True
 ) -> None:
     async with AppriseNotifier(
         allow_private_targets=True, max_workers=settings.notify_concurrency
     ) as notifier:
         loop = asyncio.create_task(run_notifier(api.engine, notifier, settings, SystemClock()))
         try:
-            deadline = time.monotonic() + timeout
+            deadline = time.monotonic() + within
             while not (done() and (not settle or await _settled(api))):
                 assert time.monotonic() < deadline, "deliveries did not finish in time"
                 assert not loop.done(), loop
@@ -153,7 +153,7 @@ async def test_a_slow_target_holds_only_its_own_slots(
     started = time.monotonic()
     try:
         await _run_until(
-            api, settings, lambda: len(healthy.requests) >= len(fast_checks), timeout=10, settle=False
+            api, settings, lambda: len(healthy.requests) >= len(fast_checks), within=10, settle=False
         )
         assert time.monotonic() - started < 2.5  # before the first slow answer
         assert len(slow.requests) <= settings.notify_per_host
