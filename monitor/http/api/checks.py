@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 from litestar import Controller, Request, Response, delete, get, post
 from litestar.params import Parameter
-from sqlalchemy import select
+from sqlalchemy import literal, select
 
 from monitor.domain.errors import ValidationError
 from monitor.http.api.common import authenticate, instant_param, json_body, limit_param, services_of
+from monitor.http.api.paging import decode_cursor, paged
 from monitor.http.ping import UUID_RE
 from monitor.services import checks as check_service
 from monitor.services import history
@@ -55,25 +57,34 @@ class ChecksController(Controller):
         tag: list[str] | None = Parameter(query="tag", default=None, required=False),
         slug: str | None = Parameter(query="slug", default=None, required=False),
         limit: str | None = None,
+        cursor: str | None = None,
     ) -> dict[str, Any]:
         """Every check of the project, oldest first, as Healthchecks lists them; ``?limit=``
-        (1-1000) keeps the first N."""
+        (1-1000) pages them: the answer then has ``next`` (with ``cursor=``) while more follow."""
         key = await authenticate(request, write=False)
         most = limit_param(limit) if limit is not None else None
+        after = decode_cursor(cursor, (int,))
         services = services_of(request.app.state)
+        c = t.checks.c
         async with services.engine.connect() as conn:
-            query = select(t.checks).where(t.checks.c.project_id == key.project_id)
+            query = select(t.checks).where(c.project_id == key.project_id)
             if slug is not None:
                 if "\x00" in slug:
                     raise ValidationError("slug", "must not contain NUL characters")
-                query = query.where(t.checks.c.slug == slug)
-            rows = [dict(r) for r in (await conn.execute(query.order_by(t.checks.c.id))).mappings().all()]
-            if tag:
-                wanted = set(tag)
-                rows = [r for r in rows if wanted <= set(r["tags"].split())]
+                query = query.where(c.slug == slug)
+            for wanted in dict.fromkeys(tag or ()):
+                # tags are space-separated words: match a whole word
+                query = query.where(
+                    (literal(" ") + c.tags + literal(" ")).contains(f" {wanted} ", autoescape=True)
+                )
+            if after is not None:
+                query = query.where(c.id > after[0])
+            query = query.order_by(c.id)
             if most is not None:
-                rows = rows[:most]
-            return {"checks": await _dicts(request, conn, rows)}
+                query = query.limit(most + 1)
+            rows = [dict(r) for r in (await conn.execute(query)).mappings().all()]
+            rows, extra = paged(request, services.settings.base_url, rows, most, lambda r: [r["id"]])
+            return {"checks": await _dicts(request, conn, rows), **extra}
 
     @post("/", summary="Create a check (or upsert with unique)")
     async def create_check(self, request: Req) -> Response[dict[str, Any]]:
@@ -134,17 +145,26 @@ class ChecksController(Controller):
         return await _one(request, key.project_id, uuid)
 
     @get("/{uuid:str}/pings/", summary="The check's pings, newest first")
-    async def pings(self, request: Req, uuid: str, limit: str | None = None) -> dict[str, Any]:
+    async def pings(
+        self, request: Req, uuid: str, limit: str | None = None, cursor: str | None = None
+    ) -> dict[str, Any]:
         key = await authenticate(request, write=False)
         uuid = _uuid(uuid)
+        most = limit_param(limit)
+        after = decode_cursor(cursor, (int,))
         services = services_of(request.app.state)
         async with services.engine.connect() as conn:
             row = await check_service.get_check_row(conn, key.project_id, uuid)
-            return {
-                "pings": await history.list_pings(
-                    conn, row["id"], uuid, services.settings.base_url, limit_param(limit)
-                )
-            }
+            pings = await history.list_pings(
+                conn,
+                row["id"],
+                uuid,
+                services.settings.base_url,
+                most + 1,
+                before=after[0] if after else None,
+            )
+        pings, extra = paged(request, services.settings.base_url, pings, most, lambda p: [p["n"]])
+        return {"pings": pings, **extra}
 
     @get("/{uuid:str}/pings/{n:int}/body", summary="A ping's stored body", media_type="text/plain")
     async def ping_body(self, request: Req, uuid: str, n: int) -> Response[bytes]:
@@ -157,13 +177,21 @@ class ChecksController(Controller):
         return Response(body, media_type="text/plain; charset=utf-8")
 
     @get("/{uuid:str}/flips/", summary="The check's flips, newest first")
-    async def flips(self, request: Req, uuid: str, limit: str | None = None) -> dict[str, Any]:
+    async def flips(
+        self, request: Req, uuid: str, limit: str | None = None, cursor: str | None = None
+    ) -> dict[str, Any]:
         key = await authenticate(request, write=False)
         uuid = _uuid(uuid)
+        most = limit_param(limit)
+        after = decode_cursor(cursor, (int,))
         services = services_of(request.app.state)
         async with services.engine.connect() as conn:
             row = await check_service.get_check_row(conn, key.project_id, uuid)
-            return {"flips": await history.list_flips(conn, row["id"], limit_param(limit))}
+            flips, ids = await history.flips_page(conn, row["id"], most + 1, after[0] if after else None)
+        keyed, extra = paged(
+            request, services.settings.base_url, list(zip(flips, ids, strict=True)), most, lambda f: [f[1]]
+        )
+        return {"flips": [f for f, _ in keyed], **extra}
 
     @get("/{uuid:str}/runs/", summary="The check's runs by scheduled time, newest first")
     async def runs(
@@ -173,22 +201,43 @@ class ChecksController(Controller):
         limit: str | None = None,
         from_: str | None = Parameter(query="from", default=None, required=False),
         to: str | None = None,
+        cursor: str | None = None,
     ) -> dict[str, Any]:
         key = await authenticate(request, write=False)
         uuid = _uuid(uuid)
+        most = limit_param(limit)
+        after = decode_cursor(cursor, (datetime, datetime, str))
         services = services_of(request.app.state)
         async with services.engine.connect() as conn:
             row = await check_service.get_check_row(conn, key.project_id, uuid)
-            runs = await history.list_runs(
-                conn, row["id"], limit_param(limit), instant_param("from", from_), instant_param("to", to)
+            runs, keys = await history.runs_page(
+                conn,
+                row["id"],
+                most + 1,
+                instant_param("from", from_),
+                instant_param("to", to),
+                (after[0], after[1], after[2]) if after else None,
             )
-            return {"runs": runs}
+        keyed, extra = paged(
+            request,
+            services.settings.base_url,
+            list(zip(runs, keys, strict=True)),
+            most,
+            lambda r: list(r[1]),
+        )
+        return {"runs": [r for r, _ in keyed], **extra}
 
     @get("/{uuid:str}/alerts/", summary="The check's alerts with their notifications, newest first")
-    async def alerts(self, request: Req, uuid: str, limit: str | None = None) -> dict[str, Any]:
+    async def alerts(
+        self, request: Req, uuid: str, limit: str | None = None, cursor: str | None = None
+    ) -> dict[str, Any]:
         key = await authenticate(request, write=False)
         uuid = _uuid(uuid)
+        most = limit_param(limit)
+        after = decode_cursor(cursor, (int,))
         services = services_of(request.app.state)
         async with services.engine.connect() as conn:
             row = await check_service.get_check_row(conn, key.project_id, uuid)
-            return {"alerts": await history.list_alerts(conn, row["id"], limit_param(limit))}
+            alerts = await history.list_alerts(conn, row["id"], most + 1, before=after[0] if after else None)
+        alerts, extra = paged(request, services.settings.base_url, alerts, most, lambda a: [a["id"]])
+        return {"alerts": alerts, **extra}
