@@ -88,6 +88,11 @@ class Settings:
     """Peer addresses whose ``X-Forwarded-For`` first hop is believed."""
     metrics_key: str | None = None
     """Bearer key for ``/metrics``; unset means open."""
+    metrics_per_check: bool = False
+    """``MONITOR_METRICS_PER_CHECK``: also export per-check series (``monitor_check_up``,
+    ``monitor_check_status``, ``monitor_check_started``, ``monitor_check_last_ping_age_seconds``,
+    labelled ``uuid`` and ``name``); off by default: ``/metrics`` then carries counts by status
+    (``monitor_checks{status}``) and stays small at 100k checks."""
     # --- issue 8: notifications
     notify_rate_limit: int = 10
     """Notifications one channel receives about one check in any ``notify_rate_window`` before
@@ -174,6 +179,9 @@ class Settings:
         raw = env.get("MONITOR_ALLOW_PRIVATE_TARGETS")
         if raw is not None:
             values["allow_private_targets"] = _bool("MONITOR_ALLOW_PRIVATE_TARGETS", raw)
+        raw = env.get("MONITOR_METRICS_PER_CHECK")
+        if raw is not None:
+            values["metrics_per_check"] = _bool("MONITOR_METRICS_PER_CHECK", raw)
         raw = env.get("MONITOR_TRUSTED_PROXIES")
         if raw:
             values["trusted_proxies"] = frozenset(p.strip() for p in raw.split(",") if p.strip())
