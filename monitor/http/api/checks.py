@@ -86,18 +86,35 @@ class ChecksController(Controller):
             rows, extra = paged(request, services.settings.base_url, rows, most, lambda r: [r["id"]])
             return {"checks": await _dicts(request, conn, rows), **extra}
 
-    @post("/", summary="Create a check (or upsert with unique)")
+    @post("/", summary="Create a check (or upsert with unique); a list creates several")
     async def create_check(self, request: Req) -> Response[dict[str, Any]]:
+        """One check (201, or 200 for an upsert match), or with a JSON list of up to 1000
+        checks all of them in one transaction: 201 ``{"checks": [...]}`` in the order given,
+        or nothing and 400 ``{"error": "[<index>].<field>: <problem>"}``."""
         key = await authenticate(request, write=True)
         data = await json_body(request)
         services = services_of(request.app.state)
         now = services.clock.now()
         async with services.engine.begin() as conn:
+            if isinstance(data, list):
+                if not data or not all(isinstance(item, dict) for item in data):
+                    raise ValidationError(
+                        "body", "must be a JSON object, or a non-empty list of JSON objects (several checks)"
+                    )
+                ids = await check_service.create_many(
+                    conn, key.project_id, data, now, shards=services.settings.shards
+                )
+                found = await conn.execute(select(t.checks).where(t.checks.c.id.in_(ids)))
+                by_id = {r["id"]: dict(r) for r in found.mappings().all()}
+                return Response(
+                    {"checks": await _dicts(request, conn, [by_id[i] for i in ids])}, status_code=201
+                )
             check_id, created = await check_service.create_or_upsert(
                 conn, key.project_id, data, now, shards=services.settings.shards
             )
-            uuid = (await conn.execute(select(t.checks.c.uuid).where(t.checks.c.id == check_id))).scalar_one()
-        return Response(await _one(request, key.project_id, uuid), status_code=201 if created else 200)
+            row = (await conn.execute(select(t.checks).where(t.checks.c.id == check_id))).mappings().one()
+            body = (await _dicts(request, conn, [dict(row)]))[0]
+        return Response(body, status_code=201 if created else 200)
 
     @get("/{uuid:str}", summary="Get a check")
     async def get_check(self, request: Req, uuid: str) -> dict[str, Any]:
