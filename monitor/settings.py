@@ -76,6 +76,9 @@ class Settings:
     """Most pings in one group-commit transaction."""
     ingest_wait_ms: float = 2.0
     """Longest wait for more pings before a batch is committed, milliseconds."""
+    ingest_queue: int = 5000
+    """``MONITOR_INGEST_QUEUE``: most pings waiting for the writer per process (default 5000,
+    ten batches); beyond it a ping is answered ``503`` with ``Retry-After: 1`` and not stored."""
     notify_max_attempts: int = 8
     """Delivery attempts per notification before it is marked failed."""
     notify_timeout: float = 10.0
@@ -158,6 +161,7 @@ class Settings:
             ("MONITOR_PING_RATE_LIMIT", "ping_rate_limit", int, 1),
             ("MONITOR_INGEST_BATCH", "ingest_batch", int, 1),
             ("MONITOR_INGEST_WAIT_MS", "ingest_wait_ms", float, 0),
+            ("MONITOR_INGEST_QUEUE", "ingest_queue", int, 1),
             ("MONITOR_NOTIFY_MAX_ATTEMPTS", "notify_max_attempts", int, 1),
             ("MONITOR_NOTIFY_TIMEOUT", "notify_timeout", float, 0.1),
             ("MONITOR_NOTIFY_BACKOFF", "notify_backoff", float, 0),
