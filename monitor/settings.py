@@ -110,8 +110,8 @@ class Settings:
     notify_concurrency: int = 64
     """``MONITOR_NOTIFY_CONCURRENCY``: deliveries one notifier process keeps in flight at once
     (default 64); also the number of Apprise sender threads."""
-    notify_per_host: int = 8
-    """``MONITOR_NOTIFY_PER_HOST``: of those, most in flight to one target host (default 8), so a
+    notify_per_host: int = 32
+    """``MONITOR_NOTIFY_PER_HOST``: of those, most in flight to one target host (default 32), so a
     slow or hanging target cannot take every slot from the others."""
     # --- retention
     ping_retention: int = 1000
