@@ -2,14 +2,23 @@
 
 from __future__ import annotations
 
+import asyncio
+import time
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 
+from litestar.testing import AsyncTestClient
 from sqlalchemy import func, select
+from sqlalchemy.ext.asyncio import AsyncEngine
 
+from monitor.domain.clock import FrozenClock
+from monitor.http.app import create_app
+from monitor.services import projects
 from monitor.services.evaluator import evaluate_due
 from monitor.services.retention import Retention
+from monitor.settings import Settings
 from monitor.storage import tables as t
-from tests.conftest import Api
+from tests.conftest import API_KEY, Api
 from tests.support.app import create_check, list_of
 
 
@@ -116,3 +125,26 @@ async def test_storage_stays_flat_under_a_long_stream(api: Api) -> None:
             )
         ).scalar()
     assert old_bodies == 0
+
+
+async def test_the_serving_process_prunes_in_the_background(
+    engine: AsyncEngine, clock: FrozenClock, settings_factory: Callable[..., Settings]
+) -> None:
+    settings = settings_factory(ping_retention=3, retention_interval=0.05)
+    async with engine.begin() as conn:
+        await projects.create_project(conn, "test", clock.now(), api_key=API_KEY)
+    app = create_app(settings, clock=clock, evaluator=True, notify=False, liveness=False)
+    async with AsyncTestClient(app) as client:
+        headers = {"X-Api-Key": API_KEY}
+        made = await client.post("/api/v3/checks/", json={"name": "chatty", "channels": ""}, headers=headers)
+        uuid = made.json()["uuid"]
+        for _ in range(10):
+            assert (await client.get(f"/ping/{uuid}")).status_code == 200
+            clock.advance(1)
+        deadline = time.monotonic() + 10
+        while True:
+            pings = (await client.get(f"/api/v3/checks/{uuid}/pings/", headers=headers)).json()["pings"]
+            if [p["n"] for p in pings] == [10, 9, 8] or time.monotonic() > deadline:
+                break
+            await asyncio.sleep(0.05)
+        assert [p["n"] for p in pings] == [10, 9, 8]
