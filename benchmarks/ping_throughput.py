@@ -95,6 +95,7 @@ class Run:
     p50_ms: float
     p99_ms: float
     max_ms: float
+    load: float = 0.0
 
     @property
     def ok(self) -> int:
@@ -211,6 +212,7 @@ def to_run(target: str, round_: int, raw: dict[str, Any]) -> Run:
         p50_ms=raw["p50_us"] / 1000,
         p99_ms=raw["p99_us"] / 1000,
         max_ms=raw["max_us"] / 1000,
+        load=os.getloadavg()[0],
     )
 
 
@@ -255,11 +257,17 @@ def bench_backend(backend: str, args: argparse.Namespace, noop: Server, work: Pa
     return {"backend": backend, "runs": runs, "accounting": accounting}
 
 
+GOAL_RATIO = 0.30
+"""Issue 16: durable pings per second at least 0.30 of the no-op Litestar app, on both backends."""
+GOAL_P99_MS = 50.0
+"""Issue 16: monitor's p99 latency under the same load."""
+
+
 def report(results: list[dict[str, Any]], connections: int) -> bool:
     good = True
     header = (
         f"{'backend':9} {'target':8} {'round':>5} {'2xx/s':>9} {'p50 ms':>8} {'p99 ms':>8} {'max ms':>8} "
-        f"{'non-2xx':>8} {'sock err':>8}"
+        f"{'non-2xx':>8} {'sock err':>8} {'load':>6}"
     )
     print()
     print(header)
@@ -269,7 +277,7 @@ def report(results: list[dict[str, Any]], connections: int) -> bool:
             print(
                 f"{result['backend']:9} {run.target:8} {run.round:>5} {run.ok_per_s:>9,.0f} "
                 f"{run.p50_ms:>8.2f} {run.p99_ms:>8.2f} {run.max_ms:>8.1f} "
-                f"{run.non2xx:>8} {run.socket_errors:>8}"
+                f"{run.non2xx:>8} {run.socket_errors:>8} {run.load:>6.2f}"
             )
     print()
     summary = (
@@ -297,6 +305,22 @@ def report(results: list[dict[str, Any]], connections: int) -> bool:
                 f"    {result['backend']}: wrk 2xx {ok:,}, n_pings grew by {counted:,} "
                 f"(in flight at the end: {counted - ok})"
             )
+    print()
+    for result in results:
+        noop = [r for r in result["runs"] if r.target == "no-op"]
+        mon = [r for r in result["runs"] if r.target == "monitor"]
+        ratio = statistics.median(r.ok_per_s for r in mon) / statistics.median(r.ok_per_s for r in noop)
+        p99 = statistics.median(r.p99_ms for r in mon)
+        load = statistics.median(r.load for r in mon)
+        for label, met, figure in (
+            ("durable pings/s ÷ no-op ≥ 0.30", ratio >= GOAL_RATIO, f"{ratio:.3f}"),
+            ("p99 < 50 ms", p99 < GOAL_P99_MS, f"{p99:.1f} ms"),
+        ):
+            print(
+                f"goal {result['backend']}: {label}: {figure} (load {load:.2f}/{os.cpu_count()} cores):"
+                f" {'met' if met else 'NOT met'}"
+            )
+            good = good and met
     return good
 
 

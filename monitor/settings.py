@@ -76,6 +76,9 @@ class Settings:
     """Most pings in one group-commit transaction."""
     ingest_wait_ms: float = 2.0
     """Longest wait for more pings before a batch is committed, milliseconds."""
+    ingest_queue: int = 5000
+    """``MONITOR_INGEST_QUEUE``: most pings waiting for the writer per process (default 5000,
+    ten batches); beyond it a ping is answered ``503`` with ``Retry-After: 1`` and not stored."""
     notify_max_attempts: int = 8
     """Delivery attempts per notification before it is marked failed."""
     notify_timeout: float = 10.0
@@ -88,6 +91,11 @@ class Settings:
     """Peer addresses whose ``X-Forwarded-For`` first hop is believed."""
     metrics_key: str | None = None
     """Bearer key for ``/metrics``; unset means open."""
+    metrics_per_check: bool = False
+    """``MONITOR_METRICS_PER_CHECK``: also export per-check series (``monitor_check_up``,
+    ``monitor_check_status``, ``monitor_check_started``, ``monitor_check_last_ping_age_seconds``,
+    labelled ``uuid`` and ``name``); off by default: ``/metrics`` then carries counts by status
+    (``monitor_checks{status}``) and stays small at 100k checks."""
     # --- issue 8: notifications
     notify_rate_limit: int = 10
     """Notifications one channel receives about one check in any ``notify_rate_window`` before
@@ -119,6 +127,27 @@ class Settings:
     """Testing aid (``MONITOR_SCHEDULER_PRE_SPAWN_DELAY``, seconds, default 0): how long the
     bundled scheduler waits between recording a run's start and spawning it, so a test can stall
     (SIGSTOP) a replica inside that gap. Not for production."""
+    notify_concurrency: int = 64
+    """``MONITOR_NOTIFY_CONCURRENCY``: deliveries one notifier process keeps in flight at once
+    (default 64); also the number of Apprise sender threads."""
+    notify_per_host: int = 32
+    """``MONITOR_NOTIFY_PER_HOST``: of those, most in flight to one target host (default 32), so a
+    slow or hanging target cannot take every slot from the others."""
+    # --- retention
+    ping_retention: int = 1000
+    """``MONITOR_PING_RETENTION``: pings kept per check, newest first (default 1000, as
+    Healthchecks); older ones are pruned unless an open run or an unjudged tick still needs them."""
+    ping_body_retention: float = 30 * 86400.0
+    """``MONITOR_PING_BODY_RETENTION``: seconds a ping's body is kept (default 30 days); the ping
+    row stays, its body is cleared."""
+    history_retention: float = 90 * 86400.0
+    """``MONITOR_HISTORY_RETENTION``: seconds of finished runs, judged ticks, flips and alerts
+    (with their notifications) kept (default 90 days)."""
+    retention_interval: float = 60.0
+    """``MONITOR_RETENTION_INTERVAL``: seconds between pruning rounds of the background task."""
+    retention_batch: int = 500
+    """``MONITOR_RETENTION_BATCH``: most rows one pruning transaction deletes (small batches keep
+    the SQLite writer free for ingest)."""
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None, **overrides: Any) -> Settings:
@@ -154,6 +183,7 @@ class Settings:
             ("MONITOR_PING_RATE_LIMIT", "ping_rate_limit", int, 1),
             ("MONITOR_INGEST_BATCH", "ingest_batch", int, 1),
             ("MONITOR_INGEST_WAIT_MS", "ingest_wait_ms", float, 0),
+            ("MONITOR_INGEST_QUEUE", "ingest_queue", int, 1),
             ("MONITOR_NOTIFY_MAX_ATTEMPTS", "notify_max_attempts", int, 1),
             ("MONITOR_NOTIFY_TIMEOUT", "notify_timeout", float, 0.1),
             ("MONITOR_NOTIFY_BACKOFF", "notify_backoff", float, 0),
@@ -164,6 +194,13 @@ class Settings:
             ("MONITOR_SMTP_MESSAGE_LIMIT", "smtp_message_limit", int, 1),
             ("MONITOR_SENTRY_ENVELOPE_LIMIT", "sentry_envelope_limit", int, 1024),
             ("MONITOR_SCHEDULER_PRE_SPAWN_DELAY", "scheduler_pre_spawn_delay", float, 0),
+            ("MONITOR_NOTIFY_CONCURRENCY", "notify_concurrency", int, 1),
+            ("MONITOR_NOTIFY_PER_HOST", "notify_per_host", int, 1),
+            ("MONITOR_PING_RETENTION", "ping_retention", int, 1),
+            ("MONITOR_PING_BODY_RETENTION", "ping_body_retention", float, 0),
+            ("MONITOR_HISTORY_RETENTION", "history_retention", float, 0),
+            ("MONITOR_RETENTION_INTERVAL", "retention_interval", float, 0.01),
+            ("MONITOR_RETENTION_BATCH", "retention_batch", int, 1),
         ]
         for name, key, kind, minimum in numbers:
             raw = env.get(name)
@@ -172,6 +209,9 @@ class Settings:
         raw = env.get("MONITOR_ALLOW_PRIVATE_TARGETS")
         if raw is not None:
             values["allow_private_targets"] = _bool("MONITOR_ALLOW_PRIVATE_TARGETS", raw)
+        raw = env.get("MONITOR_METRICS_PER_CHECK")
+        if raw is not None:
+            values["metrics_per_check"] = _bool("MONITOR_METRICS_PER_CHECK", raw)
         raw = env.get("MONITOR_TRUSTED_PROXIES")
         if raw:
             values["trusted_proxies"] = frozenset(p.strip() for p in raw.split(",") if p.strip())

@@ -283,6 +283,9 @@ class _Spec:
     # idle croniter cursors, forward and backward (see _Cursor)
     ahead: list[_Cursor] = field(default_factory=list, compare=False)
     behind: list[_Cursor] = field(default_factory=list, compare=False)
+    # the last answered gap between two consecutive ticks, (tick, next tick) in epoch seconds:
+    # every run ping of every check on this schedule until the next tick asks the same question
+    span: list[tuple[int, int]] = field(default_factory=list, compare=False)
 
 
 def _err(kind: _FieldKind, position: int, problem: str) -> ScheduleError:
@@ -1087,6 +1090,34 @@ class CronSchedule:
     # ------------------------------------------------------------------ instants (DST rule)
 
     def _next_ts(self, c: int) -> int | None:
+        """The first tick at or after epoch second ``c`` (from the remembered span when inside it)."""
+        span = self._spec.span
+        if span:
+            p, n = span[0]
+            if p < c <= n:
+                return n
+            if c == p:
+                return p
+        ts = self._next_ts_search(c)
+        if ts is not None and span and span[0][1] == c - 1:
+            self._spec.span[:] = [(c - 1, ts)]  # walking forward: the previous answer is the tick before
+        return ts
+
+    def _prev_ts(self, c: int) -> int | None:
+        """The last tick at or before epoch second ``c`` (from the remembered span when inside it)."""
+        span = self._spec.span
+        if span:
+            p, n = span[0]
+            if p <= c < n:
+                return p
+        ts = self._prev_ts_search(c)
+        if ts is not None:
+            after = self._next_ts_search(ts + 1)
+            if after is not None and after > c:
+                self._spec.span[:] = [(ts, after)]
+        return ts
+
+    def _next_ts_search(self, c: int) -> int | None:
         """The first tick at or after epoch second ``c``."""
         spec = self._spec
         zone, fixed, hi_ts = spec.zone, spec.fixed, spec.hi_ts
@@ -1110,7 +1141,7 @@ class CronSchedule:
             c = end
         return None  # pragma: no cover - bounded by _MAX_SEGMENTS; parse guarantees a nearer tick
 
-    def _prev_ts(self, c: int) -> int | None:
+    def _prev_ts_search(self, c: int) -> int | None:
         """The last tick at or before epoch second ``c``."""
         spec = self._spec
         zone, fixed, lo_ts = spec.zone, spec.fixed, spec.lo_ts

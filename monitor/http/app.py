@@ -38,6 +38,7 @@ from monitor.http.sentry import route_handlers as sentry_routes
 from monitor.notify.apprise import AppriseNotifier
 from monitor.notify.base import Notifier
 from monitor.services.ingest import IngestWriter
+from monitor.services.retention import run_retention
 from monitor.settings import Settings
 from monitor.storage import cluster, leases
 from monitor.storage import tables as t
@@ -205,7 +206,9 @@ def create_app(
                 error,
                 extra={"action": "shard_count_failed"},
             )
-        own_notifier = notifier or AppriseNotifier(allow_private_targets=settings.allow_private_targets)
+        own_notifier = notifier or AppriseNotifier(
+            allow_private_targets=settings.allow_private_targets, max_workers=settings.notify_concurrency
+        )
         app.state.services = Services(engine=engine, settings=settings, clock=clock, notifier=own_notifier)
         ingest = IngestWriter(engine, settings)
         await ingest.start()
@@ -223,6 +226,8 @@ def create_app(
             tasks.append(
                 asyncio.create_task(run_evaluator(engine, settings, clock, wake=wake), name="evaluator")
             )
+            # time-based upkeep runs with the evaluator role: pruning in small batches
+            tasks.append(asyncio.create_task(run_retention(engine, settings, clock), name="retention"))
         if notify:
             roles.append("notifier")
             tasks.append(

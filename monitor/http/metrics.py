@@ -27,7 +27,10 @@ Series:
   gap, 2 × TTL); ``monitor_liveness_age_seconds`` — since the freshest liveness renewal;
   ``monitor_outage_ongoing`` — 1 when no liveness row is fresh; ``monitor_outages_total`` —
   monitor outages recorded (self-outage guard).
-* ``monitor_check_up{uuid, name}`` — 0 while the check is down, else 1;
+* ``monitor_checks{status}`` — checks per status (new, up, grace, down, paused), counted in the
+  database; ``monitor_checks_started`` — checks with a run in progress.
+* only with ``MONITOR_METRICS_PER_CHECK=1`` (per-check series; off by default so a scrape stays
+  small at 100k checks): ``monitor_check_up{uuid, name}`` — 0 while the check is down, else 1;
   ``monitor_check_status{uuid, name, status}`` — 1 for the check's status (new, up, grace, down,
   paused), 0 for the others; ``monitor_check_started{uuid, name}`` — a run is in progress;
   ``monitor_check_last_ping_age_seconds{uuid, name}`` — since its last ping (checks never pinged
@@ -57,8 +60,8 @@ from prometheus_client.metrics_core import (
     Metric,
     SummaryMetricFamily,
 )
-from sqlalchemy import func, select
-from sqlalchemy.ext.asyncio import AsyncEngine
+from sqlalchemy import case, func, select
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from monitor import __version__
 from monitor.domain import detection
@@ -107,6 +110,9 @@ class Snapshot:
     outages: int = 0
     ttl: timedelta = field(default=timedelta(seconds=10))
     checks: tuple[CheckRow, ...] = ()
+    per_check: bool = False
+    checks_by_status: tuple[tuple[str, int], ...] = ()
+    checks_started: int = 0
     pings_by_kind: tuple[tuple[str, int], ...] = ()
     alerts_by_kind: tuple[tuple[str, int], ...] = ()
     notifications_by_status: tuple[tuple[str, int], ...] = ()
@@ -114,9 +120,46 @@ class Snapshot:
     sweeps: sweeps.SweepStats | None = None
 
 
-async def read_snapshot(engine: AsyncEngine, now: datetime, shards: int, ttl: timedelta) -> Snapshot:
+def _status_case(now: datetime) -> Any:
+    """A check's status in SQL, as :func:`monitor.domain.detection.status` decides it."""
+    c = t.checks.c
+    return case(
+        (c.paused, Status.PAUSED.value),
+        (c.watch_from.is_(None), Status.NEW.value),
+        (c.episode_key.is_not(None), Status.DOWN.value),
+        (c.pending_tick.is_not(None) & (c.pending_tick <= now), Status.GRACE.value),
+        else_=Status.UP.value,
+    )
+
+
+async def _checks_by_status(conn: AsyncConnection, now: datetime) -> tuple[tuple[str, int], ...]:
+    status = _status_case(now).label("status")
+    rows = await conn.execute(select(status, func.count()).select_from(t.checks).group_by(status))
+    counts = {str(k): int(n) for k, n in rows}
+    return tuple((value.value, counts.get(value.value, 0)) for value in Status)
+
+
+async def _started_count(conn: AsyncConnection, now: datetime) -> int:
+    """Checks with a run in progress (open runs are few: the partial index ``ix_runs_open``)."""
+    rows = await conn.execute(
+        select(t.runs.c.check_id, t.runs.c.started_at, t.checks.c.max_runtime)
+        .join(t.checks, t.checks.c.id == t.runs.c.check_id)
+        .where(t.runs.c.outcome.is_(None))
+        .where(t.runs.c.started_at.is_not(None))
+    )
+    return len({cid for cid, at, limit in rows if (now - at).total_seconds() <= limit})
+
+
+async def read_snapshot(
+    engine: AsyncEngine, now: datetime, shards: int, ttl: timedelta, *, per_check: bool = False
+) -> Snapshot:
     """Read everything ``/metrics`` exports in one connection (each query is an index lookup
-    or a scan of a table with one row per lease or process)."""
+    or a scan of a table with one row per lease or process).
+
+    Args:
+        per_check: also read every check (``MONITOR_METRICS_PER_CHECK``); otherwise only their
+            counts by status, grouped in the database, so a scrape stays small at 100k checks.
+    """
     async with engine.connect() as conn:
         lease_rows = (
             await conn.execute(
@@ -153,8 +196,13 @@ async def read_snapshot(engine: AsyncEngine, now: datetime, shards: int, ttl: ti
         ).scalar_one()
         last_liveness = (await conn.execute(select(func.max(t.liveness.c.renewed_at)))).scalar_one_or_none()
         outages = (await conn.execute(select(func.count()).select_from(t.outages))).scalar_one()
-        check_rows = [dict(r) for r in (await conn.execute(select(t.checks))).mappings().all()]
-        started = await check_service.started_checks(conn, check_rows, now)
+        check_rows: list[dict[str, Any]] = []
+        started: set[int] = set()
+        if per_check:
+            check_rows = [dict(r) for r in (await conn.execute(select(t.checks))).mappings().all()]
+            started = await check_service.started_checks(conn, check_rows, now)
+        by_status = await _checks_by_status(conn, now)
+        started_count = await _started_count(conn, now)
 
         async def grouped(column: Any) -> tuple[tuple[str, int], ...]:
             rows = await conn.execute(select(column, func.count()).group_by(column).order_by(column))
@@ -185,6 +233,9 @@ async def read_snapshot(engine: AsyncEngine, now: datetime, shards: int, ttl: ti
             )
             for r in check_rows
         ),
+        per_check=per_check,
+        checks_by_status=by_status,
+        checks_started=started_count,
         pings_by_kind=pings_by_kind,
         alerts_by_kind=alerts_by_kind,
         notifications_by_status=notifications_by_status,
@@ -287,7 +338,17 @@ class SnapshotCollector:
         yield CounterMetricFamily(
             "monitor_outages", "Monitor outages recorded by the self-outage guard.", value=s.outages
         )
-        yield from self._check_metrics(now)
+        counts = GaugeMetricFamily(
+            "monitor_checks", "Checks by status (new, up, grace, down, paused).", labels=["status"]
+        )
+        for status_value, count in s.checks_by_status:
+            counts.add_metric([status_value], count)
+        yield counts
+        yield GaugeMetricFamily(
+            "monitor_checks_started", "Checks with a run in progress.", value=s.checks_started
+        )
+        if s.per_check:
+            yield from self._check_metrics(now)
         yield from self._history_metrics()
 
     def _check_metrics(self, now: datetime) -> Iterator[Metric]:
@@ -393,7 +454,9 @@ async def metrics(request: Request[Any, Any, Any]) -> Response[Any]:
     try:
         async with services.engine.connect() as conn:  # the database's count, not MONITOR_SHARDS
             shards = await cluster.stored_shard_count(conn) or settings.shards
-        snapshot = await read_snapshot(services.engine, services.clock.now(), shards, ttl)
+        snapshot = await read_snapshot(
+            services.engine, services.clock.now(), shards, ttl, per_check=services.settings.metrics_per_check
+        )
     except Exception as error:
         logger.warning(
             "metrics: database unreachable: %s: %s",

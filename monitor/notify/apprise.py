@@ -26,6 +26,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
+import functools
 import importlib
 import ipaddress
 import logging
@@ -231,6 +232,23 @@ def _target_host(url: str) -> tuple[str, int | None] | None:
         return None
     host = getattr(plugin, "host", None)
     return (str(host), getattr(plugin, "port", None)) if host else None
+
+
+@functools.lru_cache(maxsize=4096)
+def target_key(url: str) -> str:
+    """Where a delivery to ``url`` goes, as a key for per-target concurrency limits.
+
+    ``host:port`` for URLs that name a host (``json://``, ``mailtos://`` …), else the scheme
+    (``slack``, ``discord``: one service endpoint). Cached: channels are few, sends many.
+    """
+    try:
+        target = _target_host(url)
+    except Exception:  # an unparseable URL fails at send time; any key will do here
+        target = None
+    if target is None:
+        return _scheme(url)
+    host, port = target
+    return f"{host}:{port}" if port else host
 
 
 def service_label(url: str) -> str:

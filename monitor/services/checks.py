@@ -212,8 +212,20 @@ def _apply_kind(values: dict[str, Any], given: Mapping[str, Any]) -> None:
         values.setdefault("tz", "UTC")
 
 
+async def _project_channels(conn: AsyncConnection, project_id: int) -> list[tuple[str, str]]:
+    rows = await conn.execute(
+        select(t.channels.c.id, t.channels.c.name).where(t.channels.c.project_id == project_id)
+    )
+    return [(r[0], r[1]) for r in rows]
+
+
 async def _resolve_channels(
-    conn: AsyncConnection, project_id: int, text: str, field: str = "channels"
+    conn: AsyncConnection,
+    project_id: int,
+    text: str,
+    field: str = "channels",
+    *,
+    rows: Sequence[tuple[str, str]] | None = None,
 ) -> list[str]:
     """Channel ids for ``text``: ``"*"`` (all), ``""`` (none) or comma-separated ids or names.
 
@@ -221,11 +233,8 @@ async def _resolve_channels(
         ValidationError: naming ``field`` (``channels`` or ``escalate_to``): an unknown
             channel, or a name two or more channels share ("ambiguous"; use the id).
     """
-    rows = (
-        await conn.execute(
-            select(t.channels.c.id, t.channels.c.name).where(t.channels.c.project_id == project_id)
-        )
-    ).all()
+    if rows is None:
+        rows = await _project_channels(conn, project_id)
     if text.strip() == "*":
         return [r[0] for r in rows]
     wanted = [p.strip() for p in text.split(",")] if text.strip() else []
@@ -263,8 +272,12 @@ def _check_escalation(values: Mapping[str, Any]) -> None:
         raise ValidationError("escalate_after", "needs escalate_to: the channels to escalate to")
 
 
-async def _set_channels(conn: AsyncConnection, check_id: int, channel_ids: Sequence[str]) -> None:
-    await conn.execute(delete(t.check_channels).where(t.check_channels.c.check_id == check_id))
+async def _set_channels(
+    conn: AsyncConnection, check_id: int, channel_ids: Sequence[str], *, new: bool = False
+) -> None:
+    """Link the check to exactly ``channel_ids`` (``new``: it has no links yet)."""
+    if not new:
+        await conn.execute(delete(t.check_channels).where(t.check_channels.c.check_id == check_id))
     if channel_ids:
         await conn.execute(
             t.check_channels.insert(),
@@ -327,10 +340,120 @@ async def create_or_upsert(
     except IntegrityError:  # a concurrent transaction took the slug after our check
         raise _slug_taken(values.get("slug")) from None
     if channels is not None:
-        await _set_channels(conn, check_id, await _resolve_channels(conn, project_id, channels))
+        await _set_channels(conn, check_id, await _resolve_channels(conn, project_id, channels), new=True)
     else:  # issue 8: the project's default channels
-        await _set_channels(conn, check_id, await _default_channels(conn, project_id))
+        await _set_channels(conn, check_id, await _default_channels(conn, project_id), new=True)
     return int(check_id), True
+
+
+MAX_BULK = 1000
+"""Most checks one ``POST /api/v3/checks/`` with a list creates."""
+
+
+async def create_many(
+    conn: AsyncConnection, project_id: int, items: Sequence[Any], now: datetime, *, shards: int
+) -> list[int]:
+    """Create several checks in the caller's transaction, all or none (a list body).
+
+    The project's channels, its default channels and the shard count are read once, the checks
+    inserted in one multi-row statement and their channel links in another: the cost per
+    check is its validation, not a round trip per column of work.
+
+    Args:
+        items: check fields as for :func:`create_or_upsert`, without ``unique`` (1 to
+            :data:`MAX_BULK` of them).
+
+    Returns:
+        The new checks' ids, in the order given.
+
+    Raises:
+        ValidationError: ``checks`` (not 1-1000 items) or ``[<index>].<field>: <problem>``.
+        Conflict: a slug is taken, in the project or twice in the list.
+    """
+    if not 1 <= len(items) <= MAX_BULK:
+        raise ValidationError("checks", f"give a list of 1 to {MAX_BULK} checks")
+    channel_rows = await _project_channels(conn, project_id)
+    defaults: list[str] | None = None
+    count = await cluster.shard_count_for_insert(conn, shards, now)
+    rows: list[dict[str, Any]] = []
+    links: list[list[str]] = []
+    for index, item in enumerate(items):
+        try:
+            fields = parse_check_fields(item)
+            if fields.pop("unique", None):
+                raise ValidationError("unique", "is not accepted in a list; create or upsert one at a time")
+            channels = fields.pop("channels", None)
+            if "escalate_to" in fields:
+                fields["escalate_to"] = ",".join(
+                    await _resolve_channels(
+                        conn, project_id, fields["escalate_to"], "escalate_to", rows=channel_rows
+                    )
+                )
+            values = new_check_values(project_id=project_id, now=now, shards=count)
+            values.update(fields)
+            _apply_kind(values, fields)
+            if values["kind"] == "cron" and not values.get("schedule"):
+                raise ValidationError("schedule", "is required for a cron check")
+            _validate_schedule(values, now)
+            _check_escalation(values)
+            if channels is not None:
+                wanted = await _resolve_channels(conn, project_id, channels, rows=channel_rows)
+            else:
+                if defaults is None:
+                    defaults = await _default_channels(conn, project_id)
+                wanted = defaults
+        except ValidationError as error:
+            raise ValidationError(f"[{index}].{error.field}", error.problem) from None
+        rows.append(values)
+        links.append(wanted)
+    slugs = [r["slug"] for r in rows if r.get("slug")]
+    if len(slugs) != len(set(slugs)):
+        raise Conflict("slug: the list gives one slug to two checks")
+    if slugs:
+        taken = (
+            (
+                await conn.execute(
+                    select(t.checks.c.slug)
+                    .where(t.checks.c.project_id == project_id)
+                    .where(t.checks.c.slug.in_(slugs))
+                )
+            )
+            .scalars()
+            .first()
+        )
+        if taken is not None:
+            raise _slug_taken(taken)
+    # one column set for every row (a multi-row INSERT needs it)
+    columns = set().union(*(r.keys() for r in rows))
+    filled = [{c: r.get(c, _column_default(c)) for c in columns} for r in rows]
+    try:
+        async with conn.begin_nested():
+            inserted = (
+                await conn.execute(
+                    t.checks.insert().returning(t.checks.c.id, t.checks.c.uuid, sort_by_parameter_order=True),
+                    filled,
+                )
+            ).all()
+    except IntegrityError:  # a concurrent transaction took a slug after our check
+        raise Conflict("slug: a slug in the list was taken meanwhile") from None
+    ids = [int(r[0]) for r in inserted]
+    pairs = [
+        {"check_id": check_id, "channel_id": c}
+        for check_id, wanted in zip(ids, links, strict=True)
+        for c in dict.fromkeys(wanted)
+    ]
+    if pairs:
+        await conn.execute(t.check_channels.insert(), pairs)
+    return ids
+
+
+def _column_default(name: str) -> Any:
+    """The Python-side default of a ``checks`` column (for rows of a multi-row insert)."""
+    default = t.checks.c[name].default
+    if default is None:
+        return None
+    value = getattr(default, "arg", None)
+    return None if callable(value) else value
 
 
 async def _default_channels(conn: AsyncConnection, project_id: int) -> list[str]:

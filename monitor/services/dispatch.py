@@ -30,12 +30,12 @@ import asyncio
 import logging
 import random
 import uuid as uuid_module
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from sqlalchemy import func, or_, select, update
+from sqlalchemy import exists, func, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from monitor.domain import maintenance, messages
@@ -114,15 +114,54 @@ def _due(now: datetime) -> Any:
     )
 
 
-async def claim_due(engine: AsyncEngine, now: datetime, *, settings: Settings, limit: int) -> list[Job]:
-    """Claim up to ``limit`` due notifications for this sender.
+def _first_in_line(now: datetime) -> Any:
+    """No earlier notification of the same check to the same channel is still open.
 
-    PostgreSQL: ``SELECT … FOR UPDATE SKIP LOCKED`` then one update; SQLite: a conditional
-    update per row (rowcount 1 = ours). Every claimed row gets this call's ``claim_token``.
+    Per check and channel, notifications go out in the order their alerts were raised (alert
+    ids grow with raising): a later one waits until every earlier one is sent, coalesced,
+    suppressed or has finally failed — a ``recovered`` can never overtake the ``missed`` it
+    answers while that one is being retried. Project-level alerts (no check) are not ordered.
+    """
+    n = t.notifications.c
+    earlier = t.notifications.alias("earlier")
+    earlier_alert = t.alerts.alias("earlier_alert")
+    return ~exists(
+        select(earlier.c.id)
+        .select_from(earlier.join(earlier_alert, earlier_alert.c.id == earlier.c.alert_id))
+        .where(earlier_alert.c.check_id == t.alerts.c.check_id)
+        .where(earlier.c.channel_id == n.channel_id)
+        .where(earlier.c.alert_id < n.alert_id)
+        # A held (rate-limited) earlier one does not block unless a sender holds it: a later
+        # one is then over the limit too and held, or has room and carries it as a rider in
+        # its digest — either way it is not delivered before the earlier one.
+        .where(
+            (earlier.c.status == PENDING) | ((earlier.c.status == HELD) & (earlier.c.claimed_until >= now))
+        )
+    )
+
+
+async def claim_due(
+    engine: AsyncEngine,
+    now: datetime,
+    *,
+    settings: Settings,
+    limit: int,
+    skip_channels: Collection[str] = (),
+    skip_notifications: Collection[int] = (),
+) -> list[Job]:
+    """Claim up to ``limit`` due notifications for this sender, in one transaction.
+
+    Only the first open notification per check and channel is due (:func:`_first_in_line`).
+    PostgreSQL: ``SELECT … FOR UPDATE SKIP LOCKED`` then one update; SQLite: one conditional
+    update over the candidates whose ``RETURNING`` says which rows are ours. Every claimed row
+    gets this call's ``claim_token``.
 
     Args:
         now: the claim instant (aware UTC); a claim lasts :func:`claim_length`.
         limit: most rows to claim (≤ 0 claims nothing).
+        skip_channels: channel ids not to claim for now (their target host is at its limit of
+            deliveries in flight).
+        skip_notifications: notification ids not to claim (already handled by the caller).
 
     Returns:
         The claimed jobs, oldest due first, with their messages rendered.
@@ -133,19 +172,44 @@ async def claim_due(engine: AsyncEngine, now: datetime, *, settings: Settings, l
     token = uuid_module.uuid4().hex
     claim = {"claimed_until": now + claim_length(settings), "claim_token": token}
     async with engine.begin() as conn:
-        candidates = select(n.id).where(_due(now)).order_by(n.next_attempt_at, n.id).limit(limit)
+        candidates = (
+            select(n.id)
+            .join(t.alerts, t.alerts.c.id == n.alert_id)
+            .where(_due(now))
+            .where(_first_in_line(now))
+            .order_by(n.next_attempt_at, n.id)
+            .limit(limit)
+        )
+        if skip_channels:
+            candidates = candidates.where(n.channel_id.not_in(list(skip_channels)))
+        if skip_notifications:
+            candidates = candidates.where(n.id.not_in(list(skip_notifications)))
         if conn.dialect.name == "postgresql":
-            ids = list((await conn.execute(candidates.with_for_update(skip_locked=True))).scalars().all())
+            ids = list(
+                (await conn.execute(candidates.with_for_update(skip_locked=True, of=t.notifications)))
+                .scalars()
+                .all()
+            )
             if ids:
                 await conn.execute(update(t.notifications).where(n.id.in_(ids)).values(claim))
         else:
-            ids = []
-            for notification_id in (await conn.execute(candidates)).scalars().all():
-                result = await conn.execute(
-                    update(t.notifications).where(n.id == notification_id).where(_due(now)).values(claim)
+            ids = list((await conn.execute(candidates)).scalars().all())
+            if ids:
+                # conditional: a row another sender claimed since the select stays theirs
+                won = set(
+                    (
+                        await conn.execute(
+                            update(t.notifications)
+                            .where(n.id.in_(ids))
+                            .where(_due(now))
+                            .values(claim)
+                            .returning(n.id)
+                        )
+                    )
+                    .scalars()
+                    .all()
                 )
-                if result.rowcount == 1:
-                    ids.append(notification_id)
+                ids = [i for i in ids if i in won]
         if not ids:
             return []
         rows = (
@@ -153,9 +217,25 @@ async def claim_due(engine: AsyncEngine, now: datetime, *, settings: Settings, l
             .mappings()
             .all()
         )
+    order = {notification_id: index for index, notification_id in enumerate(ids)}
     jobs = [_job(row, token, settings) for row in rows]
-    jobs.sort(key=lambda j: ids.index(j.notification_id))
+    jobs.sort(key=lambda j: order[j.notification_id])
     return jobs
+
+
+async def release_claims(engine: AsyncEngine, jobs: Sequence[Job]) -> None:
+    """Give back claimed, unsent jobs (their rows become claimable at once), under their tokens."""
+    if not jobs:
+        return
+    n = t.notifications.c
+    async with engine.begin() as conn:
+        for token in {job.token for job in jobs}:
+            await conn.execute(
+                update(t.notifications)
+                .where(n.id.in_([job.notification_id for job in jobs if job.token == token]))
+                .where(n.claim_token == token)
+                .values(claimed_until=None, claim_token=None)
+            )
 
 
 def _job_query() -> Any:
@@ -300,93 +380,111 @@ async def prepare(engine: AsyncEngine, job: Job, now: datetime, *, settings: Set
         The job to send (possibly with riders and a digest message), or ``None`` when there
         is nothing to send now.
     """
-    n = t.notifications.c
     async with engine.begin() as conn:
-        if conn.dialect.name == "postgresql":
-            # Serialise preparations per channel (the rate-limit count, taking riders): always the
-            # channel row first, then notification rows, so two preparations never deadlock.
-            await conn.execute(
-                # NO KEY UPDATE: inserts of notifications (a foreign-key share lock) are not held up
-                select(t.channels.c.id)
-                .where(t.channels.c.id == job.channel_id)
-                .with_for_update(key_share=True)
-            )
-        renewed = await conn.execute(
-            update(t.notifications)
-            .where(n.id == job.notification_id)
-            .where(n.claim_token == job.token)
-            .where(n.status.in_(OPEN_STATUSES))
-            .values(claimed_until=now + claim_length(settings))
+        return await _prepare(conn, job, now, settings)
+
+
+async def prepare_many(
+    engine: AsyncEngine, jobs: Sequence[Job], now: datetime, *, settings: Settings
+) -> list[Job | None]:
+    """:func:`prepare` for several jobs in one transaction (the notifier's batches).
+
+    Jobs are prepared in channel order, so two senders' batches lock channel rows in the same
+    order (PostgreSQL) and never deadlock. Returns one entry per job, in the order given.
+    """
+    order = sorted(range(len(jobs)), key=lambda i: (jobs[i].channel_id, jobs[i].notification_id))
+    ready: list[Job | None] = [None] * len(jobs)
+    async with engine.begin() as conn:
+        for index in order:
+            ready[index] = await _prepare(conn, jobs[index], now, settings)
+    return ready
+
+
+async def _prepare(conn: AsyncConnection, job: Job, now: datetime, settings: Settings) -> Job | None:
+    n = t.notifications.c
+    if conn.dialect.name == "postgresql":
+        # Serialise preparations per channel (the rate-limit count, taking riders): always the
+        # channel row first, then notification rows, so two preparations never deadlock.
+        await conn.execute(
+            # NO KEY UPDATE: inserts of notifications (a foreign-key share lock) are not held up
+            select(t.channels.c.id).where(t.channels.c.id == job.channel_id).with_for_update(key_share=True)
         )
-        if renewed.rowcount != 1:
-            logger.warning(
-                "claim lost before sending; another sender took the notification over",
-                extra={"action": "claim_lost", "notification_id": job.notification_id},
-            )
-            return None
-        if job.alert_kind != messages.MAINTENANCE and job.alert_created_at is not None:
-            window = maintenance.covering(
-                await _windows(conn, job.project_id, job.check_id), job.check_id, job.alert_created_at
-            )
-            if window is not None:
-                await _release(
-                    conn,
-                    job,
-                    {
-                        "status": SUPPRESSED,
-                        "last_error": f"held back by maintenance window {window.name or window.id!r}",
-                    },
-                )
-                return None
-        # Project-level alerts (monitor_unavailable, project maintenance summaries) are limited
-        # too, as one more "check" per channel (issue 8: a flood of them must not reach a channel).
-        window_start = now - timedelta(seconds=settings.notify_rate_window)
-        # Sent ones about this check, plus those being sent right now (marked below; a dead
-        # sender's mark lapses with its claim).
-        sent_count, oldest = (
-            await conn.execute(
-                select(func.count(), func.min(n.sent_at))
-                .select_from(t.notifications.join(t.alerts, t.alerts.c.id == n.alert_id))
-                .where(n.channel_id == job.channel_id)
-                .where(_same_source(job))
-                .where(n.id != job.notification_id)
-                .where(n.sent_at > window_start)
-                .where(or_(n.status == SENT, n.status.in_(OPEN_STATUSES) & (n.claimed_until >= now)))
-            )
-        ).one()
-        if sent_count >= settings.notify_rate_limit:
-            room_at = (oldest or now) + timedelta(seconds=settings.notify_rate_window)
+    renewed = await conn.execute(
+        update(t.notifications)
+        .where(n.id == job.notification_id)
+        .where(n.claim_token == job.token)
+        .where(n.status.in_(OPEN_STATUSES))
+        .values(claimed_until=now + claim_length(settings))
+    )
+    if renewed.rowcount != 1:
+        logger.warning(
+            "claim lost before sending; another sender took the notification over",
+            extra={"action": "claim_lost", "notification_id": job.notification_id},
+        )
+        return None
+    if job.alert_kind != messages.MAINTENANCE and job.alert_created_at is not None:
+        window = maintenance.covering(
+            await _windows(conn, job.project_id, job.check_id), job.check_id, job.alert_created_at
+        )
+        if window is not None:
             await _release(
                 conn,
                 job,
                 {
-                    "status": HELD,
-                    "next_attempt_at": max(room_at, now),
-                    "last_error": (
-                        f"held back: rate limit of {settings.notify_rate_limit} notifications about one "
-                        f"check per channel in {humanize_duration(settings.notify_rate_window)}; "
-                        "goes out in a digest"
-                    ),
+                    "status": SUPPRESSED,
+                    "last_error": f"held back by maintenance window {window.name or window.id!r}",
                 },
             )
             return None
-        await conn.execute(update(t.notifications).where(n.id == job.notification_id).values(sent_at=now))
-        rider_token = uuid_module.uuid4().hex
-        riders = await _claim_riders(conn, job, rider_token, now, settings)
-        if not riders:
-            return job
-        rows = (
-            (
-                await conn.execute(
-                    select(t.alerts.c.title, t.alerts.c.message, t.alerts.c.kind, t.alerts.c.created_at)
-                    .join(t.notifications, t.notifications.c.alert_id == t.alerts.c.id)
-                    .where(t.notifications.c.id.in_([job.notification_id, *riders]))
-                    .order_by(t.alerts.c.created_at)
-                )
-            )
-            .mappings()
-            .all()
+    # Project-level alerts (monitor_unavailable, project maintenance summaries) are limited
+    # too, as one more "check" per channel (issue 8: a flood of them must not reach a channel).
+    window_start = now - timedelta(seconds=settings.notify_rate_window)
+    # Sent ones about this check, plus those being sent right now (marked below; a dead
+    # sender's mark lapses with its claim).
+    sent_count, oldest = (
+        await conn.execute(
+            select(func.count(), func.min(n.sent_at))
+            .select_from(t.notifications.join(t.alerts, t.alerts.c.id == n.alert_id))
+            .where(n.channel_id == job.channel_id)
+            .where(_same_source(job))
+            .where(n.id != job.notification_id)
+            .where(n.sent_at > window_start)
+            .where(or_(n.status == SENT, n.status.in_(OPEN_STATUSES) & (n.claimed_until >= now)))
         )
+    ).one()
+    if sent_count >= settings.notify_rate_limit:
+        room_at = (oldest or now) + timedelta(seconds=settings.notify_rate_window)
+        await _release(
+            conn,
+            job,
+            {
+                "status": HELD,
+                "next_attempt_at": max(room_at, now),
+                "last_error": (
+                    f"held back: rate limit of {settings.notify_rate_limit} notifications about one "
+                    f"check per channel in {humanize_duration(settings.notify_rate_window)}; "
+                    "goes out in a digest"
+                ),
+            },
+        )
+        return None
+    await conn.execute(update(t.notifications).where(n.id == job.notification_id).values(sent_at=now))
+    rider_token = uuid_module.uuid4().hex
+    riders = await _claim_riders(conn, job, rider_token, now, settings)
+    if not riders:
+        return job
+    rows = (
+        (
+            await conn.execute(
+                select(t.alerts.c.title, t.alerts.c.message, t.alerts.c.kind, t.alerts.c.created_at)
+                .join(t.notifications, t.notifications.c.alert_id == t.alerts.c.id)
+                .where(t.notifications.c.id.in_([job.notification_id, *riders]))
+                .order_by(t.alerts.c.created_at)
+            )
+        )
+        .mappings()
+        .all()
+    )
     return replace(
         job, riders=tuple(riders), rider_token=rider_token, message=digest(job.message, rows, settings)
     )
@@ -479,17 +577,29 @@ async def deliver_due(
 ) -> int:
     """Claim due notifications, deliver them concurrently and record each attempt.
 
+    Claims in rounds until nothing more is due (or ``limit`` notifications were claimed), so
+    the notifications queued behind a delivered one for the same check and channel go too.
+
     Args:
         now: the instant the claims and attempts are recorded at (aware UTC).
 
     Returns:
         How many notifications were claimed (each was sent, held, suppressed or found taken).
     """
-    jobs = await claim_due(engine, now, settings=settings, limit=limit)
-    await asyncio.gather(
-        *(deliver(engine, notifier, job, lambda: now, settings=settings, rng=rng) for job in jobs)
-    )
-    return len(jobs)
+    handled: set[int] = set()
+    while len(handled) < limit:
+        # rounds: the next notification of a check and channel becomes due once the one before
+        # it is delivered; each notification is attempted at most once per call
+        jobs = await claim_due(
+            engine, now, settings=settings, limit=limit - len(handled), skip_notifications=handled
+        )
+        if not jobs:
+            break
+        handled.update(job.notification_id for job in jobs)
+        await asyncio.gather(
+            *(deliver(engine, notifier, job, lambda: now, settings=settings, rng=rng) for job in jobs)
+        )
+    return len(handled)
 
 
 async def deliver(
@@ -525,6 +635,15 @@ async def deliver(
     return result
 
 
+@dataclass(frozen=True, slots=True)
+class Attempt:
+    """One delivery's outcome waiting to be recorded: the job, the result, when the send ended."""
+
+    job: Job
+    result: DeliveryResult
+    at: datetime
+
+
 async def record(
     engine: AsyncEngine,
     job: Job,
@@ -541,6 +660,72 @@ async def record(
         result: what the notifier said.
         now: when the send ended (aware UTC).
     """
+    await record_many(engine, [Attempt(job, result, now)], settings=settings, rng=rng)
+
+
+async def record_many(
+    engine: AsyncEngine,
+    attempts: Sequence[Attempt],
+    *,
+    settings: Settings,
+    rng: random.Random | None = None,
+) -> None:
+    """:func:`record` for several attempts in one transaction (the notifier's recorder)."""
+    logged = []
+    async with engine.begin() as conn:
+        for attempt in attempts:
+            logged.append((attempt, await _record(conn, attempt, settings, rng)))
+    for attempt, recorded in logged:
+        _log_attempt(attempt, recorded)
+
+
+def _outcome(result: DeliveryResult) -> str:
+    return "ok" if result.ok else f"failed: {result.error or 'unknown error'}"
+
+
+def _log_attempt(attempt: Attempt, recorded: int | None) -> None:
+    job, result = attempt.job, attempt.result
+    outcome = _outcome(result)
+    if recorded is None:
+        logger.warning(
+            "stale delivery result not recorded: notification %d channel %s outcome %s"
+            " (its claim was taken over)",
+            job.notification_id,
+            job.channel_id,
+            outcome,
+            extra={
+                "action": "stale_delivery_result",
+                "notification_id": job.notification_id,
+                "channel_id": job.channel_id,
+                "ok": result.ok,
+                "outcome": outcome,
+            },
+        )
+        return
+    logger.info(
+        "notification attempt: notification %d channel %s outcome %s (attempt %d)",
+        job.notification_id,
+        job.channel_id,
+        outcome,
+        job.attempts + 1,
+        extra={
+            "action": "notification_attempt",
+            "notification_id": job.notification_id,
+            "channel_id": job.channel_id,
+            "ok": result.ok,
+            "outcome": outcome,
+            "attempt": job.attempts + 1,
+            "riders": recorded - 1,
+        },
+    )
+
+
+async def _record(
+    conn: AsyncConnection, attempt: Attempt, settings: Settings, rng: random.Random | None
+) -> int | None:
+    """Record one attempt inside ``conn``'s transaction; the rows recorded, or ``None`` when the
+    claim was taken over (nothing is written)."""
+    job, result, now = attempt.job, attempt.result, attempt.at
     attempts = job.attempts + 1
     values: dict[str, Any] = {"attempts": attempts, "claimed_until": None, "claim_token": None}
     if result.ok:
@@ -554,87 +739,56 @@ async def record(
                 status=PENDING, next_attempt_at=now + backoff(attempts, settings.notify_backoff, rng)
             )
     n = t.notifications.c
-    outcome = "ok" if result.ok else f"failed: {result.error or 'unknown error'}"
-    async with engine.begin() as conn:
-        # Only the claim's holder records (QA F8): a sender that stalled past its claim, whose
-        # row another notifier took over, must not add attempt rows or overwrite the status.
-        mine = (
-            await conn.execute(
-                update(t.notifications)
-                .where(n.id == job.notification_id)
-                .where(n.claim_token == job.token)
-                .values(values)
-            )
-        ).rowcount == 1
-        if not mine:
-            logger.warning(
-                "stale delivery result not recorded: notification %d channel %s outcome %s"
-                " (its claim was taken over)",
-                job.notification_id,
-                job.channel_id,
-                outcome,
-                extra={
-                    "action": "stale_delivery_result",
-                    "notification_id": job.notification_id,
-                    "channel_id": job.channel_id,
-                    "ok": result.ok,
-                    "outcome": outcome,
-                },
-            )
-            return
-        recorded = [job.notification_id]
-        if job.riders:
-            rider_values: dict[str, Any] = {
-                "claimed_until": None,
-                "claim_token": None,
-                "attempts": n.attempts + 1,
-            }
-            if result.ok:
-                rider_values.update(
-                    status=COALESCED,
-                    sent_at=now,
-                    last_error=f"sent in the digest of notification {job.notification_id}",
-                )
-            elif values.get("status") == FAILED:
-                rider_values.update(status=FAILED, last_error=result.error)
-            else:
-                rider_values.update(
-                    status=HELD, next_attempt_at=values["next_attempt_at"], last_error=result.error
-                )
-            riders = (
-                (
-                    await conn.execute(
-                        update(t.notifications)
-                        .where(n.id.in_(job.riders))
-                        .where(n.claim_token == job.rider_token)
-                        .values(rider_values)
-                        .returning(n.id)
-                    )
-                )
-                .scalars()
-                .all()
-            )
-            recorded.extend(riders)
+    # Only the claim's holder records (QA F8): a sender that stalled past its claim, whose
+    # row another notifier took over, must not add attempt rows or overwrite the status.
+    mine = (
         await conn.execute(
-            t.notification_attempts.insert(),
-            [{"notification_id": i, "at": now, "ok": result.ok, "error": result.error} for i in recorded],
+            update(t.notifications)
+            .where(n.id == job.notification_id)
+            .where(n.claim_token == job.token)
+            .values(values)
         )
-    logger.info(
-        "notification attempt: notification %d channel %s outcome %s (attempt %d)",
-        job.notification_id,
-        job.channel_id,
-        outcome,
-        attempts,
-        extra={
-            "action": "notification_attempt",
-            "notification_id": job.notification_id,
-            "channel_id": job.channel_id,
-            "ok": result.ok,
-            "outcome": outcome,
-            "attempt": attempts,
-            "riders": len(recorded) - 1,
-        },
+    ).rowcount == 1
+    if not mine:
+        return None
+    recorded = [job.notification_id]
+    if job.riders:
+        rider_values: dict[str, Any] = {
+            "claimed_until": None,
+            "claim_token": None,
+            "attempts": n.attempts + 1,
+        }
+        if result.ok:
+            rider_values.update(
+                status=COALESCED,
+                sent_at=now,
+                last_error=f"sent in the digest of notification {job.notification_id}",
+            )
+        elif values.get("status") == FAILED:
+            rider_values.update(status=FAILED, last_error=result.error)
+        else:
+            rider_values.update(
+                status=HELD, next_attempt_at=values["next_attempt_at"], last_error=result.error
+            )
+        riders = (
+            (
+                await conn.execute(
+                    update(t.notifications)
+                    .where(n.id.in_(job.riders))
+                    .where(n.claim_token == job.rider_token)
+                    .values(rider_values)
+                    .returning(n.id)
+                )
+            )
+            .scalars()
+            .all()
+        )
+        recorded.extend(riders)
+    await conn.execute(
+        t.notification_attempts.insert(),
+        [{"notification_id": i, "at": now, "ok": result.ok, "error": result.error} for i in recorded],
     )
+    return len(recorded)
 
 
 async def next_delivery_at(engine: AsyncEngine) -> datetime | None:

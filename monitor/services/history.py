@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import and_, or_, select
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from monitor.domain.detection import iso
@@ -29,20 +29,13 @@ def _tick(value: datetime | None) -> str | None:
 
 
 async def list_pings(
-    conn: AsyncConnection, check_id: int, uuid: str, base_url: str, limit: int
+    conn: AsyncConnection, check_id: int, uuid: str, base_url: str, limit: int, *, before: int | None = None
 ) -> list[dict[str, Any]]:
-    rows = (
-        (
-            await conn.execute(
-                select(t.pings)
-                .where(t.pings.c.check_id == check_id)
-                .order_by(t.pings.c.n.desc())
-                .limit(limit)
-            )
-        )
-        .mappings()
-        .all()
-    )
+    """The check's pings, newest first: at most ``limit``, numbered below ``before`` if given."""
+    query = select(t.pings).where(t.pings.c.check_id == check_id)
+    if before is not None:
+        query = query.where(t.pings.c.n < before)
+    rows = (await conn.execute(query.order_by(t.pings.c.n.desc()).limit(limit))).mappings().all()
     return [
         {
             "n": r["n"],
@@ -121,15 +114,31 @@ def flip_window(*, now: datetime, seconds: str | None, start: str | None, end: s
 async def list_flips(
     conn: AsyncConnection, check_id: int, limit: int, window: FlipWindow | None = None
 ) -> list[dict[str, Any]]:
-    """The check's flips, newest first: ``{"timestamp", "up", "reason"}``, the timestamp in whole
-    seconds as Healthchecks shows it (``Flip.to_dict`` strips microseconds)."""
+    """The check's flips, newest first (at most ``limit``): ``{"timestamp", "up", "reason"}``."""
+    return (await flips_page(conn, check_id, limit, window=window))[0]
+
+
+async def flips_page(
+    conn: AsyncConnection,
+    check_id: int,
+    limit: int,
+    before: int | None = None,
+    *,
+    window: FlipWindow | None = None,
+) -> tuple[list[dict[str, Any]], list[int]]:
+    """Flips newest first with ids below ``before`` inside ``window``; returns (flips, their ids
+    as cursor keys). Timestamps in whole seconds, as Healthchecks shows them (``Flip.to_dict``
+    strips microseconds)."""
     query = select(t.flips).where(t.flips.c.check_id == check_id)
     if window is not None and window.since is not None:
         query = query.where(t.flips.c.created_at >= window.since)
     if window is not None and window.until is not None:
         query = query.where(t.flips.c.created_at < window.until)
+    if before is not None:
+        query = query.where(t.flips.c.id < before)
     rows = (await conn.execute(query.order_by(t.flips.c.id.desc()).limit(limit))).mappings().all()
-    return [{"timestamp": _tick(r["created_at"]), "up": r["up"], "reason": r["reason"]} for r in rows]
+    flips = [{"timestamp": _tick(r["created_at"]), "up": r["up"], "reason": r["reason"]} for r in rows]
+    return flips, [int(r["id"]) for r in rows]
 
 
 async def list_runs(
@@ -139,20 +148,37 @@ async def list_runs(
     since: datetime | None = None,
     until: datetime | None = None,
 ) -> list[dict[str, Any]]:
-    query = select(t.runs).where(t.runs.c.check_id == check_id)
+    """The check's runs by scheduled time, newest first (at most ``limit``)."""
+    return (await runs_page(conn, check_id, limit, since, until))[0]
+
+
+async def runs_page(
+    conn: AsyncConnection,
+    check_id: int,
+    limit: int,
+    since: datetime | None = None,
+    until: datetime | None = None,
+    after: tuple[datetime, datetime, str] | None = None,
+) -> tuple[list[dict[str, Any]], list[tuple[datetime, datetime, str]]]:
+    """Runs by scheduled time, newest first (then by first ping, then id), after the
+    ``(scheduled, first_ping_at, id)`` of the previous page's last run; returns (runs, their keys)."""
+    r_ = t.runs.c
+    query = select(t.runs).where(r_.check_id == check_id)
     if since is not None:
-        query = query.where(t.runs.c.scheduled >= since)
+        query = query.where(r_.scheduled >= since)
     if until is not None:
-        query = query.where(t.runs.c.scheduled <= until)
-    rows = (
-        (
-            await conn.execute(
-                query.order_by(t.runs.c.scheduled.desc(), t.runs.c.first_ping_at.desc()).limit(limit)
+        query = query.where(r_.scheduled <= until)
+    if after is not None:
+        scheduled, first, run_id = after
+        query = query.where(
+            or_(
+                r_.scheduled < scheduled,
+                and_(r_.scheduled == scheduled, r_.first_ping_at < first),
+                and_(r_.scheduled == scheduled, r_.first_ping_at == first, r_.id < run_id),
             )
         )
-        .mappings()
-        .all()
-    )
+    order = (r_.scheduled.desc(), r_.first_ping_at.desc(), r_.id.desc())
+    rows = (await conn.execute(query.order_by(*order).limit(limit))).mappings().all()
     out = []
     for r in rows:
         duration = None
@@ -170,22 +196,17 @@ async def list_runs(
                 "duration": duration,
             }
         )
-    return out
+    return out, [(r["scheduled"], r["first_ping_at"], r["id"]) for r in rows]
 
 
-async def list_alerts(conn: AsyncConnection, check_id: int, limit: int) -> list[dict[str, Any]]:
-    rows = (
-        (
-            await conn.execute(
-                select(t.alerts)
-                .where(t.alerts.c.check_id == check_id)
-                .order_by(t.alerts.c.id.desc())
-                .limit(limit)
-            )
-        )
-        .mappings()
-        .all()
-    )
+async def list_alerts(
+    conn: AsyncConnection, check_id: int, limit: int, *, before: int | None = None
+) -> list[dict[str, Any]]:
+    """The check's alerts, newest first: at most ``limit``, ids below ``before`` if given."""
+    query = select(t.alerts).where(t.alerts.c.check_id == check_id)
+    if before is not None:
+        query = query.where(t.alerts.c.id < before)
+    rows = (await conn.execute(query.order_by(t.alerts.c.id.desc()).limit(limit))).mappings().all()
     ids = [r["id"] for r in rows]
     notes: dict[int, list[dict[str, Any]]] = {i: [] for i in ids}
     if ids:

@@ -85,6 +85,7 @@ class PingAnswer:
 OK = PingAnswer(200, "OK")
 CREATED = PingAnswer(201, "Created")
 NOT_FOUND = PingAnswer(404, "not found")
+QUEUE_FULL = PingAnswer(503, "busy: too many pings waiting to be stored, retry", retry_after=1)
 
 
 class RateLimiter:
@@ -473,11 +474,18 @@ class IngestWriter:
         self._task = None
 
     async def submit(self, request: PingRequest) -> PingAnswer:
-        """Queue a ping; returns once its batch has committed (or failed)."""
+        """Queue a ping; returns once its batch has committed (or failed).
+
+        Back-pressure: with ``MONITOR_INGEST_QUEUE`` pings already waiting, the ping is not
+        queued and the answer is ``503`` with ``Retry-After: 1`` (nothing was stored, so the
+        client's retry loses nothing), instead of letting the queue grow without bound.
+        """
         if self._task is None:
             raise RuntimeError("IngestWriter.start() has not been called")
+        if self._queue.qsize() >= self.settings.ingest_queue:
+            return QUEUE_FULL
         future: asyncio.Future[PingAnswer] = asyncio.get_running_loop().create_future()
-        await self._queue.put((request, future))
+        self._queue.put_nowait((request, future))
         return await future
 
     async def _run(self) -> None:

@@ -3,21 +3,38 @@
 Each round first raises the reminders, escalations and maintenance summaries that are due
 (:func:`monitor.services.reminders.raise_due`, at most once per :data:`IDLE_POLL`), then claims
 due notifications and delivers them.
+
+Throughput comes from batching the database work around concurrent sends: one transaction
+claims a batch (as many rows as there are free slots), one re-checks the claims of the whole
+batch (:func:`~monitor.services.dispatch.prepare_many`), the sends run concurrently, and a
+recorder commits finished attempts together (group commit, as ingest does). Every row is still
+re-checked under its own claim token before its send and recorded only under it (DESIGN §6).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
+from collections import Counter
 
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from monitor.domain.clock import Clock
 from monitor.failures import FailureLog
-from monitor.notify.base import Notifier
+from monitor.notify.apprise import target_key
+from monitor.notify.base import DeliveryResult, Notifier
 from monitor.services import reminders
-from monitor.services.dispatch import Job, claim_due, deliver, next_delivery_at
+from monitor.services.dispatch import (
+    Attempt,
+    Job,
+    claim_due,
+    next_delivery_at,
+    prepare_many,
+    record_many,
+    release_claims,
+)
 from monitor.settings import Settings
 
 logger = logging.getLogger(__name__)
@@ -25,9 +42,103 @@ logger = logging.getLogger(__name__)
 IDLE_POLL = 1.0
 """Seconds between outbox polls when nothing woke the loop (other processes may add rows)."""
 
+RECORD_BATCH = 256
+"""Most attempts the recorder commits in one transaction."""
 
-IN_FLIGHT = 16
-"""Deliveries one notifier process keeps going at once; a hanging target occupies one slot."""
+DRAIN_TIMEOUT = 5.0
+"""Seconds a stopping notifier spends recording attempts whose sends have ended."""
+
+_RECORD_FAILURES = FailureLog(logger, "delivery recording", action="delivery_record_failed")
+
+
+class _Slots:
+    """Deliveries in flight: in all, and per target (:func:`~monitor.notify.apprise.target_key`)."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.busy: Counter[str] = Counter()
+        self.freed = asyncio.Event()
+
+    def take(self, target: str) -> None:
+        self.count += 1
+        self.busy[target] += 1
+
+    def give(self, target: str) -> None:
+        self.count -= 1
+        self.busy[target] -= 1
+        self.freed.set()
+
+
+class _Recorder:
+    """Commits finished attempts in batches; :meth:`record` returns once its attempt is committed."""
+
+    def __init__(self, engine: AsyncEngine, settings: Settings) -> None:
+        self.engine = engine
+        self.settings = settings
+        self.queue: asyncio.Queue[tuple[Attempt, asyncio.Future[None]] | None] = asyncio.Queue()
+        self.task: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        self.task = asyncio.create_task(self._run(), name="notification-recorder")
+
+    async def record(self, attempt: Attempt) -> None:
+        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self.queue.put_nowait((attempt, done))
+        await done
+
+    async def stop(self) -> None:
+        """Record what is queued (sends that ended), then stop; a stuck database is given up on
+        after :data:`DRAIN_TIMEOUT` (those rows' claims expire and another round retries them)."""
+        if self.task is None:
+            return
+        self.queue.put_nowait(None)
+        try:
+            await asyncio.wait_for(asyncio.shield(self.task), DRAIN_TIMEOUT)
+        except (TimeoutError, asyncio.CancelledError):
+            self.task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self.task
+
+    async def _run(self) -> None:
+        while True:
+            item = await self.queue.get()
+            stop = item is None
+            batch = [] if item is None else [item]
+            while len(batch) < RECORD_BATCH and not self.queue.empty():
+                more = self.queue.get_nowait()
+                if more is None:
+                    stop = True
+                    continue
+                batch.append(more)
+            if batch:
+                await self._commit(batch)
+            if stop and self.queue.empty():
+                return
+
+    async def _commit(self, batch: list[tuple[Attempt, asyncio.Future[None]]]) -> None:
+        try:
+            await record_many(self.engine, [attempt for attempt, _ in batch], settings=self.settings)
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            # one bad row must not lose the others: record them one by one
+            for attempt, done in batch:
+                try:
+                    await record_many(self.engine, [attempt], settings=self.settings)
+                except asyncio.CancelledError:
+                    raise
+                except Exception as error:
+                    # the claim expires and another round retries the row
+                    _RECORD_FAILURES.failed(error)
+                else:
+                    _RECORD_FAILURES.succeeded()
+                if not done.done():
+                    done.set_result(None)
+            return
+        _RECORD_FAILURES.succeeded()
+        for _, done in batch:
+            if not done.done():
+                done.set_result(None)
 
 
 async def run_notifier(
@@ -38,16 +149,28 @@ async def run_notifier(
     *,
     wake: asyncio.Event | None = None,
 ) -> None:
-    """Loop forever: keep up to :data:`IN_FLIGHT` deliveries going; sleep until woken, a
-    delivery ends, or the next poll."""
+    """Loop forever: keep up to ``settings.notify_concurrency`` deliveries going, at most
+    ``settings.notify_per_host`` of them to one target; sleep until woken, a delivery ends, or
+    the next poll.
+
+    A channel whose target is at its limit is left out of the next claims, and rows claimed
+    beyond a target's limit are given back at once, so a slow target holds only its own slots
+    and never delays other channels.
+    """
     wake = wake or asyncio.Event()
-    in_flight: set[asyncio.Task[object]] = set()
+    limit = settings.notify_concurrency
+    slots = _Slots()
+    batches: set[asyncio.Task[None]] = set()
+    channel_targets: dict[str, str] = {}
+    recorder = _Recorder(engine, settings)
+    recorder.start()
     last_sweep = float("-inf")
     reminder_failures = FailureLog(logger, "reminder sweep", action="reminders_failed")
     round_failures = FailureLog(logger, "notifier round", action="notifier_failed")
     try:
         while True:
-            claimed = 0
+            started = 0
+            slots.freed.clear()  # before claiming: a slot freed from here on wakes the wait below
             if time.monotonic() - last_sweep >= IDLE_POLL:
                 last_sweep = time.monotonic()
                 try:
@@ -59,53 +182,108 @@ async def run_notifier(
                 else:
                     reminder_failures.succeeded()
             try:
+                full = {
+                    channel
+                    for channel, target in channel_targets.items()
+                    if slots.busy[target] >= settings.notify_per_host
+                }
                 jobs = await claim_due(
-                    engine, clock.now(), settings=settings, limit=IN_FLIGHT - len(in_flight)
+                    engine, clock.now(), settings=settings, limit=limit - slots.count, skip_channels=full
                 )
-                claimed = len(jobs)
+                accepted: list[tuple[Job, str]] = []
+                surplus = []
                 for job in jobs:
-                    task = asyncio.create_task(_deliver(engine, notifier, job, clock, settings))
-                    in_flight.add(task)
-                    task.add_done_callback(in_flight.discard)
+                    target = channel_targets.setdefault(job.channel_id, target_key(job.url))
+                    if slots.busy[target] >= settings.notify_per_host:
+                        surplus.append(job)
+                        continue
+                    slots.take(target)
+                    accepted.append((job, target))
+                await release_claims(engine, surplus)
+                if accepted:
+                    task = asyncio.create_task(
+                        _batch(engine, notifier, accepted, clock, settings, slots, recorder)
+                    )
+                    batches.add(task)
+                    task.add_done_callback(batches.discard)
+                    started = len(accepted)
             except asyncio.CancelledError:
                 raise
             except Exception as error:
                 round_failures.failed(error)
             else:
                 round_failures.succeeded()
-            if claimed and len(in_flight) < IN_FLIGHT:
+            if started and slots.count < limit:
                 continue
             wake.clear()
-            waiter = asyncio.create_task(wake.wait())
+            waiters = {asyncio.create_task(wake.wait()), asyncio.create_task(slots.freed.wait())}
             try:
                 await asyncio.wait(
-                    {waiter, *in_flight},
-                    timeout=await _idle_for(engine, clock),
-                    return_when=asyncio.FIRST_COMPLETED,
+                    waiters, timeout=await _idle_for(engine, clock), return_when=asyncio.FIRST_COMPLETED
                 )
             finally:
-                waiter.cancel()
+                for waiter in waiters:
+                    waiter.cancel()
     finally:
-        for task in in_flight:
+        for task in batches:
             task.cancel()
-        if in_flight:
-            await asyncio.gather(*in_flight, return_exceptions=True)
+        if batches:
+            await asyncio.gather(*batches, return_exceptions=True)
+        await recorder.stop()
 
 
-_RECORD_FAILURES = FailureLog(logger, "delivery recording", action="delivery_record_failed")
-
-
-async def _deliver(
-    engine: AsyncEngine, notifier: Notifier, job: Job, clock: Clock, settings: Settings
-) -> object:
+async def _batch(
+    engine: AsyncEngine,
+    notifier: Notifier,
+    jobs: list[tuple[Job, str]],
+    clock: Clock,
+    settings: Settings,
+    slots: _Slots,
+    recorder: _Recorder,
+) -> None:
+    """Re-check a claimed batch in one transaction, then send each job and record it."""
     try:
-        return await deliver(engine, notifier, job, clock.now, settings=settings)
+        if settings.notify_pre_send_delay > 0:
+            await asyncio.sleep(settings.notify_pre_send_delay)
+        ready = await prepare_many(engine, [job for job, _ in jobs], clock.now(), settings=settings)
     except asyncio.CancelledError:
+        for _, target in jobs:
+            slots.give(target)
         raise
     except Exception as error:
-        # the claim expires and another round retries the row
+        # the claims expire and another round retries the rows
         _RECORD_FAILURES.failed(error)
-        return None
+        for _, target in jobs:
+            slots.give(target)
+        return
+    sends = []
+    for (_, target), prepared in zip(jobs, ready, strict=True):
+        if prepared is None:
+            slots.give(target)
+        else:
+            sends.append(_send(notifier, prepared, target, clock, settings, slots, recorder))
+    await asyncio.gather(*sends)
+
+
+async def _send(
+    notifier: Notifier,
+    job: Job,
+    target: str,
+    clock: Clock,
+    settings: Settings,
+    slots: _Slots,
+    recorder: _Recorder,
+) -> None:
+    try:
+        try:
+            result = await notifier.send(job.url, job.message, timeout=settings.notify_timeout)
+        except asyncio.CancelledError:
+            raise
+        except Exception as error:  # an adapter bug must not lose the row: record it as a failure
+            result = DeliveryResult(ok=False, error=f"{type(error).__name__}: {error}")
+        await recorder.record(Attempt(job, result, clock.now()))
+    finally:
+        slots.give(target)
 
 
 async def _idle_for(engine: AsyncEngine, clock: Clock) -> float:

@@ -6,7 +6,7 @@ worker thread (Apprise). Each one records what arrived and offers blocking and a
 ``wait_for_*`` helpers with a timeout.
 
 * :class:`HttpReceiver`: an HTTP server recording method, path, headers and body of each
-  request; ``fail_first=N`` answers 503 to the first N requests, ``hang_s`` delays every
+  request; ``fail_first=N`` answers 503 (or ``fail_status``) to the first N requests, ``hang_s`` delays every
   answer (a hung target), ``status`` sets the normal answer.
 * :class:`SmtpReceiver`: an aiosmtpd ``Controller`` recording each message, parsed with
   :mod:`email`; ``url`` is an Apprise ``mailto://`` URL that delivers to it in plain SMTP
@@ -138,7 +138,8 @@ class HttpReceiver:
 
     Args:
         path: the path that ``url``/``http_url`` point at (any path is accepted).
-        fail_first: answer ``503 Service Unavailable`` to the first N requests.
+        fail_first: answer ``503 Service Unavailable`` (or ``fail_status``) to the first N requests.
+        fail_status: the status of those failing answers.
         status: the status answered after those (default 200).
         hang_s: seconds to wait before answering each request (simulates a hung target;
             ``stop()`` releases waiting handlers).
@@ -147,9 +148,18 @@ class HttpReceiver:
     Use as a context manager, or call ``start()`` / ``stop()``.
     """
 
-    def __init__(self, *, path: str = "/hook", fail_first: int = 0, status: int = 200, hang_s: float = 0.0):
+    def __init__(
+        self,
+        *,
+        path: str = "/hook",
+        fail_first: int = 0,
+        status: int = 200,
+        hang_s: float = 0.0,
+        fail_status: int = HTTPStatus.SERVICE_UNAVAILABLE,
+    ):
         self.path = path
         self.fail_first = fail_first
+        self.fail_status = fail_status
         self.status = status
         self.hang_s = hang_s
         self._requests: list[ReceivedRequest] = []
@@ -209,7 +219,7 @@ class HttpReceiver:
     # recording
     def _record(self, method: str, path: str, headers: dict[str, str], body: bytes) -> int:
         with self._cond:
-            status = HTTPStatus.SERVICE_UNAVAILABLE if len(self._requests) < self.fail_first else self.status
+            status = self.fail_status if len(self._requests) < self.fail_first else self.status
             self._requests.append(
                 ReceivedRequest(
                     method=method,

@@ -5,15 +5,30 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
+from datetime import timedelta
+from typing import Any
 
+import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from monitor.services import sweeps
+from monitor.settings import Settings
 from tests.conftest import Api
 from tests.e2e.test_metrics import Samples, scrape, series, value
 from tests.support.app import create_check
 from tests.support.process import REPO_ROOT
 from tests.support.receivers import HttpReceiver
+
+
+@pytest.fixture
+def settings_factory(settings_factory: Callable[..., Settings]) -> Callable[..., Settings]:
+    """This module's app exports the per-check series (MONITOR_METRICS_PER_CHECK=1)."""
+
+    def make(**overrides: Any) -> Settings:
+        return settings_factory(**{"metrics_per_check": True, **overrides})
+
+    return make
 
 
 def check_value(found: Samples, metric: str, **labels: str) -> float:
@@ -73,3 +88,29 @@ async def test_grafana_dashboard_queries_only_exported_metrics(api: Api) -> None
     exprs = [target["expr"] for panel in dashboard["panels"] for target in panel["targets"]]
     used = {name for expr in exprs for name in re.findall(r"\bmonitor_[a-z_]+", expr)}
     assert used and used <= exported, used - exported
+
+
+async def test_counts_by_status_without_per_check_series(
+    api: Api, settings_factory: Callable[..., Settings]
+) -> None:
+    from monitor.http.metrics import read_snapshot
+
+    good = await create_check(api, name="good job")
+    bad = await create_check(api, name="bad job")
+    await create_check(api, name="never pinged")
+    await api.client.get(f"/ping/{good['uuid']}")
+    await api.client.get(f"/ping/{bad['uuid']}/start")
+    await api.client.get(f"/ping/{bad['uuid']}/fail")
+    paused = await create_check(api, name="paused")
+    await api.client.get(f"/ping/{paused['uuid']}/start")
+    assert (
+        await api.client.post(f"/api/v3/checks/{paused['uuid']}/pause", headers=api.headers)
+    ).status_code == 200
+    found = await scrape(api)
+    counts = {dict(labels)["status"]: v for (name, labels), v in found.items() if name == "monitor_checks"}
+    assert counts == {"new": 1, "up": 1, "grace": 0, "down": 1, "paused": 1}
+    assert value(found, "monitor_checks_started") == 1  # the paused check's run is still going
+    # without the setting the per-check series are absent; the counts are there either way
+    ttl = timedelta(seconds=api.settings.lease_ttl)
+    snapshot = await read_snapshot(api.engine, api.clock.now(), 16, ttl, per_check=False)
+    assert snapshot.checks == () and dict(snapshot.checks_by_status)["down"] == 1

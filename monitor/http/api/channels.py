@@ -10,6 +10,7 @@ from typing import Any
 from litestar import Controller, Request, Response, delete, get, post
 
 from monitor.http.api.common import authenticate, json_body, services_of
+from monitor.http.api.paging import page_in_order
 from monitor.services import channels as channel_service
 
 Req = Request[Any, Any, Any]
@@ -20,11 +21,16 @@ class ChannelsController(Controller):
     tags = ("channels",)
 
     @get("/", summary="List channels (secrets masked)")
-    async def list_channels(self, request: Req) -> dict[str, Any]:
+    async def list_channels(
+        self, request: Req, limit: str | None = None, cursor: str | None = None
+    ) -> dict[str, Any]:
+        """Oldest first; ``?limit=`` pages them (``next`` with ``cursor=`` while more follow)."""
         key = await authenticate(request, write=False, read_only_allowed=False)
         services = services_of(request.app.state)
         async with services.engine.connect() as conn:
-            return {"channels": await channel_service.list_channels(conn, key.project_id)}
+            channels = await channel_service.list_channels(conn, key.project_id)
+        page, extra = page_in_order(request, services.settings.base_url, channels, limit, cursor)
+        return {"channels": page, **extra}
 
     @post("/", summary="Create a channel")
     async def create_channel(self, request: Req) -> Response[dict[str, Any]]:

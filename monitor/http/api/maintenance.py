@@ -7,6 +7,7 @@ from typing import Any
 from litestar import Controller, Request, Response, delete, get, post
 
 from monitor.http.api.common import authenticate, json_body, services_of
+from monitor.http.api.paging import page_in_order
 from monitor.services import checks as check_service
 from monitor.services import maintenance as maintenance_service
 
@@ -26,15 +27,18 @@ class MaintenanceController(Controller):
     tags = ("maintenance",)
 
     @get("/", summary="List maintenance windows")
-    async def list_windows(self, request: Req) -> dict[str, Any]:
+    async def list_windows(
+        self, request: Req, limit: str | None = None, cursor: str | None = None
+    ) -> dict[str, Any]:
+        """Oldest first; ``?limit=`` pages them (``next`` with ``cursor=`` while more follow)."""
         key = await authenticate(request, write=False)
         services = services_of(request.app.state)
         now = services.clock.now()
         async with services.engine.connect() as conn:
             rows = await maintenance_service.list_windows(conn, key.project_id)
-        return {
-            "maintenance": [_for_key(maintenance_service.window_to_dict(r, now), key.read_only) for r in rows]
-        }
+        windows = [_for_key(maintenance_service.window_to_dict(r, now), key.read_only) for r in rows]
+        page, extra = page_in_order(request, services.settings.base_url, windows, limit, cursor)
+        return {"maintenance": page, **extra}
 
     @post("/", summary="Create a maintenance window (one-off or recurring)")
     async def create_window(self, request: Req) -> Response[dict[str, Any]]:

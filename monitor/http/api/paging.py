@@ -1,0 +1,124 @@
+"""Cursor paging for the ``/api/v3`` list endpoints.
+
+``?limit=N`` (1–1000) caps a page; when more rows follow, the answer carries one extra key,
+``"next"``: the same URL with ``cursor=<opaque>`` (and the same ``limit``) for the next page.
+Healthchecks-shaped answers keep their keys; ``next`` is only added. A cursor names the last
+row of the page by its sort key (keyset paging), so rows created while a client pages never
+shift a page: each existing row is returned exactly once, in order.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+from urllib.parse import urlencode
+
+from litestar import Request
+
+from monitor.domain.errors import ValidationError
+from monitor.http.api.common import limit_param
+
+MAX_CURSOR_LENGTH = 512
+
+
+def encode_cursor(key: Sequence[Any]) -> str:
+    """An opaque cursor for a row's sort key (ints, strings, aware datetimes)."""
+    plain = [{"t": v.isoformat()} if isinstance(v, datetime) else v for v in key]
+    return base64.urlsafe_b64encode(json.dumps(plain, separators=(",", ":")).encode()).decode().rstrip("=")
+
+
+def decode_cursor(value: str | None, shape: Sequence[type]) -> list[Any] | None:
+    """The sort key in a ``cursor=`` parameter, checked against ``shape`` (types per position).
+
+    Raises:
+        ValidationError: ``cursor`` is not one this endpoint issued.
+    """
+    if value is None or value == "":
+        return None
+    problem = ValidationError("cursor", "is not a cursor this list issued (use the next link)")
+    if len(value) > MAX_CURSOR_LENGTH:
+        raise problem
+    try:
+        raw = json.loads(base64.urlsafe_b64decode(value + "=" * (-len(value) % 4)))
+    except (ValueError, binascii.Error):
+        raise problem from None
+    if not isinstance(raw, list) or len(raw) != len(shape):
+        raise problem
+    key: list[Any] = []
+    for item, kind in zip(raw, shape, strict=True):
+        if kind is datetime:
+            if not (isinstance(item, dict) and isinstance(item.get("t"), str)):
+                raise problem
+            try:
+                instant = datetime.fromisoformat(item["t"])
+            except ValueError:
+                raise problem from None
+            if instant.tzinfo is None:
+                raise problem
+            key.append(instant)
+        elif kind is int:
+            if not isinstance(item, int) or isinstance(item, bool) or abs(item) > 2**62:
+                raise problem
+            key.append(item)
+        else:
+            if not isinstance(item, str):
+                raise problem
+            key.append(item)
+    return key
+
+
+def next_link(request: Request[Any, Any, Any], base_url: str, key: Sequence[Any]) -> str:
+    """The request's URL (under ``base_url``) with ``cursor`` set to ``key``'s cursor."""
+    params = [(k, v) for k, v in request.query_params.multi_items() if k != "cursor"]
+    params.append(("cursor", encode_cursor(key)))
+    return f"{base_url}{request.url.path}?{urlencode(params)}"
+
+
+def paged(
+    request: Request[Any, Any, Any],
+    base_url: str,
+    items: list[Any],
+    limit: int | None,
+    key_of: Any,
+) -> tuple[list[Any], dict[str, Any]]:
+    """Split one row more than ``limit`` off ``items`` (fetched with ``limit + 1``).
+
+    Returns:
+        (the page's rows, the extra answer keys: ``{"next": url}`` when more rows follow).
+    """
+    if limit is None or len(items) <= limit:
+        return items, {}
+    page = items[:limit]
+    return page, {"next": next_link(request, base_url, key_of(page[-1]))}
+
+
+def page_in_order(
+    request: Request[Any, Any, Any],
+    base_url: str,
+    items: list[dict[str, Any]],
+    limit: str | None,
+    cursor: str | None,
+) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """Page a short, fully loaded list in its stable order (oldest first) by each item's ``id``.
+
+    For per-project lists that stay small (channels, maintenance windows): the cursor names
+    the last item shown; items created meanwhile are appended at the end, so none repeats.
+
+    Raises:
+        ValidationError: ``limit`` out of range; ``cursor`` not issued here, or its item was
+            deleted meanwhile.
+    """
+    most = limit_param(limit) if limit is not None else None
+    after = decode_cursor(cursor, (str,))
+    if after is not None:
+        ids = [str(item["id"]) for item in items]
+        if after[0] not in ids:
+            raise ValidationError("cursor", "its item no longer exists; start again without cursor")
+        items = items[ids.index(after[0]) + 1 :]
+    if most is None:
+        return items, {}
+    return paged(request, base_url, items[: most + 1], most, lambda item: [str(item["id"])])

@@ -1,0 +1,161 @@
+"""Concurrent deliveries: order per check and channel, one record per attempt, per-target limits."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from datetime import timedelta
+
+from sqlalchemy import func, select
+
+from monitor.domain.checks import PingKind
+from monitor.domain.clock import SystemClock
+from monitor.notify.apprise import AppriseNotifier
+from monitor.services.ingest import PingRequest, ingest_pings
+from monitor.settings import Settings
+from monitor.storage import tables as t
+from monitor.workers.notifier import run_notifier
+from tests.conftest import Api
+from tests.support.receivers import HttpReceiver
+
+
+async def _channel(api: Api, url: str) -> str:
+    r = await api.client.post("/api/v3/channels/", json={"name": "hook", "url": url}, headers=api.headers)
+    assert r.status_code == 201, r.text
+    return str(r.json()["id"])
+
+
+async def _check(api: Api, channel: str, name: str = "job") -> str:
+    r = await api.client.post(
+        "/api/v3/checks/", json={"name": name, "timeout": 3600, "channels": channel}, headers=api.headers
+    )
+    assert r.status_code == 201, r.text
+    return str(r.json()["uuid"])
+
+
+async def _settled(api: Api) -> bool:
+    """No notification is open or claimed (every attempt so far is recorded)."""
+    n = t.notifications.c
+    async with api.engine.connect() as conn:
+        busy = (
+            await conn.execute(
+                select(func.count()).where((n.status.in_(["pending", "held"])) | n.claim_token.is_not(None))
+            )
+        ).scalar()
+    return busy == 0
+
+
+async def _run_until(
+    api: Api, settings: Settings, done: Callable[[], bool], within: float = 20.0, *, settle: bool = True
+) -> None:
+    async with AppriseNotifier(
+        allow_private_targets=True, max_workers=settings.notify_concurrency
+    ) as notifier:
+        loop = asyncio.create_task(run_notifier(api.engine, notifier, settings, SystemClock()))
+        try:
+            deadline = time.monotonic() + within
+            while not (done() and (not settle or await _settled(api))):
+                assert time.monotonic() < deadline, "deliveries did not finish in time"
+                assert not loop.done(), loop
+                await asyncio.sleep(0.02)
+        finally:
+            loop.cancel()
+            await asyncio.gather(loop, return_exceptions=True)
+
+
+async def test_a_burst_for_one_check_is_delivered_in_the_order_raised_through_retries(
+    api: Api, make_http_receiver: Callable[..., HttpReceiver]
+) -> None:
+    # the channel answers 500 to its first three attempts: the first notice is retried while
+    # the later ones are due; none may overtake it
+    receiver = make_http_receiver(fail_first=3, fail_status=500)
+    channel = await _channel(api, receiver.url)
+    uuid = await _check(api, channel)
+    settings = api.settings.replace(notify_backoff=0.3, notify_rate_limit=100, notify_concurrency=64)
+    now = SystemClock().now()
+    kinds = [PingKind.FAIL, PingKind.SUCCESS] * 4
+    for i, kind in enumerate(kinds):
+        await ingest_pings(
+            api.engine,
+            [PingRequest(kind=kind, received=now + timedelta(seconds=i), uuid=uuid)],
+            settings=settings,
+        )
+    async with api.engine.connect() as conn:
+        raised = (await conn.execute(select(t.alerts.c.kind, t.alerts.c.title).order_by(t.alerts.c.id))).all()
+    assert [kind for kind, _ in raised] == ["failed", "recovered"] * 4
+
+    def delivered() -> list[str]:
+        return [r.json["title"] for r in receiver.requests if r.status == 200]
+
+    await _run_until(api, settings, lambda: len(delivered()) >= len(raised))
+    await asyncio.sleep(0.3)  # a doubled delivery would show by now
+    assert delivered() == [title for _, title in raised]
+    async with api.engine.connect() as conn:
+        attempts = (await conn.execute(select(func.count()).select_from(t.notification_attempts))).scalar()
+        statuses = (await conn.execute(select(t.notifications.c.status))).scalars().all()
+    # each request the channel saw is recorded exactly once as an attempt
+    assert attempts == len(receiver.requests) == len(raised) + 3
+    assert set(statuses) == {"sent"}
+
+
+async def test_concurrent_deliveries_for_many_checks_keep_each_checks_order(
+    api: Api, make_http_receiver: Callable[..., HttpReceiver]
+) -> None:
+    receiver = make_http_receiver(fail_first=5, fail_status=500)
+    channel = await _channel(api, receiver.url)
+    uuids = [await _check(api, channel, name=f"job-{i}") for i in range(12)]
+    settings = api.settings.replace(notify_backoff=0.05, notify_rate_limit=100, notify_per_host=64)
+    now = SystemClock().now()
+    for step, kind in enumerate([PingKind.FAIL, PingKind.SUCCESS, PingKind.FAIL]):
+        await ingest_pings(
+            api.engine,
+            [PingRequest(kind=kind, received=now + timedelta(seconds=step), uuid=uuid) for uuid in uuids],
+            settings=settings,
+        )
+
+    def delivered() -> list[dict[str, str]]:
+        return [r.json for r in receiver.requests if r.status == 200]
+
+    await _run_until(api, settings, lambda: len(delivered()) >= 3 * len(uuids))
+    await asyncio.sleep(0.3)
+    seen = delivered()
+    assert len(seen) == 3 * len(uuids)
+    for uuid in uuids:
+        assert [p["kind"] for p in seen if p["check_uuid"] == uuid] == ["failed", "recovered", "failed"]
+    async with api.engine.connect() as conn:
+        attempts = (await conn.execute(select(func.count()).select_from(t.notification_attempts))).scalar()
+    assert attempts == len(receiver.requests)
+
+
+async def test_a_slow_target_holds_only_its_own_slots(
+    api: Api, make_http_receiver: Callable[..., HttpReceiver]
+) -> None:
+    slow = make_http_receiver(hang_s=3)
+    healthy = make_http_receiver()
+    stuck = await _channel(api, slow.url)
+    good = await _channel(api, healthy.url)
+    # more alerts for the slow target than the process has delivery slots
+    settings = api.settings.replace(notify_timeout=5.0, notify_concurrency=16, notify_per_host=4)
+    now = SystemClock().now()
+    slow_checks = [await _check(api, stuck, name=f"slow-{i}") for i in range(40)]
+    await ingest_pings(
+        api.engine,
+        [PingRequest(kind=PingKind.FAIL, received=now, uuid=u) for u in slow_checks],
+        settings=settings,
+    )
+    fast_checks = [await _check(api, good, name=f"fast-{i}") for i in range(10)]
+    await ingest_pings(
+        api.engine,
+        [PingRequest(kind=PingKind.FAIL, received=now, uuid=u) for u in fast_checks],
+        settings=settings,
+    )
+    started = time.monotonic()
+    try:
+        await _run_until(
+            api, settings, lambda: len(healthy.requests) >= len(fast_checks), within=10, settle=False
+        )
+        assert time.monotonic() - started < 2.5  # before the first slow answer
+        assert len(slow.requests) <= settings.notify_per_host
+    finally:
+        slow.hang_s = 0
