@@ -83,8 +83,10 @@ async def forget(engine: AsyncEngine, names: Iterable[str]) -> list[str]:
         return []
     async with engine.begin() as conn:
         present = (
-            await conn.execute(select(t.replicas.c.name).where(t.replicas.c.name.in_(wanted)))
-        ).scalars().all()
+            (await conn.execute(select(t.replicas.c.name).where(t.replicas.c.name.in_(wanted))))
+            .scalars()
+            .all()
+        )
         if present:
             await conn.execute(delete(t.replicas).where(t.replicas.c.name.in_(list(present))))
     return sorted(present)
