@@ -28,6 +28,7 @@ from monitor.http.ping import UUID_RE
 from monitor.services import channels as channel_service
 from monitor.services import checks as check_service
 from monitor.services import dashboard, history, users
+from monitor.services import hints as hint_service
 from monitor.storage import tables as t
 from monitor.web import svg
 from monitor.web.auth import EXCEPTION_HANDLERS, SECURITY_HEADERS, check_csrf, require_session
@@ -283,6 +284,7 @@ class DashboardController(Controller):
                 started=row["id"] in started,
                 channels=channels[row["id"]],
             )
+            hints = (await hint_service.hints_of(conn, [row]))[row["id"]]
             first_run = await dashboard.first_run_tick(conn, row["id"]) if window == "auto" else None
             since, until = dashboard.window_bounds(row, window, now, first_run)
             since, until, centre, around_error = _centred(since, until, around)
@@ -301,6 +303,7 @@ class DashboardController(Controller):
             project = (await dashboard.project_names(conn, [row["project_id"]])).get(row["project_id"], "")
         context = {
             "check": check,
+            "hints": hints,
             "project": project,
             "window": window,
             "windows": list(dashboard.WINDOWS),

@@ -50,6 +50,7 @@ COMMON_FIELDS = {
     "badge_url",
 }
 COMMON_FIELDS |= {"nag_interval", "escalate_after", "escalate_to"}  # issue 8: reminders, escalation
+COMMON_FIELDS |= {"hints"}  # advice from the latest runs (monitor.domain.hints), [] when none
 __all__ = ["http_receiver"]  # fixture, imported for pytest
 
 MISSING_UUID = "6f1c5a4e-0000-4000-8000-000000000000"
@@ -102,6 +103,7 @@ async def test_create_simple_check_with_defaults(api: Api) -> None:
         "nag_interval": None,
         "escalate_after": None,
         "escalate_to": "",
+        "hints": [],
     }
     assert not check["ping_url"].endswith("/")
     assert check["badge_url"] is None or check["badge_url"].startswith(f"{base}/b/")

@@ -12,6 +12,7 @@ from monitor.domain.errors import ValidationError
 from monitor.http.api.common import authenticate, instant_param, json_body, limit_param, services_of
 from monitor.http.ping import UUID_RE
 from monitor.services import checks as check_service
+from monitor.services import hints as hint_service
 from monitor.services import history
 from monitor.storage import tables as t
 
@@ -29,10 +30,14 @@ async def _dicts(request: Req, conn: Any, rows: list[dict[str, Any]]) -> list[di
     now = services.clock.now()
     started = await check_service.started_checks(conn, rows, now)
     channels = await check_service.channels_of(conn, [r["id"] for r in rows])
+    hints = await hint_service.hints_of(conn, rows)
     return [
-        check_service.check_to_dict(
-            r, now=now, settings=services.settings, started=r["id"] in started, channels=channels[r["id"]]
-        )
+        {
+            **check_service.check_to_dict(
+                r, now=now, settings=services.settings, started=r["id"] in started, channels=channels[r["id"]]
+            ),
+            "hints": hints[r["id"]],  # advice from the latest runs (monitor.domain.hints)
+        }
         for r in rows
     ]
 
