@@ -245,11 +245,20 @@ class PostgresLeases(Leases):
                             _naive(now + self.ttl),
                             timeout=timeout,
                         )
-                except (asyncpg.LockNotAvailableError, TimeoutError):
+                except asyncpg.LockNotAvailableError:
                     # A fenced transaction of the previous holder still reads the row: try later.
                     await conn.execute("SELECT pg_advisory_unlock($1)", key, timeout=timeout)
                     return None
-            except (OSError, TimeoutError, asyncpg.PostgresError, asyncpg.InterfaceError) as error:
+            except (
+                OSError,
+                TimeoutError,
+                asyncpg.PostgresError,
+                asyncpg.InterfaceError,
+                asyncpg.InternalClientError,
+            ) as error:
+                # A client-side timeout leaves the session busy cancelling ("another operation is
+                # in progress") and this lock possibly taken: end the session, which frees every
+                # lock it holds, rather than hold a lock nobody sweeps for.
                 self._failures.failed(error)
                 self._lose(f"acquire failed: {type(error).__name__}: {error}")
                 return None
@@ -345,7 +354,13 @@ class PostgresLeases(Leases):
                 await conn.execute(
                     "SELECT pg_advisory_unlock($1)", lock_key(name), timeout=self._statement_timeout_s
                 )
-            except (OSError, TimeoutError, asyncpg.PostgresError, asyncpg.InterfaceError) as error:
+            except (
+                OSError,
+                TimeoutError,
+                asyncpg.PostgresError,
+                asyncpg.InterfaceError,
+                asyncpg.InternalClientError,
+            ) as error:
                 self._lose(f"release failed: {type(error).__name__}: {error}")
 
     async def step_down(self, name: str) -> None:
@@ -357,7 +372,13 @@ class PostgresLeases(Leases):
                     await self._conn.execute(
                         "SELECT pg_advisory_unlock($1)", lock_key(name), timeout=self._statement_timeout_s
                     )
-                except (OSError, TimeoutError, asyncpg.PostgresError, asyncpg.InterfaceError) as error:
+                except (
+                    OSError,
+                    TimeoutError,
+                    asyncpg.PostgresError,
+                    asyncpg.InterfaceError,
+                    asyncpg.InternalClientError,
+                ) as error:
                     self._lose(f"step down failed: {type(error).__name__}: {error}")
 
     async def close(self) -> None:

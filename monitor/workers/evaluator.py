@@ -11,9 +11,7 @@ Each round, every ``MONITOR_EVALUATE_INTERVAL`` s:
    stall) and its heartbeat row is removed at once (:func:`monitor.storage.replicas.forget`)
    rather than counted live for another TTL. Announce this replica (``replicas`` heartbeat),
    compute the fair share ``ceil(shards / live evaluators)``, release the extra shard leases
-   when others have joined, or take vacant ones up to the share — and, whatever the share, a
-   lease that was already vacant at this replica's previous round (whoever it was meant for
-   did not take it within a round: it died, or is stalled).
+   when others have joined, or take vacant ones up to the share.
 2. **Sweep what was just taken**, at once: a new holder judges every due check of a shard it
    took within the round that took it, not an interval later.
 3. **Plan** the next sweep: the shard leases held now, with their fencing tokens.
@@ -29,7 +27,10 @@ a hand-back leaves a shard unjudged for at most one interval. After a holder die
 evaluator lag (``/ready``'s ``evaluator_lag_s``) therefore stays below
 ``2 × MONITOR_EVALUATE_INTERVAL + MONITOR_LEASE_TTL``: up to one TTL until the dead holder's
 session ends (SIGSTOP; at once after SIGKILL), up to one interval until a survivor's next
-round takes and sweeps the shard, plus the sweep itself.
+round takes and sweeps the shard, plus the sweep itself. (A replica that dies holding nothing —
+started, announced, killed before any hand-back reached it — names no lease, so it counts as
+live until its heartbeat is one TTL old; shards released for it wait that long, then the
+survivors' larger share takes them: the same bound.)
 
 A separate task renews the leases every TTL/3 (PostgreSQL: a statement on the lease session,
 which keeps ``idle_session_timeout`` from ending it).
@@ -109,7 +110,6 @@ class ShardedEvaluator:
         self.shards = 0
         self.names: list[str] = []
         self._order: list[str] = []
-        self._vacant_before: set[str] = set()  # vacant at the previous rebalance
         self._use_count(shards or settings.shards)
         self.sweep_failures = FailureLog(logger, "evaluator sweep", action="evaluator_failed")
         self.renew_failures = FailureLog(logger, "lease renewal", action="lease_renewal_failed")
@@ -149,7 +149,7 @@ class ShardedEvaluator:
 
     async def rebalance(self) -> dict[str, int]:
         """Follow the stored shard count, forget dead replicas, heartbeat, then release extras or
-        take vacant shards (up to the fair share; beyond it, those vacant since the last round).
+        take vacant shards up to the fair share.
 
         Returns:
             The shard leases taken in this call: name → fencing token (sweep them at once).
@@ -169,9 +169,6 @@ class ShardedEvaluator:
         live = await replicas.announce(self.engine, self.holder, ROLE, now, self.ttl)
         share = fair_share(self.shards, live)
         held = self.leases.held
-        vacant_names = [v.name for v in vacant]
-        left_vacant = set(vacant_names) & self._vacant_before
-        self._vacant_before = set(vacant_names)
         if len(held) > share:
             # these were swept just before this call (the loop sweeps, then rebalances)
             extras = sorted(held, key=lambda n: int(n.removeprefix(LEASE_PREFIX)), reverse=True)
@@ -187,21 +184,18 @@ class ShardedEvaluator:
             return {}
         taken: dict[str, int] = {}
         last_holder = {v.name: v.last_holder for v in vacant}
-        for name in vacant_names:
-            if len(self.leases.held) >= share and name not in left_vacant:
-                continue
+        for name in last_holder:
+            if len(self.leases.held) >= share:
+                break
             token = await self.leases.acquire(name, self.clock.now())
             if token is None:
                 continue
             taken[name] = token
-            self._vacant_before.discard(name)
-            beyond = len(self.leases.held) > share
             logger.info(
-                "lease_acquired %s (token %d%s%s)",
+                "lease_acquired %s (token %d%s)",
                 name,
                 token,
                 f", from {last_holder[name]}" if last_holder[name] else "",
-                ", vacant for a round: beyond the fair share" if beyond else "",
                 extra={
                     "action": "lease_acquired",
                     "lease": name,

@@ -163,34 +163,35 @@ async def test_new_holder_takes_every_shard_of_a_silent_holder_and_judges_them_i
             await b.close()
 
 
-async def test_a_shard_left_vacant_for_a_round_is_taken_beyond_the_fair_share(
+async def test_shards_released_for_a_replica_that_died_holding_nothing_are_taken_within_a_ttl(
     engine: AsyncEngine, settings_factory: Callable[..., Settings]
 ) -> None:
-    """A replica that announced itself and died holding nothing leaves no lease naming it, so
-    it counts as live until its heartbeat ages; the shards handed back to it are not left
-    unjudged for that TTL: a replica that sees them still vacant a round later takes them."""
-    settings = settings_factory(shards=SHARDS, lease_ttl=30, evaluate_interval=0.25)
+    """A replica that announced itself and died before taking any shard names no lease, so it
+    counts as live until its heartbeat is one TTL old; the shards handed back for it are then
+    taken by the survivors' larger share, in their next round."""
+    ttl, shards = 30.0, 6
+    settings = settings_factory(shards=shards, lease_ttl=ttl, evaluate_interval=0.25)
     clock = FrozenClock(T0)
-    a = ShardedEvaluator(engine, settings, clock, holder="host:a", shards=SHARDS)
-    b = ShardedEvaluator(engine, settings, clock, holder="host:b", shards=SHARDS)
-    ghost = ShardedEvaluator(engine, settings, clock, holder="host:ghost", shards=SHARDS)
+    a = ShardedEvaluator(engine, settings, clock, holder="host:a", shards=shards)
+    b = ShardedEvaluator(engine, settings, clock, holder="host:b", shards=shards)
+    ghost = ShardedEvaluator(engine, settings, clock, holder="host:ghost", shards=shards)
     try:
-        assert len(await a.rebalance()) == SHARDS
-        assert await b.rebalance() == {}
-        assert await a.rebalance() == {}  # share 2: releases two
+        assert len(await a.rebalance()) == shards
+        assert await b.rebalance() == {}  # share 3 of 2 live; nothing vacant
+        assert await ghost.rebalance() == {}  # share 2 of 3 live; announced, then dead
+        assert await a.rebalance() == {}  # releases 4 to get down to 2
         assert len(await b.rebalance()) == 2
-        assert await ghost.rebalance() == {}  # announced (share 2 of 3 live), then never again
-        assert await a.rebalance() == {} and await b.rebalance() == {}  # at their share of 2
-        clock.advance(0.25)
-        # the share is still 2 with the ghost counted: nobody over it, nothing released
-        assert len(a.leases.held) + len(b.leases.held) == SHARDS
-        # make room as a hand-back would: host:a releases one shard for the ghost
-        released = sorted(a.leases.held)[0]
-        await a.leases.release(released)
-        assert await b.rebalance() == {}  # at its share: a first sight of the vacancy takes nothing
-        clock.advance(0.25)
-        assert (await b.rebalance()).keys() == {released}  # still vacant a round later: taken
-        assert len(b.leases.held) == 3
+        assert len(a.leases.held) + len(b.leases.held) == 4  # two wait for the ghost
+        step = timedelta(seconds=ttl / 4)
+        for _ in range(4):  # the ghost's heartbeat ages one TTL; a and b keep theirs fresh
+            clock.set(clock.now() + step)
+            for holder in (a, b):
+                assert await holder.leases.renew(clock.now()) == []
+                assert await holder.rebalance() == {}
+        clock.set(clock.now() + timedelta(seconds=1))
+        assert len(await a.rebalance()) == 1  # share 3 of 2 live
+        assert len(await b.rebalance()) == 1
+        assert len(a.leases.held) == len(b.leases.held) == 3
     finally:
         for evaluator in (a, b, ghost):
             await evaluator.close()
