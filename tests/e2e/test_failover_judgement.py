@@ -1,8 +1,8 @@
 """Failover does not hide missed runs (DESIGN §5 Supersession, §6): real processes on PostgreSQL.
 
 Three ``monitor evaluate`` replicas, one ``monitor notify`` and one HTTP-only ``monitor serve``
-(TTL 1 s, interval 0.2 s: the helpers of ``test_evaluation_ha``), a local JSON receiver as the
-only channel, and a job (``tests/support/pinger.py``, a separate process using real ``curl``)
+(TTL 2 s, interval 0.5 s; the cluster helpers of ``test_evaluation_ha``), a local JSON receiver
+as the only channel, and a job (``tests/support/pinger.py``, a separate process using real ``curl``)
 reporting the ticks of four ``*/2 * * * * *`` checks with 1 s grace — and missing about a third
 of them on purpose. Meanwhile the holder of a check's shard is SIGKILLed (and a replacement
 started) or SIGSTOPped for longer than the TTL (then SIGCONTed), alternately.
@@ -35,21 +35,14 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.e2e.test_evaluation_ha import (
-    API_KEY,
-    INTERVAL,
-    TTL,
-    Cluster,
-    _http_only_process,
-    fetch,
-    pid_of,
-    shard_holders,
-)
+from tests.e2e.test_evaluation_ha import API_KEY, SHARDS, Cluster, fetch, pid_of, shard_holders
 from tests.support.process import MonitorProcess, checkout_env, throwaway_postgres, wait_until
-from tests.support.receivers import HttpReceiver
+from tests.support.receivers import HttpReceiver, free_port
 
 pytestmark = pytest.mark.e2e
 
+TTL = 2.0
+INTERVAL = 0.5
 PERIOD = 2
 GRACE = 1
 CHECKS = 4
@@ -73,6 +66,48 @@ class Outcome:
     outages: list[tuple[datetime, datetime]] = field(default_factory=list)
     max_lag: float = 0.0
     chaos_ended: float = 0.0
+
+
+def _env(url: str, **extra: str) -> dict[str, str]:
+    return checkout_env(
+        MONITOR_DATABASE_URL=url,
+        MONITOR_LEASE_TTL=str(TTL),
+        MONITOR_EVALUATE_INTERVAL=str(INTERVAL),
+        MONITOR_SHARDS=str(SHARDS),
+        MONITOR_ALLOW_PRIVATE_TARGETS="1",
+        MONITOR_NOTIFY_BACKOFF="0.2",
+        **extra,
+    )
+
+
+class FailoverCluster(Cluster):
+    """:class:`Cluster` with this module's TTL and interval."""
+
+    def start_worker(self, role: str) -> MonitorProcess:
+        self.started += 1
+        process = MonitorProcess(
+            [sys.executable, "-m", "monitor", role],
+            env=_env(self.url),
+            cwd=self.directory,
+            logs=self.directory,
+            name=f"{role}{self.started}",
+        ).start()
+        (self.evaluators if role == "evaluate" else self.notifiers).append(process)
+        return process
+
+
+def _http_only_process(url: str, directory: Path) -> MonitorProcess:
+    """``monitor serve --no-evaluator --no-notifier`` (not started) on a free port."""
+    port = free_port()
+    argv = [sys.executable, "-m", "monitor", "serve", "--dev", "--no-evaluator", "--no-notifier"]
+    return MonitorProcess(
+        [*argv, "--port", str(port)],
+        env=_env(url, MONITOR_API_KEY=API_KEY, MONITOR_BASE_URL=f"http://127.0.0.1:{port}"),
+        cwd=directory,
+        logs=directory,
+        name="http",
+        port=port,
+    )
 
 
 class LagSampler(threading.Thread):
@@ -116,6 +151,23 @@ def _holder_of(cluster: Cluster, uuid: str) -> MonitorProcess:
     return wait_until(holder, timeout=10, interval=0.05, what=f"a live holder of shard-{shard}")
 
 
+def _all_announced(cluster: Cluster) -> None:
+    """Wait until every live evaluator has announced itself within the TTL: a replacement for a
+    killed replica is up before the next holder dies (one dying replica at a time)."""
+
+    def announced() -> bool:
+        rows = fetch(
+            cluster.url,
+            "SELECT name FROM replicas WHERE role = 'evaluator'"
+            " AND renewed_at >= (now() AT TIME ZONE 'UTC') - make_interval(secs => $1)",
+            TTL,
+        )
+        fresh = {pid_of(r["name"]) for r in rows}
+        return {p.proc.pid for p in cluster.live_evaluators() if p.proc is not None} <= fresh
+
+    wait_until(announced, timeout=60, interval=0.1, what="every live evaluator announced")
+
+
 def _covered(tick: datetime, alerts: list[dict[str, Any]]) -> bool:
     """A ``missed`` alert is the tick's own, or shares it: an episode's count reaches it (its
     ticks are consecutive), or a superseded group's message names it."""
@@ -137,7 +189,7 @@ def run_failovers(directory: Path, failovers: int) -> Outcome:
     log = directory / "pinger.jsonl"
     with throwaway_postgres("monitor_failover") as url, HttpReceiver() as receiver:
         http = _http_only_process(url, directory)
-        cluster = Cluster(url=url, directory=directory, http=http, receiver=receiver)
+        cluster = FailoverCluster(url=url, directory=directory, http=http, receiver=receiver)
         pinger: MonitorProcess | None = None
         sampler = LagSampler(http.base)
         try:
@@ -174,6 +226,7 @@ def run_failovers(directory: Path, failovers: int) -> Outcome:
             )
             sampler.start()
             for i in range(failovers):
+                _all_announced(cluster)
                 victim = _holder_of(cluster, uuids[i % CHECKS])
                 assert victim.proc is not None
                 if i % 2 == 0:
@@ -196,6 +249,8 @@ def run_failovers(directory: Path, failovers: int) -> Outcome:
                     outcome.statuses[uuid] = client.get(f"/api/v3/checks/{uuid}").json()["status"]
                     runs = client.get(f"/api/v3/checks/{uuid}/runs/?limit=1").json()["runs"]
                     outcome.latest_runs[uuid] = runs[0]["outcome"] if runs else None
+                for uuid in uuids:  # paused: the job's end is no missed tick
+                    assert client.post(f"/api/v3/checks/{uuid}/pause").status_code == 200
             sampler.stop()
             outcome.max_lag = sampler.max_lag
             outcome.failovers.append(f"{sampler.peak_at:.1f} peak lag {sampler.max_lag:.2f}s")
@@ -205,7 +260,7 @@ def run_failovers(directory: Path, failovers: int) -> Outcome:
                 pending = fetch(url, "SELECT count(*) AS n FROM notifications WHERE status <> 'sent'")
                 return pending[0]["n"] == 0
 
-            wait_until(drained, timeout=20, interval=0.2, what="every notification sent")
+            wait_until(drained, timeout=60, interval=0.2, what="every notification sent")
             time.sleep(1.0)  # a doubled delivery would arrive by now
             outcome.alerts = [
                 dict(r)
