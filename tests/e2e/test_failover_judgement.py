@@ -3,8 +3,8 @@
 Three ``monitor evaluate`` replicas, one ``monitor notify`` and one HTTP-only ``monitor serve``
 (TTL 2 s, interval 0.5 s; the cluster helpers of ``test_evaluation_ha``), a local JSON receiver
 as the only channel, and a job (``tests/support/pinger.py``, a separate process using real ``curl``)
-reporting the ticks of four ``*/2 * * * * *`` checks with 1 s grace — and missing about a third
-of them on purpose. Meanwhile the holder of a check's shard is SIGKILLed (and a replacement
+reporting the ticks of two ``*/2 * * * * *`` checks with 1 s grace — and missing a fifth of
+them on purpose. Meanwhile the holder of a check's shard is SIGKILLed (and a replacement
 started) or SIGSTOPped for longer than the TTL (then SIGCONTed), alternately.
 
 Then, for every check:
@@ -45,7 +45,10 @@ TTL = 2.0
 INTERVAL = 0.5
 PERIOD = 2
 GRACE = 1
-CHECKS = 4
+CHECKS = 2
+SKIP = 0.2
+"""Share of ticks the job misses: ~2 alerts each (missed, recovered) for a notifier that, on a
+loaded machine, delivers about one a second."""
 SCHEDULE = {"schedule": "*/2 * * * * *", "dialect": "seconds", "grace": GRACE, "channels": "*"}
 LAG_BOUND = 2 * INTERVAL + TTL
 """DESIGN §6 / README: after a holder dies, the evaluator lag stays below this (seconds)."""
@@ -211,7 +214,8 @@ def run_failovers(directory: Path, failovers: int) -> Outcome:
             pinger = MonitorProcess(
                 [
                     *(sys.executable, "-m", "tests.support.pinger", "--base", http.base),
-                    *("--period", str(PERIOD), "--log", str(log), "--chaos", str(chaos), *uuids),
+                    *("--period", str(PERIOD), "--skip", str(SKIP), "--log", str(log), "--chaos", str(chaos)),
+                    *uuids,
                 ],
                 env=checkout_env(),
                 cwd=directory,
@@ -260,7 +264,7 @@ def run_failovers(directory: Path, failovers: int) -> Outcome:
                 pending = fetch(url, "SELECT count(*) AS n FROM notifications WHERE status <> 'sent'")
                 return pending[0]["n"] == 0
 
-            wait_until(drained, timeout=60, interval=0.2, what="every notification sent")
+            wait_until(drained, timeout=180, interval=0.5, what="every notification sent")
             time.sleep(1.0)  # a doubled delivery would arrive by now
             outcome.alerts = [
                 dict(r)
@@ -367,6 +371,7 @@ def check_outcome(outcome: Outcome, failovers: int) -> None:
     assert failures == [], "\n".join(failures)
 
 
+@pytest.mark.slow  # a failover loop: ~90 s on a loaded 2-core machine, mostly process start-ups
 def test_four_failovers_hide_no_missed_tick(tmp_path: Path) -> None:
     outcome = run_failovers(tmp_path, failovers=4)
     check_outcome(outcome, failovers=4)
