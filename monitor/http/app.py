@@ -59,6 +59,16 @@ async def health() -> dict[str, str]:
 
 @get("/ready", summary="Database reachable; leases", include_in_schema=True)
 async def ready(request: Request[Any, Any, Any]) -> Response[dict[str, Any]]:
+    """``{"database": "ok", "shards", "leases", "evaluator_lag_s"}`` (DESIGN §6); 503 with
+    ``{"database": "unreachable: …"}`` when the database does not answer.
+
+    ``evaluator_lag_s`` (seconds, rounded to ms): now − the oldest ``next_due`` among the
+    checks of every shard whose ``next_due`` has passed, else 0. ``next_due`` is the instant
+    the evaluator must next judge a check (a watched tick's deadline, a run's max runtime), so
+    this is how long the most overdue judgement has waited, whichever replica should make it —
+    a sweep that keeps up shows below one ``MONITOR_EVALUATE_INTERVAL``; after a shard holder
+    dies it stays below ``2 × MONITOR_EVALUATE_INTERVAL + MONITOR_LEASE_TTL``.
+    """
     services = services_of(request.app.state)
     try:
         async with services.engine.connect() as conn:

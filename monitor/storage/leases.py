@@ -28,6 +28,7 @@ import contextlib
 import hashlib
 import logging
 from collections.abc import AsyncIterator, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -51,6 +52,15 @@ SQLITE_BUSY_TIMEOUT_MS = 30_000
 
 LOCK_KEY_NAMESPACE = b"monitor.lease:"
 """Prefix hashed with a lease name into its advisory lock key (keeps clear of other apps' keys)."""
+
+
+HELD_ADVISORY_KEYS = (
+    "SELECT (classid::bigint << 32) | objid::bigint FROM pg_locks"
+    " WHERE locktype = 'advisory' AND objsubid = 1 AND granted"
+    " AND database = (SELECT oid FROM pg_database WHERE datname = current_database())"
+)
+"""The 64-bit advisory lock keys any session of this database holds: ``pg_locks`` shows a
+bigint key's high half in ``classid`` and its low half in ``objid``, with ``objsubid`` 1."""
 
 
 def lock_key(name: str) -> int:
@@ -86,6 +96,22 @@ def _naive(instant: datetime) -> datetime:
     :class:`~monitor.storage.tables.UTCDateTime` to do it)."""
     offset = instant.utcoffset()
     return (instant - offset if offset else instant).replace(tzinfo=None)
+
+
+@dataclass(frozen=True)
+class Vacancy:
+    """A lease nobody holds now, as :meth:`Leases.vacancies` found it.
+
+    Attributes:
+        name: the lease.
+        last_holder: the other process the lease row still names although it no longer holds
+            the lease — its session ended (PostgreSQL: killed, or stalled past the TTL) or its
+            expiry passed (SQLite); ``None`` when the lease was released, never held, or last
+            held by this process.
+    """
+
+    name: str
+    last_holder: str | None
 
 
 class Leases(abc.ABC):
@@ -141,6 +167,22 @@ class Leases(abc.ABC):
     async def free(self, names: Sequence[str], now: datetime) -> list[str]:
         """Which of ``names`` might be free to :meth:`acquire` (a cheap pre-filter)."""
         return [n for n in names if n not in self._held]
+
+    async def vacancies(self, names: Sequence[str], now: datetime) -> list[Vacancy]:
+        """Which of ``names`` nobody holds now, and whom each row still names (a snapshot).
+
+        A lease listed may be taken by another process before :meth:`acquire`; one not listed
+        is held by a live holder (or by this process). ``last_holder`` tells a lease whose holder
+        died or stalled (its row still names it) from one that was released.
+
+        Args:
+            names: the leases to look at, in the order wanted back.
+            now: the current instant (aware UTC; SQLite compares expiries with it).
+
+        Returns:
+            The vacant leases among ``names``, in their order.
+        """
+        return [Vacancy(name, None) for name in await self.free(names, now)]
 
     async def close(self) -> None:
         """Release every held lease (clean shutdown) and close what was opened."""
@@ -232,17 +274,62 @@ class PostgresLeases(Leases):
                             _naive(now + self.ttl),
                             timeout=timeout,
                         )
-                except (asyncpg.LockNotAvailableError, TimeoutError):
+                except asyncpg.LockNotAvailableError:
                     # A fenced transaction of the previous holder still reads the row: try later.
                     await conn.execute("SELECT pg_advisory_unlock($1)", key, timeout=timeout)
                     return None
-            except (OSError, TimeoutError, asyncpg.PostgresError, asyncpg.InterfaceError) as error:
+            except (
+                OSError,
+                TimeoutError,
+                asyncpg.PostgresError,
+                asyncpg.InterfaceError,
+                asyncpg.InternalClientError,
+            ) as error:
+                # A client-side timeout leaves the session busy cancelling ("another operation is
+                # in progress") and this lock possibly taken: end the session, which frees every
+                # lock it holds, rather than hold a lock nobody sweeps for.
                 self._failures.failed(error)
                 self._lose(f"acquire failed: {type(error).__name__}: {error}")
                 return None
             self._failures.succeeded()
             self._held[name] = int(token)
             return int(token)
+
+    async def vacancies(self, names: Sequence[str], now: datetime) -> list[Vacancy]:
+        """Leases whose advisory lock no session of this database holds (``pg_locks``).
+
+        The rows are read before and after the locks: a holder is reported as ``last_holder``
+        only when both reads name it, so a lease released in between (row cleared, then
+        unlocked) never reads as orphaned by its releaser.
+        """
+        async with self._lock:
+            try:
+                conn = await self._session()
+                timeout = self._statement_timeout_s
+                rows = "SELECT name, holder FROM leases WHERE name = ANY($1::text[])"
+                before = {r[0]: r[1] for r in await conn.fetch(rows, list(names), timeout=timeout)}
+                locked = {int(r[0]) for r in await conn.fetch(HELD_ADVISORY_KEYS, timeout=timeout)}
+                after = {r[0]: r[1] for r in await conn.fetch(rows, list(names), timeout=timeout)}
+            except (
+                OSError,
+                TimeoutError,
+                asyncpg.PostgresError,
+                asyncpg.InterfaceError,
+                asyncpg.InternalClientError,
+            ) as error:
+                self._failures.failed(error)
+                self._lose(f"lease survey failed: {type(error).__name__}: {error}")
+                return []
+            self._failures.succeeded()
+            held = set(self._held)
+        found = []
+        for name in names:
+            if name in held or lock_key(name) in locked:
+                continue
+            holder = before.get(name)
+            orphaned = holder is not None and holder != self.holder and after.get(name) == holder
+            found.append(Vacancy(name, holder if orphaned else None))
+        return found
 
     async def renew(self, now: datetime) -> list[str]:
         async with self._lock:
@@ -296,7 +383,13 @@ class PostgresLeases(Leases):
                 await conn.execute(
                     "SELECT pg_advisory_unlock($1)", lock_key(name), timeout=self._statement_timeout_s
                 )
-            except (OSError, TimeoutError, asyncpg.PostgresError, asyncpg.InterfaceError) as error:
+            except (
+                OSError,
+                TimeoutError,
+                asyncpg.PostgresError,
+                asyncpg.InterfaceError,
+                asyncpg.InternalClientError,
+            ) as error:
                 self._lose(f"release failed: {type(error).__name__}: {error}")
 
     async def step_down(self, name: str) -> None:
@@ -308,7 +401,13 @@ class PostgresLeases(Leases):
                     await self._conn.execute(
                         "SELECT pg_advisory_unlock($1)", lock_key(name), timeout=self._statement_timeout_s
                     )
-                except (OSError, TimeoutError, asyncpg.PostgresError, asyncpg.InterfaceError) as error:
+                except (
+                    OSError,
+                    TimeoutError,
+                    asyncpg.PostgresError,
+                    asyncpg.InterfaceError,
+                    asyncpg.InternalClientError,
+                ) as error:
                     self._lose(f"step down failed: {type(error).__name__}: {error}")
 
     async def close(self) -> None:
@@ -350,6 +449,28 @@ class SqliteLeases(Leases):
             if holder is not None and holder != self.holder and expires_at is not None and expires_at >= now
         }
         return [n for n in names if n not in self._held and n not in taken]
+
+    async def vacancies(self, names: Sequence[str], now: datetime) -> list[Vacancy]:
+        """Leases whose row is missing, released or expired; an expired row names its last holder."""
+        async with self._engine.connect() as conn:
+            rows = (
+                await conn.execute(
+                    select(t.leases.c.name, t.leases.c.holder, t.leases.c.expires_at).where(
+                        t.leases.c.name.in_(list(names))
+                    )
+                )
+            ).all()
+        state = {name: (holder, expires_at) for name, holder, expires_at in rows}
+        found = []
+        for name in names:
+            if name in self._held:
+                continue
+            holder, expires_at = state.get(name, (None, None))
+            if holder is not None and holder != self.holder and expires_at is not None and expires_at >= now:
+                continue  # held, unexpired
+            orphaned = holder is not None and holder != self.holder
+            found.append(Vacancy(name, holder if orphaned else None))
+        return found
 
     async def acquire(self, name: str, now: datetime) -> int | None:
         if name in self._held:

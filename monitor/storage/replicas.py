@@ -1,12 +1,14 @@
 """Worker replicas announce themselves with heartbeats, so each can take a fair share of the
 shards (DESIGN §6): ``ceil(shards / live replicas)``.
 
-A replica is live while its row was renewed within one lease TTL; rows of replicas dead for
-long are pruned by the survivors.
+A replica is live while its row was renewed within one lease TTL and no survivor has found it
+dead (:func:`forget`: a lease its row still names is free); rows of replicas dead for long are
+pruned by the survivors.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from datetime import datetime, timedelta
 
 from sqlalchemy import delete, func, select, update
@@ -72,3 +74,30 @@ async def live(conn: AsyncConnection, role: str, now: datetime, ttl: timedelta) 
         select(t.replicas.c.name).where(t.replicas.c.role == role).where(t.replicas.c.renewed_at >= now - ttl)
     )
     return {name for (name,) in rows.all()}
+async def forget(engine: AsyncEngine, names: Iterable[str]) -> list[str]:
+    """Remove the rows of replicas found dead before their heartbeat aged one TTL.
+
+    A replica whose lease (row still naming it) is no longer held — on PostgreSQL its session
+    ended, on SQLite its expiry passed — holds nothing any more; counting it live until its
+    heartbeat ages would keep the fair share too small for the survivors to take its shards.
+    A replica that was only stalled announces itself again on its next round.
+
+    Args:
+        engine: the database.
+        names: the replicas, ``<host>:<pid>``.
+
+    Returns:
+        The names whose rows were deleted (sorted).
+    """
+    wanted = sorted(set(names))
+    if not wanted:
+        return []
+    async with engine.begin() as conn:
+        present = (
+            (await conn.execute(select(t.replicas.c.name).where(t.replicas.c.name.in_(wanted))))
+            .scalars()
+            .all()
+        )
+        if present:
+            await conn.execute(delete(t.replicas).where(t.replicas.c.name.in_(list(present))))
+    return sorted(present)

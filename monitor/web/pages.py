@@ -28,6 +28,7 @@ from monitor.http.ping import UUID_RE
 from monitor.services import channels as channel_service
 from monitor.services import checks as check_service
 from monitor.services import dashboard, history, users
+from monitor.services import hints as hint_service
 from monitor.storage import tables as t
 from monitor.web import channel_forms, reasons, svg
 from monitor.web.auth import EXCEPTION_HANDLERS, SECURITY_HEADERS, csrf_guard, require_session
@@ -413,6 +414,7 @@ class DashboardController(Controller):
         async with services.engine.connect() as conn:
             first_run = await dashboard.first_run_tick(conn, row["id"])
             since, until = dashboard.window_bounds(row, window, now, first_run if window == "auto" else None)
+            hints = (await hint_service.hints_of(conn, [row]))[row["id"]]
             since, until, centre, around_error = _centred(since, until, around)
             if centre is None:
                 # never draw ticks from before the check existed (nor before its first run)
@@ -438,6 +440,7 @@ class DashboardController(Controller):
         ]
         context = {
             **header,
+            "hints": hints,
             "project": project,
             "window": window,
             "windows": list(dashboard.WINDOWS),

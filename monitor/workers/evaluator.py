@@ -5,17 +5,32 @@ Each round, every ``MONITOR_EVALUATE_INTERVAL`` s:
 1. **Rebalance.** Read the shard count recorded in the database (the source of truth, not
    ``MONITOR_SHARDS``: :mod:`monitor.storage.cluster`; ``monitor reshard N`` changes it while
    evaluators run, and each follows within a round, releasing — and deleting the rows of —
-   leases of shards that no longer exist). Announce this replica (``replicas`` heartbeat),
+   leases of shards that no longer exist). Survey the shard leases nobody holds
+   (:meth:`~monitor.storage.leases.Leases.vacancies`); a replica that a vacant lease's row
+   still names is dead (its session ended: at once after SIGKILL, within one TTL after a
+   stall) and its heartbeat row is removed at once (:func:`monitor.storage.replicas.forget`)
+   rather than counted live for another TTL. Announce this replica (``replicas`` heartbeat),
    compute the fair share ``ceil(shards / live evaluators)``, release the extra shard leases
-   when others have joined, and try free ones up to the share (a dead replica's shards are
-   free once its session ends — at once after SIGKILL, within one TTL after a stall — and its
-   share is redistributed once its heartbeat is one TTL old).
-2. **Plan** the next sweep: the shard leases held now, with their fencing tokens.
-3. **Sleep**, then **sweep** the plan: one :func:`evaluate_due` per shard, each transaction
+   when others have joined, or take vacant ones up to the share.
+2. **Sweep what was just taken**, at once: a new holder judges every due check of a shard it
+   took within the round that took it, not an interval later.
+3. **Plan** the next sweep: the shard leases held now, with their fencing tokens.
+4. **Sleep**, then **sweep** the plan: one :func:`evaluate_due` per shard, each transaction
    fenced by :func:`monitor.storage.leases.check_fence`. The plan is not re-checked against the
    local view after the sleep: a process that was stalled (GC pause, SIGSTOP) wakes up with
    exactly the stale belief the fence exists for, and the database refuses it
    (``fenced_write_rejected``), after which it steps down from that lease.
+
+A shard handed back for the fair share is released right after this replica's sweep (step 4
+of the previous round, then step 1), and its new holder sweeps it in the round it takes it, so
+a hand-back leaves a shard unjudged for at most one interval. After a holder dies, the
+evaluator lag (``/ready``'s ``evaluator_lag_s``) therefore stays below
+``2 × MONITOR_EVALUATE_INTERVAL + MONITOR_LEASE_TTL``: up to one TTL until the dead holder's
+session ends (SIGSTOP; at once after SIGKILL), up to one interval until a survivor's next
+round takes and sweeps the shard, plus the sweep itself. (A replica that dies holding nothing —
+started, announced, killed before any hand-back reached it — names no lease, so it counts as
+live until its heartbeat is one TTL old; shards released for it wait that long, then the
+survivors' larger share takes them: the same bound.)
 
 A separate task renews the leases every TTL/3 (PostgreSQL: a statement on the lease session,
 which keeps ``idle_session_timeout`` from ending it).
@@ -132,15 +147,30 @@ class ShardedEvaluator:
             async with self.engine.begin() as conn:
                 await cluster.prune_stale_leases(conn, self.shards, only_free=True)
 
-    async def rebalance(self) -> None:
-        """Follow the stored shard count, heartbeat, then release extras or take free shards up
-        to the fair share."""
+    async def rebalance(self) -> dict[str, int]:
+        """Follow the stored shard count, forget dead replicas, heartbeat, then release extras or
+        take vacant shards up to the fair share.
+
+        Returns:
+            The shard leases taken in this call: name → fencing token (sweep them at once).
+        """
         await self.follow_shard_count()
         now = self.clock.now()
+        vacant = await self.leases.vacancies(self._order, now)
+        dead = await replicas.forget(self.engine, {v.last_holder for v in vacant if v.last_holder})
+        for name in dead:
+            orphaned = sorted(v.name for v in vacant if v.last_holder == name)
+            logger.warning(
+                "replica_lost %s: its leases %s are no longer held",
+                name,
+                ",".join(orphaned),
+                extra={"action": "replica_lost", "replica": name, "leases": orphaned},
+            )
         live = await replicas.announce(self.engine, self.holder, ROLE, now, self.ttl)
         share = fair_share(self.shards, live)
         held = self.leases.held
         if len(held) > share:
+            # these were swept just before this call (the loop sweeps, then rebalances)
             extras = sorted(held, key=lambda n: int(n.removeprefix(LEASE_PREFIX)), reverse=True)
             for name in extras[: len(held) - share]:
                 await self.leases.release(name)
@@ -151,20 +181,29 @@ class ShardedEvaluator:
                     live,
                     extra={"action": "lease_released", "lease": name, "token": held[name]},
                 )
-            return
-        if len(held) == share:
-            return
-        for name in await self.leases.free(self._order, now):
+            return {}
+        taken: dict[str, int] = {}
+        last_holder = {v.name: v.last_holder for v in vacant}
+        for name in last_holder:
             if len(self.leases.held) >= share:
                 break
             token = await self.leases.acquire(name, self.clock.now())
-            if token is not None:
-                logger.info(
-                    "lease_acquired %s (token %d)",
-                    name,
-                    token,
-                    extra={"action": "lease_acquired", "lease": name, "token": token},
-                )
+            if token is None:
+                continue
+            taken[name] = token
+            logger.info(
+                "lease_acquired %s (token %d%s)",
+                name,
+                token,
+                f", from {last_holder[name]}" if last_holder[name] else "",
+                extra={
+                    "action": "lease_acquired",
+                    "lease": name,
+                    "token": token,
+                    "previous_holder": last_holder[name],
+                },
+            )
+        return taken
 
     async def sweep(self, plan: Mapping[str, int]) -> int:
         """Evaluate each planned shard under its fencing token; returns checks evaluated.
@@ -258,7 +297,8 @@ class ShardedEvaluator:
 async def run_evaluator(
     engine: AsyncEngine, settings: Settings, clock: Clock, *, wake: asyncio.Event | None = None
 ) -> None:
-    """Loop forever: rebalance the shard leases, plan, sleep, sweep the plan (fenced)."""
+    """Loop forever: rebalance the shard leases, sweep those just taken, plan, sleep, sweep the
+    plan (fenced)."""
     sweep_engine = engine
     own_engine: AsyncEngine | None = None
     if engine.dialect.name == "postgresql":
@@ -281,14 +321,24 @@ async def run_evaluator(
         plan: dict[str, int] = {}
         rebalance_failures = FailureLog(logger, "shard rebalance", action="rebalance_failed")
         while True:
+            taken: dict[str, int] = {}
             try:
-                await evaluator.rebalance()
+                taken = await evaluator.rebalance()
             except asyncio.CancelledError:
                 raise
             except Exception as error:
                 rebalance_failures.failed(error)
             else:
                 rebalance_failures.succeeded()
+            if taken:
+                # a new holder judges its shards' due checks now, not after the sleep
+                try:
+                    if await evaluator.sweep(taken) and wake is not None:
+                        wake.set()
+                except asyncio.CancelledError:
+                    raise
+                except Exception as error:
+                    evaluator.sweep_failures.failed(error)
             plan = dict(evaluator.leases.held)
             await asyncio.sleep(settings.evaluate_interval)
             try:

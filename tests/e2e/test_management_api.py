@@ -65,6 +65,7 @@ KEYWORD_FIELDS = {
     "filter_default_fail": False,
 }
 COMMON_FIELDS |= set(KEYWORD_FIELDS)
+COMMON_FIELDS |= {"hints"}  # advice from the latest runs (monitor.domain.hints), [] when none
 __all__ = ["http_receiver"]  # fixture, imported for pytest
 
 MISSING_UUID = "6f1c5a4e-0000-4000-8000-000000000000"
@@ -120,6 +121,7 @@ async def test_create_simple_check_with_defaults(api: Api) -> None:
         "escalate_after": None,
         "escalate_to": "",
         **KEYWORD_FIELDS,
+        "hints": [],
     }
     assert not check["ping_url"].endswith("/")
     assert check["badge_url"] is None or check["badge_url"].startswith(f"{base}/b/")

@@ -26,6 +26,7 @@ from monitor.http.api.common import (
 )
 from monitor.http.api.paging import decode_cursor, paged
 from monitor.services import checks as check_service
+from monitor.services import hints as hint_service
 from monitor.services import history
 from monitor.storage import tables as t
 
@@ -40,16 +41,20 @@ async def _dicts(
     started = await check_service.started_checks(conn, rows, now)
     channels = await check_service.channels_of(conn, [r["id"] for r in rows])
     version = api_version(request)
+    hints = await hint_service.hints_of(conn, rows)
     return [
-        check_service.check_to_dict(
-            r,
-            now=now,
-            settings=services.settings,
-            started=r["id"] in started,
-            channels=channels[r["id"]],
-            readonly=readonly,
-            version=version,
-        )
+        {
+            **check_service.check_to_dict(
+                r,
+                now=now,
+                settings=services.settings,
+                started=r["id"] in started,
+                channels=channels[r["id"]],
+                readonly=readonly,
+                version=version,
+            ),
+            "hints": hints[r["id"]],  # advice from the latest runs (monitor.domain.hints)
+        }
         for r in rows
     ]
 
