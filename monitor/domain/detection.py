@@ -409,9 +409,9 @@ def _finish(
     if run.early or state.paused or state.is_new:
         return  # an early run raises nothing by itself (DESIGN §5, rule 4c)
     if kind is PingKind.FAIL:
-        _bad(spec, state, fx, AlertKind.FAILED, FlipReason.FAILED, run=run, now=now)
+        _bad_run(spec, state, book, fx, AlertKind.FAILED, FlipReason.FAILED, run=run, now=now)
     elif too_fast:
-        _bad(spec, state, fx, AlertKind.TOO_FAST, FlipReason.TOO_FAST, run=run, now=now)
+        _bad_run(spec, state, book, fx, AlertKind.TOO_FAST, FlipReason.TOO_FAST, run=run, now=now)
     elif spec.expected_runs > 1 and not _tick_complete(spec, book, run.scheduled):
         return  # a fleet's tick counts as a success once all its runs have succeeded
     else:
@@ -482,6 +482,44 @@ def _first_run_of_tick(book: RunBook, run: Run) -> Run | None:
     return runs[0] if runs else None
 
 
+def _bad_run(
+    spec: CheckSpec,
+    state: CheckState,
+    book: RunBook,
+    fx: Effects,
+    kind: AlertKind,
+    reason: FlipReason,
+    *,
+    run: Run,
+    now: datetime,
+) -> None:
+    """A run's bad outcome (failed, too fast, timed out). DESIGN §5, supersession: when a run
+    of a newer tick has already succeeded (a retry or backfill of an old tick failed), it never
+    opens or reopens an episode nor changes the status: it is counted in the open episode, or
+    raises its alert marked ``superseded`` and the check stays up."""
+    latest_success = book.latest_success_tick()
+    if latest_success is None or latest_success <= run.scheduled or isinstance(spec.schedule, SimpleSchedule):
+        _bad(spec, state, fx, kind, reason, run=run, now=now)
+        return
+    if state.is_down and state.episode_key is not None:
+        state.episode_count += 1
+        fx.alerts.append(_bump(state.episode_key, state.episode_count))
+        return
+    fx.alerts.append(
+        AlertDraft(
+            key=f"{kind}:run:{run.id}",
+            kind=kind,
+            scheduled=run.scheduled,
+            run_id=run.id,
+            rid=run.rid,
+            duration=(now - run.started_at) if run.started_at else None,
+            exit_status=run.exit_status,
+            superseded=True,
+            min_runtime=spec.min_runtime if kind is AlertKind.TOO_FAST else None,
+        )
+    )
+
+
 def _bad(
     spec: CheckSpec,
     state: CheckState,
@@ -542,17 +580,24 @@ def _expire_runs(spec: CheckSpec, state: CheckState, book: RunBook, fx: Effects,
         if (deadline := r.deadline(spec.max_runtime)) is not None and now > deadline
     ]
     for _, run in sorted(expired, key=lambda item: item[0]):
-        _time_out(spec, state, fx, run, now=now)
+        _time_out(spec, state, book, fx, run, now=now)
 
 
 def _time_out(
-    spec: CheckSpec, state: CheckState, fx: Effects, run: Run, *, now: datetime, silent: bool = False
+    spec: CheckSpec,
+    state: CheckState,
+    book: RunBook,
+    fx: Effects,
+    run: Run,
+    *,
+    now: datetime,
+    silent: bool = False,
 ) -> None:
     run.timed_out = True
     run.settle()
     fx.touch(run)
     if not silent and not state.paused and not state.is_new:
-        _bad(spec, state, fx, AlertKind.TIMEOUT, FlipReason.TIMEOUT, run=run, now=now)
+        _bad_run(spec, state, book, fx, AlertKind.TIMEOUT, FlipReason.TIMEOUT, run=run, now=now)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -619,7 +664,7 @@ def evaluate(
             break  # judged once the outage has ended and been recorded
         blind = guard.covers(deadline)
         if isinstance(item, Run):
-            _time_out(spec, state, fx, item, now=now, silent=blind or item.early)
+            _time_out(spec, state, book, fx, item, now=now, silent=blind or item.early)
             continue
         tick = item
         if not book.is_resolved(tick, spec.expected_runs):
@@ -698,22 +743,23 @@ def _superseded(spec: CheckSpec, state: CheckState, fx: Effects, tick: datetime,
     if state.superseded_key is not None and before is not None and before == state.superseded_through:
         state.superseded_count += 1
         state.superseded_through = tick
-        fx.alerts.append(
-            AlertDraft(
-                key=state.superseded_key,
-                kind=AlertKind.MISSED,
-                scheduled=None,
-                count=state.superseded_count,
-                new=False,
-                superseded=True,
-            )
-        )
+    else:
+        state.superseded_key = f"missed:{iso(tick)}"
+        state.superseded_through = tick
+        state.superseded_count = 1
+    # as a plain miss, a stretch pages only once it is failure_threshold ticks long
+    if state.superseded_count < spec.failure_threshold:
         return
-    state.superseded_key = f"missed:{iso(tick)}"
-    state.superseded_through = tick
-    state.superseded_count = 1
+    first = datetime.fromisoformat(state.superseded_key.split(":", 1)[1].replace("Z", "+00:00"))
     fx.alerts.append(
-        AlertDraft(key=state.superseded_key, kind=AlertKind.MISSED, scheduled=tick, count=1, superseded=True)
+        AlertDraft(
+            key=state.superseded_key,
+            kind=AlertKind.MISSED,
+            scheduled=first,
+            count=state.superseded_count,
+            new=state.superseded_count == spec.failure_threshold,
+            superseded=True,
+        )
     )
 
 

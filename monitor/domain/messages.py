@@ -218,6 +218,10 @@ def context(facts: AlertFacts) -> dict[str, Any]:
     """
     zone = _zone(facts.tz)
     title_sentence, sentence = _SENTENCES.get(facts.kind, _generic)(facts, zone)
+    if facts.superseded and facts.kind != "missed":
+        # DESIGN §5, supersession: an old tick's bad run after a newer run succeeded
+        title_sentence += "; a later run succeeded"
+        sentence += f" A later run succeeded, so the check stays {facts.status}."
     return {
         "kind": facts.kind,
         "name": facts.check_name,

@@ -106,8 +106,8 @@ def parse_check_fields(data: Any) -> dict[str, Any]:
     if "min_runtime" in data:
         value = data["min_runtime"]
         out["min_runtime"] = None if value is None else _int(data, "min_runtime", 1, MAX_SECONDS)
-    if "expected_runs" in data:
-        out["expected_runs"] = _int(data, "expected_runs", 1, 1000)
+    if "expected_runs" in data:  # null: the default, 1
+        out["expected_runs"] = 1 if data["expected_runs"] is None else _int(data, "expected_runs", 1, 1000)
     for name in ("failure_threshold", "recovery_threshold"):
         if name in data:
             out[name] = _int(data, name, 1, 1000)
@@ -262,6 +262,17 @@ async def _resolve_channels(
     return list(dict.fromkeys(out))
 
 
+def _check_runtimes(values: Mapping[str, Any]) -> None:
+    """A ``min_runtime`` at or above ``max_runtime`` would make every run too fast or timed out.
+
+    Raises:
+        ValidationError: naming ``min_runtime``.
+    """
+    low, high = values.get("min_runtime"), values.get("max_runtime")
+    if low is not None and high is not None and low >= high:
+        raise ValidationError("min_runtime", f"must be less than max_runtime ({high} s), got {low}")
+
+
 def _check_escalation(values: Mapping[str, Any]) -> None:
     """``escalate_after`` needs somewhere to escalate to (issue 8).
 
@@ -330,6 +341,7 @@ async def create_or_upsert(
     if values["kind"] == "cron" and not values.get("schedule"):
         raise ValidationError("schedule", "is required for a cron check")
     _validate_schedule(values, now)
+    _check_runtimes(values)
     _check_escalation(values)
     await _check_slug_free(conn, project_id, values.get("slug"), None)
     try:
@@ -395,6 +407,7 @@ async def create_many(
             if values["kind"] == "cron" and not values.get("schedule"):
                 raise ValidationError("schedule", "is required for a cron check")
             _validate_schedule(values, now)
+            _check_runtimes(values)
             _check_escalation(values)
             if channels is not None:
                 wanted = await _resolve_channels(conn, project_id, channels, rows=channel_rows)
@@ -552,6 +565,7 @@ async def update_check(
     if values["kind"] == "cron" and not values.get("schedule"):
         raise ValidationError("schedule", "is required for a cron check")
     _validate_schedule(values, now)
+    _check_runtimes(values)
     if "escalate_after" in fields or "escalate_to" in fields:
         _check_escalation(values)
     if "slug" in fields:

@@ -128,6 +128,19 @@ async def test_create_simple_check_with_defaults(api: Api) -> None:
     assert await get_check(api, uuid) == check
 
 
+async def test_null_resets_the_verdict_settings_to_their_defaults(api: Api) -> None:
+    check = await create_check(api, name="fleet", expected_runs=3, min_runtime=60, early_tolerance=30)
+    assert (check["expected_runs"], check["min_runtime"], check["early_tolerance"]) == (3, 60, 30)
+    r = await api.client.post(
+        f"/api/v3/checks/{check['uuid']}",
+        json={"expected_runs": None, "min_runtime": None, "early_tolerance": None},
+        headers=api.headers,
+    )
+    assert r.status_code == 200, r.text
+    body = r.json()
+    assert (body["expected_runs"], body["min_runtime"], body["early_tolerance"]) == (1, None, None)
+
+
 async def test_create_cron_check(api: Api) -> None:
     check = await create_check(
         api,
@@ -486,6 +499,9 @@ async def test_channels_star_attaches_all(api: Api) -> None:
 # --------------------------------------------------------------------------- bad input
 
 BAD_CREATES: list[tuple[Any, int, str]] = [
+    ({"min_runtime": 1800}, 400, "min_runtime"),  # not below max_runtime (default 1800 s)
+    ({"min_runtime": 60, "max_runtime": 30}, 400, "min_runtime"),
+    ({"expected_runs": 0}, 400, "expected_runs"),
     ({"name": 5}, 400, "name"),
     ({"name": "x" * 101}, 400, "name"),
     ({"slug": "Bad Slug"}, 400, "slug"),

@@ -86,6 +86,36 @@ class TestSupersession:
         counts = [a.count for a in later.alerts]
         assert counts and counts == sorted(counts)  # the closed episode's count grows
 
+    def test_an_old_ticks_failure_after_a_newer_success_pages_but_leaves_the_check_up(self) -> None:
+        # a backfill of 11:00 (scheduled=) fails after 12:00's run succeeded
+        spec, state, book = hourly(grace=s(3 * 3600)), CheckState(), RunBook()
+        detection.apply_ping(spec, state, book, ping("success", T0 + s(5)))
+        detection.apply_ping(spec, state, book, ping("success", T0 + s(2 * 3600 + 5)))
+        backfill = detection.PingIn(
+            kind=PingKind.FAIL, received=T0 + s(2 * 3600 + 1800), scheduled=T0 + s(3600)
+        )
+        fx = detection.apply_ping(spec, state, book, backfill)
+        assert [(a.kind, a.scheduled, a.superseded) for a in new(fx)] == [
+            (AlertKind.FAILED, T0 + s(3600), True)
+        ]
+        assert fx.flips == []
+        assert detection.status(state, T0 + s(2 * 3600 + 1801)) is Status.UP
+
+    def test_superseded_misses_page_only_from_failure_threshold_ticks_in_a_row(self) -> None:
+        spec = hourly(grace=s(3 * 3600), failure_threshold=3)
+        state, book = CheckState(), RunBook()
+        detection.apply_ping(spec, state, book, ping("success", T0 + s(5)))
+        # 11:00 silent, 12:00..15:00 succeed: one superseded tick, below the threshold
+        for hour in range(2, 6):
+            detection.apply_ping(spec, state, book, ping("success", T0 + s(hour * 3600 + 5)))
+        raised = new(detection.evaluate(spec, state, book, T0 + s(5 * 3600 + 10)))
+        assert raised == []
+        # 16:00..18:00 silent, 19:00 succeeds: three in a row page once
+        detection.apply_ping(spec, state, book, ping("success", T0 + s(9 * 3600 + 5)))
+        fx = detection.evaluate(spec, state, book, T0 + s(12 * 3600 + 10))
+        assert [(a.kind, a.scheduled, a.count) for a in new(fx)] == [(AlertKind.MISSED, T0 + s(6 * 3600), 3)]
+        assert fx.flips == [] and not state.is_down
+
 
 class TestLateNotice:
     def test_a_late_start_says_nothing_and_its_failure_is_the_only_news(self) -> None:
