@@ -19,9 +19,10 @@ install: $(VENV)/.installed
 run: install
 	$(BIN)/monitor serve --dev
 
-## Run the test suite (SQLite and PostgreSQL; starts PostgreSQL if it is down).
+## Run the test suite (SQLite and PostgreSQL; starts PostgreSQL if it is down, installs Chromium if missing).
 test: install
 	bash scripts/ensure-postgres.sh
+	bash scripts/ensure-chromium.sh
 	$(BIN)/python -m pytest -m "not slow" -q -n 2 --dist loadgroup
 
 ## The long loops (repetitions, failover); .ci/run runs them after `make test`.

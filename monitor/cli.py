@@ -71,7 +71,11 @@ def _parser() -> argparse.ArgumentParser:
     create.add_argument("name")
     create.add_argument("--api-key", help="use this read-write key instead of a random one")
 
-    replay = sub.add_parser("replay", help="run a scenario file on a temporary database; prints JSON")
+    replay = sub.add_parser(
+        "replay",
+        help="run a scenario file (format: tests/cases/runs/FORMAT.txt in the repository) on a "
+        "temporary database; prints JSON",
+    )
     replay.add_argument("file", type=Path)
 
     cron = sub.add_parser("cron", help="cron tools")
