@@ -40,7 +40,7 @@ import uvicorn
 
 from monitor.domain.checks import PingKind
 from monitor.domain.clock import FrozenClock
-from monitor.http.app import create_app
+from monitor.app import create_app
 from monitor.services import projects, users
 from monitor.services.ingest import PingRequest, ingest_pings
 from monitor.settings import Settings

@@ -308,7 +308,7 @@ def _serve(args: argparse.Namespace) -> int:
         logger.warning(PUBLIC_METRICS_WARNING, extra={"action": "metrics_public"})
     _exit_zero_on_sigterm()
     run_uvicorn(
-        "monitor.http.app:app_from_env",
+        "monitor.app:app_from_env",
         factory=True,
         host=args.host,
         port=args.port,
@@ -378,7 +378,7 @@ def _exit_zero_on_sigterm() -> None:
 
 async def _worker(settings: Settings, role: str) -> None:
     from monitor.domain.clock import SystemClock
-    from monitor.notify.apprise import AppriseNotifier
+    from monitor.notify.apprise import AppriseNotifier, install_egress_guard
     from monitor.storage.engine import make_engine, migrate
     from monitor.workers.evaluator import run_evaluator
     from monitor.workers.notifier import run_notifier
@@ -392,6 +392,7 @@ async def _worker(settings: Settings, role: str) -> None:
         if role == "evaluate":
             await run_evaluator(engine, settings, SystemClock())
         else:
+            install_egress_guard()  # this process sends: guard every connect before the first one
             async with AppriseNotifier(allow_private_targets=settings.allow_private_targets) as notifier:
                 await run_notifier(engine, notifier, settings, SystemClock())
     finally:

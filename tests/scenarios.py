@@ -1,4 +1,4 @@
-"""Loading the run-detection scenarios (``tests/cases/runs``, a copy of the shared vectors; FORMAT.txt there)."""
+"""Loading the run-detection scenarios (``tests/cases/runs``, a copy of the shared vectors; FORMAT.txt)."""
 
 from __future__ import annotations
 

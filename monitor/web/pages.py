@@ -23,8 +23,7 @@ from sqlalchemy import select
 from monitor.domain.errors import MonitorError, NotFound, ScheduleError, ValidationError, ZoneError
 from monitor.domain.explain import MAX_COUNT, explain
 from monitor.domain.schedules import Dialect
-from monitor.http.api.common import services_of
-from monitor.http.ping import UUID_RE
+from monitor.edge import UUID_RE, services_of
 from monitor.services import channels as channel_service
 from monitor.services import checks as check_service
 from monitor.services import dashboard, history, users
@@ -296,7 +295,7 @@ class DashboardController(Controller):
             flips = await history.list_flips(conn, row["id"], 50)
             channel_names = {
                 c["id"]: c["name"] or c["id"][:8]
-                for c in await channel_service.list_channels(conn, row["project_id"])
+                for c in await channel_service.list_channels(conn, row["project_id"], services.channel_urls)
             }
             project = (await dashboard.project_names(conn, [row["project_id"]])).get(row["project_id"], "")
         context = {
@@ -383,7 +382,7 @@ class DashboardController(Controller):
             names = await dashboard.project_names(conn, session.user.project_ids)
             listed = []
             for project_id in session.user.project_ids:
-                for channel in await channel_service.list_channels(conn, project_id):
+                for channel in await channel_service.list_channels(conn, project_id, services.channel_urls):
                     listed.append({**channel, "project": names.get(project_id, "")})
         extra.setdefault("form", {})
         return _page(
@@ -432,7 +431,10 @@ class DashboardController(Controller):
             if kinds:
                 body["kinds"] = kinds
             clean = await channel_service.validate_channel(
-                body, partial=False, allow_private=services.settings.allow_private_targets
+                body,
+                partial=False,
+                allow_private=services.settings.allow_private_targets,
+                urls=services.channel_urls,
             )
             async with services.engine.begin() as conn:
                 await channel_service.create_channel(conn, project_id, clean, services.clock.now())

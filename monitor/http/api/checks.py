@@ -9,8 +9,8 @@ from litestar.params import Parameter
 from sqlalchemy import select
 
 from monitor.domain.errors import ValidationError
+from monitor.edge import UUID_RE
 from monitor.http.api.common import authenticate, instant_param, json_body, limit_param, services_of
-from monitor.http.ping import UUID_RE
 from monitor.services import checks as check_service
 from monitor.services import history
 from monitor.storage import tables as t

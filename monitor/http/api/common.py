@@ -3,53 +3,27 @@
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
 from litestar import Request
-from litestar.datastructures import State
-from sqlalchemy.ext.asyncio import AsyncEngine
 
-from monitor.domain.clock import Clock
 from monitor.domain.errors import ValidationError
-from monitor.http.errors import Forbidden, NotAuthenticated, PayloadTooLarge
-from monitor.notify.base import Notifier
-from monitor.services import projects
+from monitor.edge import Services, authenticate, services_of
+from monitor.http.errors import PayloadTooLarge
 from monitor.services.history import DEFAULT_LIMIT, MAX_LIMIT
-from monitor.settings import Settings
+
+__all__ = [
+    "MAX_JSON_BODY",
+    "Services",
+    "authenticate",
+    "instant_param",
+    "json_body",
+    "limit_param",
+    "services_of",
+]
 
 MAX_JSON_BODY = 1_000_000
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class Services:
-    """What handlers need, put on ``app.state.services`` by the app's lifespan."""
-
-    engine: AsyncEngine
-    settings: Settings
-    clock: Clock
-    notifier: Notifier
-
-
-def services_of(state: State) -> Services:
-    services: Services = state.services
-    return services
-
-
-async def authenticate(request: Request[Any, Any, Any], *, write: bool) -> projects.ApiKey:
-    """Resolve ``X-Api-Key``: missing/wrong → 401; a read-only key writing → 403."""
-    key = request.headers.get("x-api-key")
-    if not key:
-        raise NotAuthenticated("X-Api-Key: missing (send the project's API key in the X-Api-Key header)")
-    services = services_of(request.app.state)
-    async with services.engine.connect() as conn:
-        found = await projects.resolve_api_key(conn, key)
-    if found is None:
-        raise NotAuthenticated("X-Api-Key: wrong api key")
-    if write and found.read_only:
-        raise Forbidden("X-Api-Key: a read-only key cannot change anything")
-    return found
 
 
 async def json_body(request: Request[Any, Any, Any]) -> Any:
