@@ -156,5 +156,5 @@ def create_app(
 def app_from_env() -> Litestar:
     """Factory for ``uvicorn --factory`` (every worker reads the same ``MONITOR_*`` settings)."""
     settings = Settings.from_env()
-    roles = os.environ.get("MONITOR_ROLES", "evaluator,notifier").split(",")
+    roles = settings.roles.split(",")
     return create_app(settings, evaluator="evaluator" in roles, notify="notifier" in roles)

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from monitor import __version__
+from monitor import settings as settings_module
 from monitor.settings import Settings, SettingsError
 
 logger = logging.getLogger("monitor")
@@ -47,7 +48,7 @@ def _parser() -> argparse.ArgumentParser:
 
     serve = sub.add_parser("serve", help="run the API, evaluator and notifier")
     db(serve)
-    serve.add_argument("--host", default=os.environ.get("MONITOR_HOST", "127.0.0.1"))
+    serve.add_argument("--host", help="address to listen on (env MONITOR_HOST, default 127.0.0.1)")
     serve.add_argument("--port", help="TCP port, 1-65535 (env MONITOR_PORT, default 8000)")
     serve.add_argument("--workers", help="API processes, at least 1 (env MONITOR_WORKERS, default 1)")
     serve.add_argument(
@@ -98,14 +99,14 @@ def _parser() -> argparse.ArgumentParser:
     scheduler.add_argument(
         "--shutdown-grace",
         type=float,
-        default=float(os.environ.get("MONITOR_SCHEDULER_SHUTDOWN_GRACE", "30")),
-        help="on SIGTERM, seconds running jobs may take before they are terminated",
+        help="on SIGTERM, seconds running jobs may take before they are terminated "
+        "(env MONITOR_SCHEDULER_SHUTDOWN_GRACE, default 30)",
     )
     scheduler.add_argument(
         "--liveness-interval",
         type=float,
-        default=float(os.environ.get("MONITOR_SCHEDULER_LIVENESS_INTERVAL", "60")),
-        help="seconds between pings of the scheduler's own liveness check",
+        help="seconds between pings of the scheduler's own liveness check "
+        "(env MONITOR_SCHEDULER_LIVENESS_INTERVAL, default 60)",
     )
 
     reshard = sub.add_parser(
@@ -145,8 +146,12 @@ def _parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``monitor`` console script."""
     args = _parser().parse_args(argv)
+    try:
+        log_level = str(settings_module.read("log_level"))
+    except SettingsError:
+        log_level = "INFO"  # the command's own settings check reports the variable
     logging.basicConfig(
-        level=os.environ.get("MONITOR_LOG_LEVEL", "INFO"),
+        level=log_level,
         stream=sys.stderr,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
@@ -169,8 +174,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception as error:
         from monitor.storage.dburl import connect_problem
 
-        url = getattr(args, "database_url", None) or os.environ.get("MONITOR_DATABASE_URL") or ""
-        problem = connect_problem(error, url or "sqlite+aiosqlite:///./monitor.db")
+        url = getattr(args, "database_url", None) or settings_module.read("database_url")
+        problem = connect_problem(error, url)
         if problem is None:
             raise
         print(f"monitor: MONITOR_DATABASE_URL: {problem}", file=sys.stderr)  # QA F3: exit 1
@@ -192,7 +197,9 @@ def _dispatch(args: argparse.Namespace) -> int:
     if command == "replay":
         return _replay(args.file)
     if command == "user":
-        result = asyncio.run(_user_create(_settings(args), args.email, args.project, _password(args)))
+        settings = _settings(args)
+        password = _password(args, settings.user_password)
+        result = asyncio.run(_user_create(settings, args.email, args.project, password))
         print(json.dumps(result))
         return 0
     if command == "cron":
@@ -267,9 +274,9 @@ async def _bootstrap(settings: Settings) -> dict[str, object] | None:
         await engine.dispose()
 
 
-def _whole(name: str, raw: object, default: str, low: int, high: int) -> int:
-    """``--port`` / ``--workers`` (or their ``MONITOR_*`` variable) as a bounded integer (QA F7)."""
-    text = str(raw if raw is not None else os.environ.get(f"MONITOR_{name.upper()}") or default)
+def _whole(name: str, raw: object, default: int, low: int, high: int) -> int:
+    """``--port`` / ``--workers`` (``default``: their ``MONITOR_*`` setting) as a bounded integer."""
+    text = str(raw if raw is not None else default)
     try:
         value = int(text)
     except ValueError:
@@ -283,8 +290,10 @@ def _whole(name: str, raw: object, default: str, low: int, high: int) -> int:
 
 
 def _serve(args: argparse.Namespace) -> int:
-    args.port = _whole("port", args.port, "8000", 1, 65535)
-    args.workers = _whole("workers", args.workers, "1", 1, 2**31)
+    configured = Settings.from_env()  # MONITOR_HOST / MONITOR_PORT / MONITOR_WORKERS, under the flags
+    args.host = args.host if args.host is not None else configured.host
+    args.port = _whole("port", args.port, configured.port, 1, 65535)
+    args.workers = _whole("workers", args.workers, configured.workers, 1, 2**31)
     settings = _settings(args, allow_private_targets=True if args.dev else None)
     created = asyncio.run(_bootstrap(settings))
     if created is not None:
@@ -294,7 +303,7 @@ def _serve(args: argparse.Namespace) -> int:
     os.environ["MONITOR_DATABASE_URL"] = settings.database_url
     os.environ["MONITOR_ALLOW_PRIVATE_TARGETS"] = "1" if settings.allow_private_targets else "0"
     os.environ["MONITOR_ROLES"] = ",".join(roles)
-    if not os.environ.get("MONITOR_BASE_URL"):
+    if not settings_module.given("base_url"):
         # ping_url and links follow the address actually served unless told otherwise
         shown = "127.0.0.1" if args.host in ("0.0.0.0", "::", "") else args.host
         os.environ["MONITOR_BASE_URL"] = f"http://{shown}:{args.port}"
@@ -313,7 +322,7 @@ def _serve(args: argparse.Namespace) -> int:
         host=args.host,
         port=args.port,
         workers=args.workers,
-        log_level=os.environ.get("MONITOR_LOG_LEVEL", "info").lower(),
+        log_level=settings.log_level.lower(),
     )
     return 0
 
@@ -473,12 +482,13 @@ def _scheduler(args: argparse.Namespace) -> int:
             after = scheduler.parse_after(args.after)
         print(json.dumps(scheduler.next_ticks_report(jobs, after, args.count), indent=2))
         return 0
+    settings = _settings(args)
     asyncio.run(
         scheduler.serve(
-            _settings(args),
+            settings,
             jobs,
-            shutdown_grace=args.shutdown_grace,
-            liveness_interval=args.liveness_interval,
+            shutdown_grace=_or(args.shutdown_grace, settings.scheduler_shutdown_grace),
+            liveness_interval=_or(args.liveness_interval, settings.scheduler_liveness_interval),
         )
     )
     return 0
@@ -488,11 +498,15 @@ if __name__ == "__main__":
     raise SystemExit(main())
 
 
-def _password(args: argparse.Namespace) -> str:
-    """``monitor user create``'s password: stdin, MONITOR_USER_PASSWORD or a prompt."""
+def _or(flag: float | None, configured: float) -> float:
+    """A flag's value, else its setting's."""
+    return configured if flag is None else flag
+
+
+def _password(args: argparse.Namespace, from_env: str | None) -> str:
+    """``monitor user create``'s password: stdin, ``from_env`` (MONITOR_USER_PASSWORD) or a prompt."""
     if args.password_stdin:
         return sys.stdin.readline().rstrip("\r\n")
-    from_env = os.environ.get("MONITOR_USER_PASSWORD")
     if from_env:
         return from_env
     if not sys.stdin.isatty():

@@ -23,6 +23,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TextIO
 
+from monitor import settings
 from monitor.domain import crontab
 
 
@@ -130,8 +131,8 @@ def run(args: argparse.Namespace, out: TextIO = sys.stdout, err: TextIO = sys.st
     else:
         system = is_system_crontab(args.file) if args.system is None else bool(args.system)
     lines = crontab.parse_crontab(text, system=system, now=datetime.now(UTC), prefix=args.prefix)
-    base_url = (args.base_url or os.environ.get("MONITOR_BASE_URL") or "http://127.0.0.1:8000").rstrip("/")
-    api_key = args.api_key or os.environ.get("MONITOR_API_KEY")
+    base_url = str(args.base_url or settings.read("base_url")).rstrip("/")
+    api_key = args.api_key or settings.read("api_key")
 
     client = None
     if not args.dry_run:

@@ -37,9 +37,11 @@ async def run_notifier(
     clock: Clock,
     *,
     wake: asyncio.Event | None = None,
+    pre_send_delay: float = 0.0,
 ) -> None:
     """Loop forever: keep up to :data:`IN_FLIGHT` deliveries going; sleep until woken, a
-    delivery ends, or the next poll."""
+    delivery ends, or the next poll. ``pre_send_delay``: seconds between claiming and
+    re-checking a notification, a test hook (:func:`monitor.services.dispatch.deliver`)."""
     wake = wake or asyncio.Event()
     in_flight: set[asyncio.Task[object]] = set()
     last_sweep = float("-inf")
@@ -64,7 +66,9 @@ async def run_notifier(
                 )
                 claimed = len(jobs)
                 for job in jobs:
-                    task = asyncio.create_task(_deliver(engine, notifier, job, clock, settings))
+                    task = asyncio.create_task(
+                        _deliver(engine, notifier, job, clock, settings, pre_send_delay)
+                    )
                     in_flight.add(task)
                     task.add_done_callback(in_flight.discard)
             except asyncio.CancelledError:
@@ -96,10 +100,12 @@ _RECORD_FAILURES = FailureLog(logger, "delivery recording", action="delivery_rec
 
 
 async def _deliver(
-    engine: AsyncEngine, notifier: Notifier, job: Job, clock: Clock, settings: Settings
+    engine: AsyncEngine, notifier: Notifier, job: Job, clock: Clock, settings: Settings, pre_send_delay: float
 ) -> object:
     try:
-        return await deliver(engine, notifier, job, clock.now, settings=settings)
+        return await deliver(
+            engine, notifier, job, clock.now, settings=settings, pre_send_delay=pre_send_delay
+        )
     except asyncio.CancelledError:
         raise
     except Exception as error:
