@@ -302,7 +302,8 @@ def _serve(args: argparse.Namespace) -> int:
     roles = [r for r, off in (("evaluator", args.no_evaluator), ("notifier", args.no_notifier)) if not off]
     os.environ["MONITOR_DATABASE_URL"] = settings.database_url
     os.environ["MONITOR_ALLOW_PRIVATE_TARGETS"] = "1" if settings.allow_private_targets else "0"
-    os.environ["MONITOR_ROLES"] = ",".join(roles)
+    # never empty (an empty variable means "the default", both loops): "http" is always there
+    os.environ["MONITOR_ROLES"] = ",".join(["http", *roles])
     if not settings_module.given("base_url"):
         # ping_url and links follow the address actually served unless told otherwise
         shown = "127.0.0.1" if args.host in ("0.0.0.0", "::", "") else args.host

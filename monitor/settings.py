@@ -280,7 +280,8 @@ class Settings:
         env="MONITOR_ROLES",
         kind=str,
         listed=False,
-        doc="loops `monitor serve`'s API processes run (set by `serve` for its uvicorn workers)",
+        doc="loops `monitor serve`'s API processes run besides HTTP, comma-separated: `evaluator`, "
+        "`notifier` (set by `serve` for its uvicorn workers, always starting with `http`)",
     )
 
     @classmethod
