@@ -38,9 +38,9 @@ import asyncpg
 import httpx
 import uvicorn
 
+from monitor.app import create_app
 from monitor.domain.checks import PingKind
 from monitor.domain.clock import FrozenClock
-from monitor.http.app import create_app
 from monitor.services import projects, users
 from monitor.services.ingest import PingRequest, ingest_pings
 from monitor.settings import Settings

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from monitor import __version__
+from monitor import settings as settings_module
 from monitor.settings import Settings, SettingsError
 
 logger = logging.getLogger("monitor")
@@ -47,7 +48,7 @@ def _parser() -> argparse.ArgumentParser:
 
     serve = sub.add_parser("serve", help="run the API, evaluator and notifier")
     db(serve)
-    serve.add_argument("--host", default=os.environ.get("MONITOR_HOST", "127.0.0.1"))
+    serve.add_argument("--host", help="address to listen on (env MONITOR_HOST, default 127.0.0.1)")
     serve.add_argument("--port", help="TCP port, 1-65535 (env MONITOR_PORT, default 8000)")
     serve.add_argument("--workers", help="API processes, at least 1 (env MONITOR_WORKERS, default 1)")
     serve.add_argument(
@@ -111,14 +112,14 @@ def _parser() -> argparse.ArgumentParser:
     scheduler.add_argument(
         "--shutdown-grace",
         type=float,
-        default=float(os.environ.get("MONITOR_SCHEDULER_SHUTDOWN_GRACE", "30")),
-        help="on SIGTERM, seconds running jobs may take before they are terminated",
+        help="on SIGTERM, seconds running jobs may take before they are terminated "
+        "(env MONITOR_SCHEDULER_SHUTDOWN_GRACE, default 30)",
     )
     scheduler.add_argument(
         "--liveness-interval",
         type=float,
-        default=float(os.environ.get("MONITOR_SCHEDULER_LIVENESS_INTERVAL", "60")),
-        help="seconds between pings of the scheduler's own liveness check",
+        help="seconds between pings of the scheduler's own liveness check "
+        "(env MONITOR_SCHEDULER_LIVENESS_INTERVAL, default 60)",
     )
 
     reshard = sub.add_parser(
@@ -167,8 +168,12 @@ def _parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``monitor`` console script."""
     args = _parser().parse_args(argv)
+    try:
+        log_level = str(settings_module.read("log_level"))
+    except SettingsError:
+        log_level = "INFO"  # the command's own settings check reports the variable
     logging.basicConfig(
-        level=os.environ.get("MONITOR_LOG_LEVEL", "INFO"),
+        level=log_level,
         stream=sys.stderr,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
@@ -191,8 +196,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception as error:
         from monitor.storage.dburl import connect_problem
 
-        url = getattr(args, "database_url", None) or os.environ.get("MONITOR_DATABASE_URL") or ""
-        problem = connect_problem(error, url or "sqlite+aiosqlite:///./monitor.db")
+        url = getattr(args, "database_url", None) or settings_module.read("database_url")
+        problem = connect_problem(error, url)
         if problem is None:
             raise
         print(f"monitor: MONITOR_DATABASE_URL: {problem}", file=sys.stderr)  # QA F3: exit 1
@@ -214,7 +219,9 @@ def _dispatch(args: argparse.Namespace) -> int:
     if command == "replay":
         return _replay(args.file)
     if command == "user":
-        result = asyncio.run(_user_create(_settings(args), args.email, args.project, _password(args)))
+        settings = _settings(args)
+        password = _password(args, settings.user_password)
+        result = asyncio.run(_user_create(settings, args.email, args.project, password))
         print(json.dumps(result))
         return 0
     if command == "cron":
@@ -293,9 +300,9 @@ async def _bootstrap(settings: Settings) -> dict[str, object] | None:
         await engine.dispose()
 
 
-def _whole(name: str, raw: object, default: str, low: int, high: int) -> int:
-    """``--port`` / ``--workers`` (or their ``MONITOR_*`` variable) as a bounded integer (QA F7)."""
-    text = str(raw if raw is not None else os.environ.get(f"MONITOR_{name.upper()}") or default)
+def _whole(name: str, raw: object, default: int, low: int, high: int) -> int:
+    """``--port`` / ``--workers`` (``default``: their ``MONITOR_*`` setting) as a bounded integer."""
+    text = str(raw if raw is not None else default)
     try:
         value = int(text)
     except ValueError:
@@ -310,13 +317,15 @@ def _whole(name: str, raw: object, default: str, low: int, high: int) -> int:
 
 
 def _serve(args: argparse.Namespace) -> int:
-    args.port = _whole("port", args.port, "8000", 1, 65535)
-    args.workers = _whole("workers", args.workers, "1", 1, 2**31)
+    configured = Settings.from_env()  # MONITOR_HOST / MONITOR_PORT / MONITOR_WORKERS, under the flags
+    args.host = args.host if args.host is not None else configured.host
+    args.port = _whole("port", args.port, configured.port, 1, 65535)
+    args.workers = _whole("workers", args.workers, configured.workers, 1, 2**31)
     smtp_port = None
-    if args.smtp_port is not None or os.environ.get("MONITOR_SMTP_PORT"):
-        smtp_port = _whole("smtp_port", args.smtp_port, "", 1, 65535)
+    if args.smtp_port is not None or configured.smtp_port is not None:
+        smtp_port = _whole("smtp_port", args.smtp_port, configured.smtp_port or 0, 1, 65535)
     settings = _settings(args, allow_private_targets=True if args.dev else None)
-    if not os.environ.get("MONITOR_BASE_URL"):
+    if not settings_module.given("base_url"):
         # the default project's Sentry DSN names the address actually served (as ping_url does)
         shown_host = "127.0.0.1" if args.host in ("0.0.0.0", "::", "") else args.host
         settings = settings.replace(base_url=f"http://{shown_host}:{args.port}")
@@ -335,11 +344,12 @@ def _serve(args: argparse.Namespace) -> int:
     roles = [r for r, off in (("evaluator", args.no_evaluator), ("notifier", args.no_notifier)) if not off]
     os.environ["MONITOR_DATABASE_URL"] = settings.database_url
     os.environ["MONITOR_ALLOW_PRIVATE_TARGETS"] = "1" if settings.allow_private_targets else "0"
-    os.environ["MONITOR_ROLES"] = ",".join(roles)
+    # never empty (an empty variable means "the default", both loops): "http" is always there
+    os.environ["MONITOR_ROLES"] = ",".join(["http", *roles])
     if smtp_port is not None:
         os.environ["MONITOR_SMTP_PORT"] = str(smtp_port)
         os.environ.setdefault("MONITOR_SMTP_HOST", args.host)
-    if not os.environ.get("MONITOR_BASE_URL"):
+    if not settings_module.given("base_url"):
         # ping_url and links follow the address actually served unless told otherwise
         shown = "127.0.0.1" if args.host in ("0.0.0.0", "::", "") else args.host
         os.environ["MONITOR_BASE_URL"] = f"http://{shown}:{args.port}"
@@ -356,12 +366,12 @@ def _serve(args: argparse.Namespace) -> int:
         logger.warning(PUBLIC_METRICS_WARNING, extra={"action": "metrics_public"})
     _exit_zero_on_sigterm()
     run_uvicorn(
-        "monitor.http.app:app_from_env",
+        "monitor.app:app_from_env",
         factory=True,
         host=args.host,
         port=args.port,
         workers=args.workers,
-        log_level=os.environ.get("MONITOR_LOG_LEVEL", "info").lower(),
+        log_level=settings.log_level.lower(),
         on_listening=lambda: print(listening, flush=True),
     )
     return 0
@@ -372,8 +382,8 @@ def _import_healthchecks(args: argparse.Namespace) -> int:
     was not (listed on stdout), 2 when the import could not run."""
     from monitor.services import hc_import
 
-    target_url = args.target_url or os.environ.get("MONITOR_BASE_URL") or "http://127.0.0.1:8000"
-    target_key = args.target_api_key or os.environ.get("MONITOR_API_KEY")
+    target_url = args.target_url or str(settings_module.read("base_url"))
+    target_key = args.target_api_key or settings_module.read("api_key")
     if not target_key:
         print(
             "monitor import-healthchecks: target api key: set MONITOR_API_KEY or --target-api-key",
@@ -517,7 +527,7 @@ def _exit_zero_on_sigterm() -> None:
 
 async def _worker(settings: Settings, role: str) -> None:
     from monitor.domain.clock import SystemClock
-    from monitor.notify.apprise import AppriseNotifier
+    from monitor.notify.apprise import AppriseNotifier, install_egress_guard
     from monitor.storage.engine import make_engine, migrate
     from monitor.workers.evaluator import run_evaluator
     from monitor.workers.notifier import run_notifier
@@ -539,6 +549,7 @@ async def _worker(settings: Settings, role: str) -> None:
                 with contextlib.suppress(asyncio.CancelledError, Exception):
                     await retention
         else:
+            install_egress_guard()  # this process sends: guard every connect before the first one
             async with AppriseNotifier(
                 allow_private_targets=settings.allow_private_targets, max_workers=settings.notify_concurrency
             ) as notifier:
@@ -647,12 +658,13 @@ def _scheduler(args: argparse.Namespace) -> int:
         for problem in problems:
             print(json.dumps({"error": problem}), file=sys.stderr)
         return 1 if problems else 0
+    settings = _settings(args)
     asyncio.run(
         scheduler.serve(
-            _settings(args),
+            settings,
             jobs,
-            shutdown_grace=args.shutdown_grace,
-            liveness_interval=args.liveness_interval,
+            shutdown_grace=_or(args.shutdown_grace, settings.scheduler_shutdown_grace),
+            liveness_interval=_or(args.liveness_interval, settings.scheduler_liveness_interval),
         )
     )
     return 0
@@ -662,11 +674,15 @@ if __name__ == "__main__":
     raise SystemExit(main())
 
 
-def _password(args: argparse.Namespace) -> str:
-    """``monitor user create``'s password: stdin, MONITOR_USER_PASSWORD or a prompt."""
+def _or(flag: float | None, configured: float) -> float:
+    """A flag's value, else its setting's."""
+    return configured if flag is None else flag
+
+
+def _password(args: argparse.Namespace, from_env: str | None) -> str:
+    """``monitor user create``'s password: stdin, ``from_env`` (MONITOR_USER_PASSWORD) or a prompt."""
     if args.password_stdin:
         return sys.stdin.readline().rstrip("\r\n")
-    from_env = os.environ.get("MONITOR_USER_PASSWORD")
     if from_env:
         return from_env
     if not sys.stdin.isatty():

@@ -24,6 +24,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TextIO
 
+from monitor import settings
 from monitor.domain import crontab
 
 
@@ -191,8 +192,8 @@ def run(args: argparse.Namespace, out: TextIO = sys.stdout, err: TextIO = sys.st
         default_tz=zone,
         force=force,
     )
-    base_url = (args.base_url or os.environ.get("MONITOR_BASE_URL") or "http://127.0.0.1:8000").rstrip("/")
-    api_key = args.api_key or os.environ.get("MONITOR_API_KEY")
+    base_url = str(args.base_url or settings.read("base_url")).rstrip("/")
+    api_key = args.api_key or settings.read("api_key")
 
     client = None
     if not args.dry_run:

@@ -1,7 +1,13 @@
-"""Settings: one frozen object, read from ``MONITOR_*`` environment variables (DESIGN §10).
+"""Settings: one declarative, frozen object read from ``MONITOR_*`` environment variables (DESIGN §10).
+
+Every setting is declared once, as a field of :class:`Settings` built by :func:`setting`: its
+name, environment variable, unit (durations are stored in **seconds**, sizes in bytes), bounds,
+default and documentation. :meth:`Settings.from_env` reads them all; :func:`read` reads one
+(for values needed before the whole configuration, such as the log level); :func:`specs` lists
+them (``scripts/settings_table.py`` renders the README's table from it). This module is the only
+one in ``monitor`` that reads ``MONITOR_*`` variables; it imports nothing from ``monitor``.
 
 CLI flags override the environment by passing keyword overrides to :meth:`Settings.from_env`.
-This module imports nothing from ``monitor``.
 """
 
 from __future__ import annotations
@@ -9,7 +15,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -31,123 +37,386 @@ class SettingsError(ValueError):
     """A ``MONITOR_*`` variable holds a value of the wrong shape."""
 
 
-def _bool(name: str, raw: str) -> bool:
-    value = raw.strip().lower()
-    if value in {"1", "true", "yes", "on"}:
-        return True
-    if value in {"0", "false", "no", "off", ""}:
-        return False
-    raise SettingsError(f"{name}: expected 0/1/true/false, got {raw!r}")
+@dataclass(frozen=True, slots=True)
+class Spec:
+    """One setting's declaration.
+
+    Attributes:
+        name: the :class:`Settings` field (filled in by :func:`specs`).
+        env: its environment variable.
+        kind: ``str``, ``int``, ``float``, ``bool`` or ``frozenset`` (a comma-separated list).
+        default: the value when the variable is unset or empty.
+        doc: what it means, one paragraph (the README's "meaning" column).
+        unit: the unit of the stored value: ``"s"`` (seconds), ``"bytes"``, or ``None``.
+        env_scale: stored value = variable x ``env_scale`` (``0.001`` for a variable in ms).
+        env_unit: the variable's unit when it differs from ``unit`` (``"ms"``).
+        minimum / maximum: inclusive bounds of the stored value (``None``: unbounded).
+        shown_default: the default as the README shows it, when the value alone would mislead.
+        secret: never shown (a key, a password).
+        listed: in the README's table (``False`` for internal hand-overs between processes).
+    """
+
+    env: str
+    kind: type
+    default: Any
+    doc: str
+    unit: str | None = None
+    env_scale: float = 1.0
+    env_unit: str | None = None
+    minimum: float | None = None
+    maximum: float | None = None
+    shown_default: str | None = None
+    secret: bool = False
+    listed: bool = True
+    name: str = ""
 
 
-def _number(name: str, raw: str, kind: type[int] | type[float], minimum: float) -> Any:
-    try:
-        value = kind(raw)
-    except ValueError:
-        raise SettingsError(f"{name}: expected a number, got {raw!r}") from None
-    if isinstance(value, float) and not math.isfinite(value):
-        raise SettingsError(f"{name}: expected a finite number, got {raw!r}")
-    if value < minimum:
-        raise SettingsError(f"{name}: must be at least {minimum}, got {raw!r}")
-    return value
+def setting(default: Any, *, env: str, kind: type, doc: str, **options: Any) -> Any:
+    """Declare a :class:`Settings` field: its default plus a :class:`Spec` in the field's metadata.
+
+    Args:
+        default: the default value (stored units: seconds, bytes).
+        env: the ``MONITOR_*`` variable.
+        kind: the value's type (see :class:`Spec`).
+        doc: the documentation.
+        **options: the other :class:`Spec` attributes.
+    """
+    spec = Spec(env=env, kind=kind, default=default, doc=doc, **options)
+    return field(default=default, metadata={"setting": spec})
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Settings:
     """Every tunable of the service. Durations are in seconds, sizes in bytes."""
 
-    database_url: str = DEFAULT_DATABASE_URL
-    """Any SQLAlchemy async URL; ``postgresql+asyncpg://…`` for several replicas."""
-    base_url: str = DEFAULT_BASE_URL
-    """Public URL of this service: ping URLs and links in messages."""
-    api_key: str | None = None
-    """Read-write key of the default project, created when the database has no project."""
-    evaluate_interval: float = 1.0
-    """Evaluator sweep period and liveness renewal, seconds."""
-    lease_ttl: float = 10.0
-    """Lease expiry / takeover time, seconds."""
-    shards: int = 16
-    """Evaluator shards (shard = uuid.int % shards)."""
-    ping_body_limit: int = 100_000
-    """Stored bytes of a ping body; the first bytes are kept."""
-    ping_rate_limit: int = 600
-    """Pings per check in any 60 s before 429."""
-    ingest_batch: int = 500
-    """Most pings in one group-commit transaction."""
-    ingest_wait_ms: float = 2.0
-    """Longest wait for more pings before a batch is committed, milliseconds."""
-    ingest_queue: int = 5000
-    """``MONITOR_INGEST_QUEUE``: most pings waiting for the writer per process (default 5000,
-    ten batches); beyond it a ping is answered ``503`` with ``Retry-After: 1`` and not stored."""
-    notify_max_attempts: int = 8
-    """Delivery attempts per notification before it is marked failed."""
-    notify_timeout: float = 10.0
-    """Per-attempt delivery timeout, seconds."""
-    notify_backoff: float = 2.0
-    """First retry delay, seconds; doubled each attempt (with jitter), capped at 1 h."""
-    allow_private_targets: bool = False
-    """Allow Apprise targets on loopback/private networks (``serve --dev`` turns it on)."""
-    trusted_proxies: frozenset[str] = field(default_factory=frozenset)
-    """Peer addresses whose ``X-Forwarded-For`` first hop is believed."""
-    metrics_key: str | None = None
-    """Bearer key for ``/metrics``; unset means open."""
-    metrics_per_check: bool = False
-    """``MONITOR_METRICS_PER_CHECK``: also export per-check series (``monitor_check_up``,
-    ``monitor_check_status``, ``monitor_check_started``, ``monitor_check_last_ping_age_seconds``,
-    labelled ``uuid`` and ``name``); off by default: ``/metrics`` then carries counts by status
-    (``monitor_checks{status}``) and stays small at 100k checks."""
-    # --- issue 8: notifications
-    notify_rate_limit: int = 10
-    """Notifications one channel receives about one check in any ``notify_rate_window`` before
-    the rest are held back and then coalesced into one digest (never dropped)."""
-    notify_rate_window: float = 300.0
-    """The rate limit's window, seconds."""
-    templates_dir: str | None = None
-    """A directory of message templates overriding the package's (``monitor/notify/templates``)."""
-    notify_pre_send_delay: float = 0.0
-    """Testing aid: seconds a notifier waits between claiming a notification and re-checking its
-    claim before sending, so a test can stall (SIGSTOP) a sender inside that gap."""
-    # --- email pings (Healthchecks' ``manage.py smtpd``)
-    smtp_port: int | None = None
-    """``MONITOR_SMTP_PORT`` / ``serve --smtp-port``: TCP port of the SMTP listener for email
-    pings, run inside the serving process; unset (the default) means no listener."""
-    smtp_host: str = "127.0.0.1"
-    """``MONITOR_SMTP_HOST``: address the SMTP listener binds (``serve`` passes its ``--host``)."""
-    ping_email_domain: str | None = None
-    """``MONITOR_PING_EMAIL_DOMAIN``: the domain of ping addresses (``<uuid>@<domain>``,
-    ``<ping_key>+<slug>@<domain>``); default: the host name of ``MONITOR_BASE_URL``."""
-    smtp_message_limit: int = 1_000_000
-    """``MONITOR_SMTP_MESSAGE_LIMIT``: largest email accepted, bytes (advertised as SIZE; a
-    larger message is refused with ``552``); the stored body is still cut to ``ping_body_limit``."""
-    # --- Sentry Crons check-ins
-    sentry_envelope_limit: int = 20_000_000
-    """``MONITOR_SENTRY_ENVELOPE_LIMIT``: largest Sentry envelope accepted, in bytes, both as sent
-    and decompressed (default 20 MB); a larger one is answered 413."""
-    scheduler_pre_spawn_delay: float = 0.0
-    """Testing aid (``MONITOR_SCHEDULER_PRE_SPAWN_DELAY``, seconds, default 0): how long the
-    bundled scheduler waits between recording a run's start and spawning it, so a test can stall
-    (SIGSTOP) a replica inside that gap. Not for production."""
-    notify_concurrency: int = 64
-    """``MONITOR_NOTIFY_CONCURRENCY``: deliveries one notifier process keeps in flight at once
-    (default 64); also the number of Apprise sender threads."""
-    notify_per_host: int = 32
-    """``MONITOR_NOTIFY_PER_HOST``: of those, most in flight to one target host (default 32), so a
-    slow or hanging target cannot take every slot from the others."""
-    # --- retention
-    ping_retention: int = 1000
-    """``MONITOR_PING_RETENTION``: pings kept per check, newest first (default 1000, as
-    Healthchecks); older ones are pruned unless an open run or an unjudged tick still needs them."""
-    ping_body_retention: float = 30 * 86400.0
-    """``MONITOR_PING_BODY_RETENTION``: seconds a ping's body is kept (default 30 days); the ping
-    row stays, its body is cleared."""
-    history_retention: float = 90 * 86400.0
-    """``MONITOR_HISTORY_RETENTION``: seconds of finished runs, judged ticks, flips and alerts
-    (with their notifications) kept (default 90 days)."""
-    retention_interval: float = 60.0
-    """``MONITOR_RETENTION_INTERVAL``: seconds between pruning rounds of the background task."""
-    retention_batch: int = 500
-    """``MONITOR_RETENTION_BATCH``: most rows one pruning transaction deletes (small batches keep
-    the SQLite writer free for ingest)."""
+    database_url: str = setting(
+        DEFAULT_DATABASE_URL,
+        env="MONITOR_DATABASE_URL",
+        kind=str,
+        doc="`sqlite+aiosqlite:///PATH` (the directory must exist), or "
+        "`postgresql+asyncpg://user@host/db` for several replicas; other drivers are refused at "
+        "start-up (also `--database-url`)",
+    )
+    base_url: str = setting(
+        DEFAULT_BASE_URL,
+        env="MONITOR_BASE_URL",
+        kind=str,
+        doc="public URL of the service: ping URLs and links in messages",
+        shown_default="`http://<host>:<port>` served",
+    )
+    api_key: str | None = setting(
+        None,
+        env="MONITOR_API_KEY",
+        kind=str,
+        secret=True,
+        doc="read-write key of the default project created on an empty database (16-128 printable "
+        "characters); the bundled scheduler and `import-crontab` use it to reach the API",
+    )
+    host: str = setting(
+        "127.0.0.1", env="MONITOR_HOST", kind=str, doc="address `monitor serve` listens on (`--host`)"
+    )
+    port: int = setting(
+        8000,
+        env="MONITOR_PORT",
+        kind=int,
+        minimum=1,
+        maximum=65535,
+        doc="TCP port of `monitor serve` (`--port`)",
+    )
+    workers: int = setting(
+        1, env="MONITOR_WORKERS", kind=int, minimum=1, doc="API processes of `monitor serve` (`--workers`)"
+    )
+    evaluate_interval: float = setting(
+        1.0,
+        env="MONITOR_EVALUATE_INTERVAL",
+        kind=float,
+        unit="s",
+        minimum=0.01,
+        doc="evaluator sweep period, liveness renewal; **at most `MONITOR_LEASE_TTL` / 2** (2 × TTL "
+        "without a liveness renewal is a monitor outage, so a longer interval would make every "
+        "interval one)",
+    )
+    lease_ttl: float = setting(
+        10.0,
+        env="MONITOR_LEASE_TTL",
+        kind=float,
+        unit="s",
+        minimum=LEASE_TTL_RANGE[0],
+        maximum=LEASE_TTL_RANGE[1],
+        doc="lease expiry and takeover time; 1 s … 86400 s (one day)",
+    )
+    shards: int = setting(
+        16,
+        env="MONITOR_SHARDS",
+        kind=int,
+        minimum=1,
+        maximum=MAX_SHARDS,
+        doc="evaluator shards shared out between replicas, 1 … 4096 (as `monitor reshard`); recorded "
+        "in the database by the first process, which then wins over this variable (see below)",
+    )
+    ping_body_limit: int = setting(
+        100_000,
+        env="MONITOR_PING_BODY_LIMIT",
+        kind=int,
+        unit="bytes",
+        minimum=0,
+        doc="stored bytes of a ping body (the first ones)",
+    )
+    ping_rate_limit: int = setting(
+        600, env="MONITOR_PING_RATE_LIMIT", kind=int, minimum=1, doc="pings per check per 60 s before `429`"
+    )
+    ingest_batch: int = setting(
+        500,
+        env="MONITOR_INGEST_BATCH",
+        kind=int,
+        minimum=1,
+        doc="group commit: most pings in one transaction",
+    )
+    ingest_wait: float = setting(
+        0.002,
+        env="MONITOR_INGEST_WAIT_MS",
+        kind=float,
+        unit="s",
+        env_scale=0.001,
+        env_unit="ms",
+        minimum=0,
+        doc="group commit: longest wait for more pings before a batch is committed (the variable is "
+        "in milliseconds)",
+    )
+    notify_max_attempts: int = setting(
+        8,
+        env="MONITOR_NOTIFY_MAX_ATTEMPTS",
+        kind=int,
+        minimum=1,
+        doc="delivery attempts before a notification is `failed`",
+    )
+    notify_timeout: float = setting(
+        10.0,
+        env="MONITOR_NOTIFY_TIMEOUT",
+        kind=float,
+        unit="s",
+        minimum=0.1,
+        doc="one delivery attempt's time limit",
+    )
+    notify_backoff: float = setting(
+        2.0,
+        env="MONITOR_NOTIFY_BACKOFF",
+        kind=float,
+        unit="s",
+        minimum=0,
+        doc="first retry delay, doubled each attempt (±25 % jitter, at most 1 h)",
+    )
+    notify_rate_limit: int = setting(
+        10,
+        env="MONITOR_NOTIFY_RATE_LIMIT",
+        kind=int,
+        minimum=1,
+        doc="notifications one channel receives about one check per `MONITOR_NOTIFY_RATE_WINDOW`; "
+        "the rest are held back and then sent as one digest (never dropped)",
+    )
+    notify_rate_window: float = setting(
+        300.0,
+        env="MONITOR_NOTIFY_RATE_WINDOW",
+        kind=float,
+        unit="s",
+        minimum=0,
+        doc="the window of `MONITOR_NOTIFY_RATE_LIMIT`",
+    )
+    allow_private_targets: bool = setting(
+        False,
+        env="MONITOR_ALLOW_PRIVATE_TARGETS",
+        kind=bool,
+        shown_default="`0` (`1` under `serve --dev`)",
+        doc="allow Apprise targets on loopback/private networks",
+    )
+    trusted_proxies: frozenset[str] = setting(
+        frozenset(),
+        env="MONITOR_TRUSTED_PROXIES",
+        kind=frozenset,
+        shown_default="none",
+        doc="comma-separated peers whose `X-Forwarded-For` first hop is believed",
+    )
+    metrics_key: str | None = setting(
+        None,
+        env="MONITOR_METRICS_KEY",
+        kind=str,
+        secret=True,
+        doc="bearer key for `/metrics` (`Authorization: Bearer <key>`); unset, `/metrics` is public",
+    )
+    templates_dir: str | None = setting(
+        None,
+        env="MONITOR_TEMPLATES_DIR",
+        kind=str,
+        doc="directory of message templates overriding the package's (`monitor/notify/templates`)",
+    )
+    log_level: str = setting("INFO", env="MONITOR_LOG_LEVEL", kind=str, doc="log level (logs go to stderr)")
+    scheduler_shutdown_grace: float = setting(
+        30.0,
+        env="MONITOR_SCHEDULER_SHUTDOWN_GRACE",
+        kind=float,
+        unit="s",
+        minimum=0,
+        doc="`monitor scheduler`: on SIGTERM, how long running jobs may take before they are "
+        "terminated (`--shutdown-grace`)",
+    )
+    scheduler_liveness_interval: float = setting(
+        60.0,
+        env="MONITOR_SCHEDULER_LIVENESS_INTERVAL",
+        kind=float,
+        unit="s",
+        minimum=0.1,
+        doc="`monitor scheduler`: period of its own liveness check `monitor-scheduler` "
+        "(`--liveness-interval`)",
+    )
+    user_password: str | None = setting(
+        None,
+        env="MONITOR_USER_PASSWORD",
+        kind=str,
+        secret=True,
+        doc="`monitor user create`: the password, when `--password-stdin` is not given",
+    )
+    roles: str = setting(
+        "evaluator,notifier",
+        env="MONITOR_ROLES",
+        kind=str,
+        listed=False,
+        doc="loops `monitor serve`'s API processes run besides HTTP, comma-separated: `evaluator`, "
+        "`notifier` (set by `serve` for its uvicorn workers, always starting with `http`)",
+    )
+
+    ingest_queue: int = setting(
+        5000,
+        env="MONITOR_INGEST_QUEUE",
+        kind=int,
+        minimum=1,
+        doc="pings waiting for the writer per process; beyond it a ping gets `503` with "
+        "`Retry-After: 1` and is not stored",
+    )
+
+    metrics_per_check: bool = setting(
+        False,
+        env="MONITOR_METRICS_PER_CHECK",
+        kind=bool,
+        shown_default="`0`",
+        doc="`1`: `/metrics` also exports per-check series (`monitor_check_up`, `monitor_check_status`, "
+        "… labelled `uuid`, `name`); by default only counts by status, small at 100k checks",
+    )
+
+    notify_concurrency: int = setting(
+        64,
+        env="MONITOR_NOTIFY_CONCURRENCY",
+        kind=int,
+        minimum=1,
+        doc="deliveries one notifier process keeps in flight (and Apprise sender threads)",
+    )
+
+    notify_per_host: int = setting(
+        32,
+        env="MONITOR_NOTIFY_PER_HOST",
+        kind=int,
+        minimum=1,
+        doc="of those, most to one target host (a slow target holds only its own slots)",
+    )
+
+    ping_retention: int = setting(
+        1000,
+        env="MONITOR_PING_RETENTION",
+        kind=int,
+        minimum=1,
+        doc="pings kept per check, newest first (older ones are pruned unless an open run or an "
+        "unjudged tick still needs them)",
+    )
+
+    ping_body_retention: float = setting(
+        30 * 86400.0,
+        env="MONITOR_PING_BODY_RETENTION",
+        kind=float,
+        unit="s",
+        minimum=0,
+        doc="a ping's body is cleared after this (the ping stays); 30 days",
+    )
+
+    history_retention: float = setting(
+        90 * 86400.0,
+        env="MONITOR_HISTORY_RETENTION",
+        kind=float,
+        unit="s",
+        minimum=0,
+        doc="finished runs, judged ticks, flips and alerts (with their notifications) kept; 90 days",
+    )
+
+    retention_interval: float = setting(
+        60.0,
+        env="MONITOR_RETENTION_INTERVAL",
+        kind=float,
+        unit="s",
+        minimum=0.01,
+        doc="pause between pruning rounds of the background task",
+    )
+
+    retention_batch: int = setting(
+        500,
+        env="MONITOR_RETENTION_BATCH",
+        kind=int,
+        minimum=1,
+        doc="most rows one pruning transaction deletes (small batches keep the SQLite writer free)",
+    )
+
+    smtp_port: int | None = setting(
+        None,
+        env="MONITOR_SMTP_PORT",
+        kind=int,
+        minimum=1,
+        maximum=65535,
+        shown_default="unset (no listener)",
+        doc="SMTP port for email pings, in the serving process (`serve --smtp-port`)",
+    )
+
+    smtp_host: str = setting(
+        "127.0.0.1",
+        env="MONITOR_SMTP_HOST",
+        kind=str,
+        shown_default="`serve --host`",
+        doc="address the SMTP listener binds",
+    )
+
+    ping_email_domain: str | None = setting(
+        None,
+        env="MONITOR_PING_EMAIL_DOMAIN",
+        kind=str,
+        shown_default="host of `MONITOR_BASE_URL`",
+        doc="domain of `<uuid>@<domain>` and `<ping_key>+<slug>@<domain>` ping addresses",
+    )
+
+    smtp_message_limit: int = setting(
+        1_000_000,
+        env="MONITOR_SMTP_MESSAGE_LIMIT",
+        kind=int,
+        unit="bytes",
+        minimum=1,
+        doc="largest email accepted (advertised as SIZE; `552` beyond); the stored body is still cut "
+        "to `MONITOR_PING_BODY_LIMIT`",
+    )
+
+    sentry_envelope_limit: int = setting(
+        20_000_000,
+        env="MONITOR_SENTRY_ENVELOPE_LIMIT",
+        kind=int,
+        unit="bytes",
+        minimum=1024,
+        doc="largest Sentry envelope accepted, as sent and decompressed (`413` beyond)",
+    )
+
+    scheduler_pre_spawn_delay: float = setting(
+        0.0,
+        env="MONITOR_SCHEDULER_PRE_SPAWN_DELAY",
+        kind=float,
+        unit="s",
+        minimum=0,
+        listed=False,
+        doc="testing aid: the bundled scheduler's pause between recording a run's start and "
+        "spawning it, so a test can stall (SIGSTOP) a replica inside that gap",
+    )
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None, **overrides: Any) -> Settings:
@@ -158,63 +427,16 @@ class Settings:
             **overrides: field values that win over the environment (CLI flags); ``None`` is ignored.
 
         Raises:
-            SettingsError: a variable is malformed (the message names it).
+            SettingsError: a variable is malformed or out of bounds (the message names it).
         """
         env = os.environ if environ is None else environ
         values: dict[str, Any] = {}
-
-        def text(name: str, key: str) -> None:
-            raw = env.get(name)
-            if raw is not None and raw != "":
-                values[key] = raw
-
-        text("MONITOR_DATABASE_URL", "database_url")
-        text("MONITOR_BASE_URL", "base_url")
-        text("MONITOR_API_KEY", "api_key")
-        text("MONITOR_METRICS_KEY", "metrics_key")
-        text("MONITOR_TEMPLATES_DIR", "templates_dir")
-        text("MONITOR_SMTP_HOST", "smtp_host")
-        text("MONITOR_PING_EMAIL_DOMAIN", "ping_email_domain")
-        numbers: list[tuple[str, str, type[int] | type[float], float]] = [
-            ("MONITOR_EVALUATE_INTERVAL", "evaluate_interval", float, 0.01),
-            ("MONITOR_LEASE_TTL", "lease_ttl", float, LEASE_TTL_RANGE[0]),
-            ("MONITOR_SHARDS", "shards", int, 1),
-            ("MONITOR_PING_BODY_LIMIT", "ping_body_limit", int, 0),
-            ("MONITOR_PING_RATE_LIMIT", "ping_rate_limit", int, 1),
-            ("MONITOR_INGEST_BATCH", "ingest_batch", int, 1),
-            ("MONITOR_INGEST_WAIT_MS", "ingest_wait_ms", float, 0),
-            ("MONITOR_INGEST_QUEUE", "ingest_queue", int, 1),
-            ("MONITOR_NOTIFY_MAX_ATTEMPTS", "notify_max_attempts", int, 1),
-            ("MONITOR_NOTIFY_TIMEOUT", "notify_timeout", float, 0.1),
-            ("MONITOR_NOTIFY_BACKOFF", "notify_backoff", float, 0),
-            ("MONITOR_NOTIFY_RATE_LIMIT", "notify_rate_limit", int, 1),
-            ("MONITOR_NOTIFY_RATE_WINDOW", "notify_rate_window", float, 0),
-            ("MONITOR_NOTIFY_PRE_SEND_DELAY", "notify_pre_send_delay", float, 0),
-            ("MONITOR_SMTP_PORT", "smtp_port", int, 1),
-            ("MONITOR_SMTP_MESSAGE_LIMIT", "smtp_message_limit", int, 1),
-            ("MONITOR_SENTRY_ENVELOPE_LIMIT", "sentry_envelope_limit", int, 1024),
-            ("MONITOR_SCHEDULER_PRE_SPAWN_DELAY", "scheduler_pre_spawn_delay", float, 0),
-            ("MONITOR_NOTIFY_CONCURRENCY", "notify_concurrency", int, 1),
-            ("MONITOR_NOTIFY_PER_HOST", "notify_per_host", int, 1),
-            ("MONITOR_PING_RETENTION", "ping_retention", int, 1),
-            ("MONITOR_PING_BODY_RETENTION", "ping_body_retention", float, 0),
-            ("MONITOR_HISTORY_RETENTION", "history_retention", float, 0),
-            ("MONITOR_RETENTION_INTERVAL", "retention_interval", float, 0.01),
-            ("MONITOR_RETENTION_BATCH", "retention_batch", int, 1),
-        ]
-        for name, key, kind, minimum in numbers:
-            raw = env.get(name)
-            if raw:
-                values[key] = _number(name, raw, kind, minimum)
-        raw = env.get("MONITOR_ALLOW_PRIVATE_TARGETS")
-        if raw is not None:
-            values["allow_private_targets"] = _bool("MONITOR_ALLOW_PRIVATE_TARGETS", raw)
-        raw = env.get("MONITOR_METRICS_PER_CHECK")
-        if raw is not None:
-            values["metrics_per_check"] = _bool("MONITOR_METRICS_PER_CHECK", raw)
-        raw = env.get("MONITOR_TRUSTED_PROXIES")
-        if raw:
-            values["trusted_proxies"] = frozenset(p.strip() for p in raw.split(",") if p.strip())
+        for spec in specs():
+            raw = env.get(spec.env)
+            if raw is not None:
+                parsed = _parse(spec, raw)
+                if parsed is not _UNSET:
+                    values[spec.name] = parsed
         values.update({k: v for k, v in overrides.items() if v is not None})
         values["base_url"] = str(values.get("base_url", DEFAULT_BASE_URL)).rstrip("/")
         settings = cls(**values)
@@ -222,7 +444,7 @@ class Settings:
         return settings
 
     def validate(self) -> None:
-        """Refuse combinations the service cannot run with (QA issue 5, F2/F5/F6).
+        """Refuse combinations the service cannot run with.
 
         * ``lease_ttl`` within :data:`LEASE_TTL_RANGE` (finite);
         * ``evaluate_interval`` at most ``lease_ttl / 2``: liveness is renewed every interval
@@ -264,3 +486,74 @@ class Settings:
     def replace(self, **changes: Any) -> Settings:
         """A copy with ``changes`` applied."""
         return dataclasses.replace(self, **changes)
+
+
+def specs() -> Iterator[Spec]:
+    """Every setting's :class:`Spec`, in declaration order, with ``name`` filled in."""
+    for f in dataclasses.fields(Settings):
+        spec = f.metadata.get("setting")
+        if spec is not None:
+            yield dataclasses.replace(spec, name=f.name)
+
+
+def spec_of(name: str) -> Spec:
+    """The :class:`Spec` of the field ``name``.
+
+    Raises:
+        KeyError: no such setting.
+    """
+    for spec in specs():
+        if spec.name == name:
+            return spec
+    raise KeyError(name)
+
+
+def read(name: str, environ: Mapping[str, str] | None = None) -> Any:
+    """One setting from the environment (its default when unset), without building :class:`Settings`.
+
+    For values needed before the whole configuration is read or valid: the log level, the
+    database URL shown in a start-up error, ``import-crontab``'s base URL and key.
+
+    Raises:
+        SettingsError: the variable is malformed or out of bounds.
+    """
+    spec = spec_of(name)
+    raw = (os.environ if environ is None else environ).get(spec.env)
+    parsed = _UNSET if raw is None else _parse(spec, raw)
+    return spec.default if parsed is _UNSET else parsed
+
+
+def given(name: str, environ: Mapping[str, str] | None = None) -> bool:
+    """Whether the setting ``name``'s variable is set to a non-empty value (not left to its default)."""
+    return bool((os.environ if environ is None else environ).get(spec_of(name).env))
+
+
+_UNSET: Any = object()
+
+
+def _parse(spec: Spec, raw: str) -> Any:
+    """``raw`` as the setting's stored value (``_UNSET`` for an empty value that means "default")."""
+    if spec.kind is bool:
+        value = raw.strip().lower()
+        if value in {"1", "true", "yes", "on"}:
+            return True
+        if value in {"0", "false", "no", "off", ""}:
+            return False
+        raise SettingsError(f"{spec.env}: expected 0/1/true/false, got {raw!r}")
+    if raw == "":
+        return _UNSET
+    if spec.kind is str:
+        return raw
+    if spec.kind is frozenset:
+        return frozenset(p.strip() for p in raw.split(",") if p.strip())
+    try:
+        number = spec.kind(raw)
+    except ValueError:
+        raise SettingsError(f"{spec.env}: expected a number, got {raw!r}") from None
+    if isinstance(number, float) and not math.isfinite(number):
+        raise SettingsError(f"{spec.env}: expected a finite number, got {raw!r}")
+    if spec.minimum is not None and number < spec.minimum:
+        raise SettingsError(f"{spec.env}: must be at least {spec.minimum:g}, got {raw!r}")
+    if spec.maximum is not None and number > spec.maximum:
+        raise SettingsError(f"{spec.env}: must be at most {spec.maximum:g}, got {raw!r}")
+    return number * spec.env_scale if spec.env_scale != 1.0 else number

@@ -29,8 +29,8 @@ sys.path.insert(0, str(REPO))
 
 from litestar.testing import AsyncTestClient  # noqa: E402
 
+from monitor.app import create_app  # noqa: E402
 from monitor.domain.clock import FrozenClock  # noqa: E402
-from monitor.http.app import create_app  # noqa: E402
 from monitor.notify.apprise import AppriseNotifier  # noqa: E402
 from monitor.services import projects, reminders  # noqa: E402
 from monitor.services.dispatch import deliver_due  # noqa: E402

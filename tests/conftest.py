@@ -21,8 +21,8 @@ import pytest
 from litestar.testing import AsyncTestClient
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from monitor.app import create_app
 from monitor.domain.clock import FrozenClock
-from monitor.http.app import create_app
 from monitor.services import projects
 from monitor.settings import Settings
 from monitor.storage.engine import make_engine, migrate

@@ -11,20 +11,11 @@ from litestar.exceptions import ValidationException as LitestarValidation
 from litestar.response import Template
 
 from monitor.domain.errors import Conflict, NotFound, ScheduleError, ValidationError, ZoneError
+from monitor.edge import Forbidden, NotAuthenticated, PayloadTooLarge
+
+__all__ = ["EXCEPTION_HANDLERS", "Forbidden", "NotAuthenticated", "PayloadTooLarge"]
 
 logger = logging.getLogger(__name__)
-
-
-class NotAuthenticated(Exception):
-    """Missing or wrong ``X-Api-Key`` (401)."""
-
-
-class Forbidden(Exception):
-    """A read-only key tried to write (403)."""
-
-
-class PayloadTooLarge(Exception):
-    """A management request body over the limit (413)."""
 
 
 def _json(status: int, message: str) -> Response[dict[str, str]]:

@@ -19,6 +19,7 @@ from monitor.domain import pings
 from monitor.domain.checks import PingKind
 from monitor.domain.clock import Clock
 from monitor.domain.errors import ValidationError
+from monitor.edge import UUID_RE
 from monitor.services.ingest import IngestWriter, PingAnswer, PingRequest
 from monitor.settings import Settings
 
@@ -26,7 +27,6 @@ Scope = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
 Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
 
-UUID_RE = re.compile(r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$")
 SLUG_RE = re.compile(r"^[a-z0-9_-]{1,100}$")
 ACTIONS = {"start": PingKind.START, "fail": PingKind.FAIL, "log": PingKind.LOG, "skip": PingKind.SKIP}
 

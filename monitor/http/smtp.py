@@ -33,7 +33,8 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from monitor.domain.checks import PingKind
 from monitor.domain.clock import Clock
-from monitor.http.ping import SLUG_RE, UUID_RE
+from monitor.edge import UUID_RE
+from monitor.http.ping import SLUG_RE
 from monitor.services import mailbox
 from monitor.services.ingest import IngestWriter, PingAnswer, PingRequest
 from monitor.settings import Settings

@@ -329,11 +329,30 @@ def _guarded_connect_ex(self: socket.socket, address: Any) -> int:
     return _socket_connect_ex(self, address)
 
 
-# The connect-time hook. It lives on socket.socket (requests/urllib3 and smtplib both connect
-# through it, after their own DNS lookup) and is active only in a thread inside
-# _connect_guard(): every other socket of the process is untouched.
-socket.socket.connect = _guarded_connect  # type: ignore[method-assign,assignment]
-socket.socket.connect_ex = _guarded_connect_ex  # type: ignore[method-assign,assignment]
+_install_lock = threading.Lock()
+
+
+def install_egress_guard() -> None:
+    """Install the connect-time egress guard for this process (DESIGN §7); idempotent.
+
+    The hook lives on ``socket.socket.connect``/``connect_ex`` (requests/urllib3 and smtplib
+    both connect through them, after their own DNS lookup) and vets a peer only in a thread
+    inside a guarded send (:class:`AppriseNotifier` with private targets refused): every other
+    socket of the process connects as before. The processes that send install it at start —
+    ``monitor serve`` (:func:`monitor.app.create_app`'s lifespan, which also serves the
+    channel test-send), ``monitor notify`` — and so does constructing a notifier that refuses
+    private targets, so no sender can run unguarded. Importing this module installs nothing.
+    """
+    with _install_lock:
+        if egress_guard_installed():
+            return
+        socket.socket.connect = _guarded_connect  # type: ignore[method-assign,assignment]
+        socket.socket.connect_ex = _guarded_connect_ex  # type: ignore[method-assign,assignment]
+
+
+def egress_guard_installed() -> bool:
+    """Whether :func:`install_egress_guard` has run in this process."""
+    return socket.socket.connect is _guarded_connect
 
 
 @contextmanager
@@ -562,6 +581,8 @@ class AppriseNotifier:
     ) -> None:
         self.allow_private_targets = allow_private_targets
         self._resolve = resolve
+        if not allow_private_targets:
+            install_egress_guard()  # a sender that refuses private targets never runs unguarded
         self._slots = threading.BoundedSemaphore(max_workers)
         self._closed = False
 
@@ -740,3 +761,38 @@ def _describe_failure(lines: list[str], details: list[str], plugin: Any, scheme:
     if said:
         return DeliveryResult.failed(f"{scheme}:// delivery to {where} failed: {said}")
     return DeliveryResult.failed(f"{scheme}:// delivery to {where} failed (Apprise gave no reason)")
+
+
+class AppriseChannelUrls:
+    """The :class:`monitor.notify.base.ChannelUrls` port on Apprise's URL rules.
+
+    ``monitor.services.channels`` validates, masks and names channel URLs through this object,
+    which the edges (:func:`monitor.app.create_app`, the CLI) hand it; services never import
+    this module. Every method is a thin delegation to the module functions above.
+
+    Args:
+        resolve: the resolver of :meth:`check_target` (default ``socket.getaddrinfo``).
+    """
+
+    def __init__(self, resolve: Resolver | None = None) -> None:
+        self._resolve = resolve
+
+    def validate(self, url: str) -> None:
+        """See :func:`validate_apprise_url` (raises ``ValidationError`` naming ``url``)."""
+        validate_apprise_url(url)
+
+    def check_target(self, url: str, allow_private: bool) -> None:
+        """See :func:`check_private_target`; blocking (resolves the host)."""
+        check_private_target(url, allow_private, self._resolve)
+
+    def mask(self, url: str) -> str:
+        """See :func:`mask_url`."""
+        return mask_url(url)
+
+    def has_masked_secrets(self, url: str) -> bool:
+        """See :func:`has_masked_secrets`."""
+        return has_masked_secrets(url)
+
+    def label(self, url: str) -> str:
+        """See :func:`service_label`."""
+        return service_label(url)

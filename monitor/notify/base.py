@@ -1,4 +1,10 @@
-"""The notifier port: what ``services.dispatch`` needs to deliver one message to one channel."""
+"""The notification ports: what services need from a delivery adapter, implemented by
+``monitor.notify.apprise`` and injected by the edges.
+
+* :class:`Notifier`: deliver one message to one channel (``services.dispatch``, channel tests).
+* :class:`ChannelUrls`: the rules of channel URLs — parse, mask, name, private-target check
+  (``services.channels``).
+"""
 
 from __future__ import annotations
 
@@ -56,4 +62,37 @@ class Notifier(Protocol):
             The attempt's :class:`DeliveryResult`. Implementations never raise for delivery
             problems; they report them in the result.
         """
+        ...
+
+
+class ChannelUrls(Protocol):
+    """The rules of channel URLs (Apprise's: :class:`monitor.notify.apprise.AppriseChannelUrls`)."""
+
+    def validate(self, url: str) -> None:
+        """Refuse a URL the adapter cannot deliver to.
+
+        Raises:
+            ValidationError: naming ``url``.
+        """
+        ...
+
+    def check_target(self, url: str, allow_private: bool) -> None:
+        """Refuse a URL whose host resolves to a non-public address unless ``allow_private``
+        (DESIGN §7). Blocking: it resolves the host.
+
+        Raises:
+            ValidationError: naming ``url`` and the address.
+        """
+        ...
+
+    def mask(self, url: str) -> str:
+        """``url`` with its secrets shown as ``****``."""
+        ...
+
+    def has_masked_secrets(self, url: str) -> bool:
+        """Whether ``url`` contains a masked secret (``****``)."""
+        ...
+
+    def label(self, url: str) -> str:
+        """A human name for the target (``"JSON hooks.example.com"``), never a secret."""
         ...

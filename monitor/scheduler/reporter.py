@@ -142,6 +142,7 @@ class HttpReporter:
         liveness_interval: float = 60.0,
         client: Any = None,
     ) -> None:
+        self._owns_client = client is None  # a client built here is closed by the drain thread
         if client is None:
             from monitor_client import Client
 
@@ -346,14 +347,18 @@ class HttpReporter:
             attempt += 1
 
     def _drain(self) -> None:
-        while not self._closing.is_set():
-            ping = self._queue.get()
-            if ping is None or self._closing.is_set():
-                return
-            try:
-                self._send(ping)
-            except Exception:
-                logger.exception("ping failed", extra={"action": "ping_failed", "slug": ping.slug})
+        try:
+            while not self._closing.is_set():
+                ping = self._queue.get()
+                if ping is None or self._closing.is_set():
+                    return
+                try:
+                    self._send(ping)
+                except Exception:
+                    logger.exception("ping failed", extra={"action": "ping_failed", "slug": ping.slug})
+        finally:
+            if self._owns_client:  # its connections die with the thread that used them
+                self._client.close()
 
 
 def _refused(status: int) -> bool:

@@ -14,8 +14,7 @@ from monitor.domain import messages
 from monitor.domain.checks import AlertKind
 from monitor.domain.errors import Conflict, NotFound, ValidationError
 from monitor.domain.messages import Message
-from monitor.notify import apprise as apprise_notify
-from monitor.notify.base import DeliveryResult, Notifier
+from monitor.notify.base import ChannelUrls, DeliveryResult, Notifier
 from monitor.storage import tables as t
 
 #: What a channel's ``kinds`` filter may name: the alert kinds (DESIGN §2) plus the reminders,
@@ -40,14 +39,15 @@ def _kinds(value: Any) -> str:
     return ",".join(dict.fromkeys(items))
 
 
-def default_name(url: str) -> str:
+def default_name(url: str, urls: ChannelUrls) -> str:
     """A channel name for ``url`` when none is given: the Apprise service's name and the host it
-    delivers to (``"JSON hooks.example.com"``, ``"Telegram"``); never a secret part of the URL."""
-    return apprise_notify.service_label(url)[:100]
+    delivers to (``"JSON hooks.example.com"``, ``"Telegram"``); never a secret part of the URL.
+    ``urls``: the channel URL rules (the edge passes Apprise's)."""
+    return urls.label(url)[:100]
 
 
 async def validate_channel(
-    data: Any, *, partial: bool, allow_private: bool, stored_url: str | None = None
+    data: Any, *, partial: bool, allow_private: bool, urls: ChannelUrls, stored_url: str | None = None
 ) -> dict[str, Any]:
     """Validate a channel body: ``name`` (≤ 100), ``url`` (Apprise must parse it), ``kinds``,
     ``default``.
@@ -67,6 +67,7 @@ async def validate_channel(
         data: the decoded JSON body.
         partial: an update (only the given fields change).
         allow_private: ``MONITOR_ALLOW_PRIVATE_TARGETS``.
+        urls: the channel URL rules (the edge passes Apprise's, ``monitor.notify.apprise``).
         stored_url: the channel's current URL, on update.
 
     Raises:
@@ -87,18 +88,18 @@ async def validate_channel(
         if "\x00" in url or len(url) > 2000:
             raise ValidationError("url", "must be at most 2000 characters, without NUL")
         url = url.strip()
-        if stored_url is not None and url == apprise_notify.mask_url(stored_url):
+        if stored_url is not None and url == urls.mask(stored_url):
             url = stored_url  # the masked form sent back: keep the real secrets
-        elif apprise_notify.has_masked_secrets(url):
+        elif urls.has_masked_secrets(url):
             raise ValidationError("url", "contains masked secrets (****); send the full URL")
         else:
-            apprise_notify.validate_apprise_url(url)
-            await asyncio.to_thread(apprise_notify.check_private_target, url, allow_private)
+            urls.validate(url)
+            await asyncio.to_thread(urls.check_target, url, allow_private)
         out["url"] = url
     if not out.get("name") and ("name" in data or not partial):
         source = out.get("url") or stored_url
         if source:
-            out["name"] = default_name(source)
+            out["name"] = default_name(source, urls)
     if "kinds" in data:
         out["kinds"] = _kinds(data["kinds"])
     if "default" in data:
@@ -156,7 +157,7 @@ def healthchecks_kind(url: str) -> str:
     return HEALTHCHECKS_KINDS.get(scheme, "apprise")
 
 
-def channel_to_dict(row: Any) -> dict[str, Any]:
+def channel_to_dict(row: Any, urls: ChannelUrls) -> dict[str, Any]:
     """A channel's JSON (DESIGN §9): ``id, name, url`` (secrets masked), ``kinds``, ``default``,
     and Healthchecks' ``kind`` (its integration shape ``{id, name, kind}``, which clients such
     as ``healthchecks-io`` validate)."""
@@ -164,7 +165,7 @@ def channel_to_dict(row: Any) -> dict[str, Any]:
         "id": row["id"],
         "name": row["name"],
         "kind": healthchecks_kind(row["url"]),
-        "url": apprise_notify.mask_url(row["url"]),
+        "url": urls.mask(row["url"]),
         "kinds": [k for k in row["kinds"].split(",") if k],
         "default": bool(row["is_default"]),
     }
@@ -207,7 +208,8 @@ async def get_channel(conn: AsyncConnection, project_id: int, channel_id: str) -
     return dict(row)
 
 
-async def list_channels(conn: AsyncConnection, project_id: int) -> list[dict[str, Any]]:
+async def list_channels(conn: AsyncConnection, project_id: int, urls: ChannelUrls) -> list[dict[str, Any]]:
+    """The project's channels as JSON (:func:`channel_to_dict`), oldest first."""
     rows = (
         (
             await conn.execute(
@@ -219,7 +221,7 @@ async def list_channels(conn: AsyncConnection, project_id: int) -> list[dict[str
         .mappings()
         .all()
     )
-    return [channel_to_dict(r) for r in rows]
+    return [channel_to_dict(r, urls) for r in rows]
 
 
 async def update_channel(conn: AsyncConnection, channel_id: str, values: dict[str, Any]) -> None:

@@ -610,6 +610,7 @@ async def deliver(
     *,
     settings: Settings,
     rng: random.Random | None = None,
+    pre_send_delay: float = 0.0,
 ) -> DeliveryResult | None:
     """Send one claimed notification and record the attempt (its own transactions).
 
@@ -617,12 +618,14 @@ async def deliver(
     again once the send has ended: the attempt's time and the retry's backoff start there.
 
     Each delivery records itself, so one hanging target holds up only its own row.
+    ``pre_send_delay`` (seconds, default 0) waits between the claim and its re-check: a test
+    hook that lets a test stall (SIGSTOP) a sender inside that gap.
 
     Returns:
         The attempt's result, or ``None`` when nothing was sent (claim lost, suppressed, held).
     """
-    if settings.notify_pre_send_delay > 0:
-        await asyncio.sleep(settings.notify_pre_send_delay)
+    if pre_send_delay > 0:
+        await asyncio.sleep(pre_send_delay)
     ready = await prepare(engine, job, clock(), settings=settings)
     if ready is None:
         return None

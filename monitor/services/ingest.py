@@ -490,7 +490,7 @@ class IngestWriter:
 
     async def _run(self) -> None:
         batch_size = self.settings.ingest_batch
-        wait = self.settings.ingest_wait_ms / 1000
+        wait = self.settings.ingest_wait
         loop = asyncio.get_running_loop()
         while True:
             batch = [await self._queue.get()]

@@ -14,6 +14,7 @@ real accounts keep theirs in ``users``).
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import re
 import secrets
@@ -41,8 +42,14 @@ MIN_PASSWORD = 8
 EMAIL = re.compile(r"^[^@\s]{1,64}@[^@\s]{1,189}$")
 
 _hasher = PasswordHasher()
-# Verified against when the email is unknown, so a wrong email costs as long as a wrong password.
-_DUMMY_HASH = _hasher.hash("not a password of anyone")
+
+
+@functools.cache
+def _dummy_hash() -> str:
+    """Verified against when the email is unknown, so a wrong email costs as long as a wrong
+    password. Computed on first use (an argon2 hash takes ~0.1-1 s): importing this module, as
+    every process does, must not pay for it."""
+    return _hasher.hash("not a password of anyone")
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -232,7 +239,7 @@ async def log_in(
         if refused is not None:
             return refused
         with contextlib.suppress(VerificationError):
-            _hasher.verify(_DUMMY_HASH, password)
+            _hasher.verify(_dummy_hash(), password)
         unknown.fail(email, now)
         return wrong
     refused = _throttled(row["locked_until"], now)

@@ -27,7 +27,7 @@ from litestar.response import Redirect, Template
 from litestar.types import ExceptionHandlersMap
 
 from monitor.domain.errors import Conflict, MonitorError, NotFound, ScheduleError, ValidationError, ZoneError
-from monitor.http.api.common import services_of
+from monitor.edge import services_of
 from monitor.services import users
 from monitor.settings import Settings
 

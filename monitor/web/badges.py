@@ -25,7 +25,7 @@ from urllib.parse import quote
 from litestar import Controller, MediaType, Request, Response, get
 
 from monitor.domain.errors import NotFound
-from monitor.http.api.common import authenticate, services_of
+from monitor.edge import authenticate, services_of
 from monitor.services import dashboard
 from monitor.web.svg import SHIELDS_COLORS, badge_svg
 

@@ -23,8 +23,7 @@ from sqlalchemy import func, select
 from monitor.domain.errors import Conflict, MonitorError, NotFound, ScheduleError, ValidationError, ZoneError
 from monitor.domain.explain import MAX_COUNT, explain
 from monitor.domain.schedules import Dialect
-from monitor.http.api.common import services_of
-from monitor.http.ping import UUID_RE
+from monitor.edge import UUID_RE, services_of
 from monitor.services import channels as channel_service
 from monitor.services import checks as check_service
 from monitor.services import dashboard, history, users
@@ -430,7 +429,7 @@ class DashboardController(Controller):
             flips = await history.list_flips(conn, row["id"], 50)
             channel_names = {
                 c["id"]: c["name"] or c["id"][:8]
-                for c in await channel_service.list_channels(conn, row["project_id"])
+                for c in await channel_service.list_channels(conn, row["project_id"], services.channel_urls)
             }
             project = (await dashboard.project_names(conn, [row["project_id"]])).get(row["project_id"], "")
         views = [
@@ -490,7 +489,7 @@ class DashboardController(Controller):
             channels = []
             for pid in session.user.project_ids:
                 if project_id is None or pid == project_id:
-                    for channel in await channel_service.list_channels(conn, pid):
+                    for channel in await channel_service.list_channels(conn, pid, services.channel_urls):
                         channels.append({**channel, "project_id": pid, "project": names.get(pid, "")})
         return {
             "projects": [(pid, names.get(pid, "")) for pid in session.user.project_ids],
@@ -690,7 +689,7 @@ class DashboardController(Controller):
             names = await dashboard.project_names(conn, session.user.project_ids)
             listed = []
             for project_id in session.user.project_ids:
-                for channel in await channel_service.list_channels(conn, project_id):
+                for channel in await channel_service.list_channels(conn, project_id, services.channel_urls):
                     listed.append({**channel, "project": names.get(project_id, "")})
             counts = await _channel_check_counts(conn, [c["id"] for c in listed])
         for channel in listed:
@@ -748,7 +747,10 @@ class DashboardController(Controller):
             if kinds:
                 body["kinds"] = kinds
             clean = await channel_service.validate_channel(
-                body, partial=False, allow_private=services.settings.allow_private_targets
+                body,
+                partial=False,
+                allow_private=services.settings.allow_private_targets,
+                urls=services.channel_urls,
             )
             async with services.engine.begin() as conn:
                 await channel_service.create_channel(conn, project_id, clean, services.clock.now())
@@ -791,7 +793,7 @@ class DashboardController(Controller):
                     select(t.check_channels.c.check_id).where(t.check_channels.c.channel_id == channel_id)
                 )
             }
-        channel = channel_service.channel_to_dict(row)
+        channel = channel_service.channel_to_dict(row, services.channel_urls)
         return _page(
             "channel_form.html",
             session,
@@ -831,6 +833,7 @@ class DashboardController(Controller):
                     body,
                     partial=True,
                     allow_private=services.settings.allow_private_targets,
+                    urls=services.channel_urls,
                     stored_url=row["url"],
                 )
                 await channel_service.update_channel(conn, channel_id, clean)
@@ -865,7 +868,7 @@ class DashboardController(Controller):
         return _page(
             "confirm_channel.html",
             session,
-            channel=channel_service.channel_to_dict(row),
+            channel=channel_service.channel_to_dict(row, services.channel_urls),
             checks=count,
             nav="channels",
         )

@@ -148,6 +148,7 @@ async def run_notifier(
     clock: Clock,
     *,
     wake: asyncio.Event | None = None,
+    pre_send_delay: float = 0.0,
 ) -> None:
     """Loop forever: keep up to ``settings.notify_concurrency`` deliveries going, at most
     ``settings.notify_per_host`` of them to one target; sleep until woken, a delivery ends, or
@@ -202,7 +203,7 @@ async def run_notifier(
                 await release_claims(engine, surplus)
                 if accepted:
                     task = asyncio.create_task(
-                        _batch(engine, notifier, accepted, clock, settings, slots, recorder)
+                        _batch(engine, notifier, accepted, clock, settings, slots, recorder, pre_send_delay)
                     )
                     batches.add(task)
                     task.add_done_callback(batches.discard)
@@ -240,11 +241,15 @@ async def _batch(
     settings: Settings,
     slots: _Slots,
     recorder: _Recorder,
+    pre_send_delay: float = 0.0,
 ) -> None:
-    """Re-check a claimed batch in one transaction, then send each job and record it."""
+    """Re-check a claimed batch in one transaction, then send each job and record it.
+
+    ``pre_send_delay``: seconds between the claim and its re-check, a test hook (a test stalls
+    a sender inside that gap)."""
     try:
-        if settings.notify_pre_send_delay > 0:
-            await asyncio.sleep(settings.notify_pre_send_delay)
+        if pre_send_delay > 0:
+            await asyncio.sleep(pre_send_delay)
         ready = await prepare_many(engine, [job for job, _ in jobs], clock.now(), settings=settings)
     except asyncio.CancelledError:
         for _, target in jobs:

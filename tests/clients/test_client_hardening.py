@@ -325,17 +325,17 @@ def test_the_tick_and_run_id_do_not_leak_into_nested_checks(monitor: Monitor) ->
 
 def test_monitor_run_behaves_like_the_plain_pipeline_when_its_reader_goes_away(monitor: Monitor) -> None:
     check = monitor.create_check()
-    proc = subprocess.Popen(
+    with subprocess.Popen(
         [MONITOR_RUN, "--check", check["uuid"], "--", "yes"],
         env=monitor.env(),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
-    )
-    assert proc.stdout is not None
-    assert proc.stdout.readline() == b"y\n"
-    proc.stdout.close()  # `| head -n 1`
-    assert proc.wait(timeout=20) == 128 + signal.SIGPIPE
-    assert proc.stderr is not None and b"Traceback" not in proc.stderr.read()
+    ) as proc:  # closes the pipes on the way out
+        assert proc.stdout is not None
+        assert proc.stdout.readline() == b"y\n"
+        proc.stdout.close()  # `| head -n 1`
+        assert proc.wait(timeout=20) == 128 + signal.SIGPIPE
+        assert proc.stderr is not None and b"Traceback" not in proc.stderr.read()
     assert [(p["type"], p["exit_status"]) for p in monitor.pings(check["uuid"])] == [
         ("start", None),
         ("fail", 141),

@@ -1,10 +1,11 @@
 """A stalled notifier does not re-deliver (DESIGN §6 "Notifier"; issue 8 defect b).
 
 Real processes on a throwaway PostgreSQL database: notifier A claims a notification and is
-SIGSTOPped before sending (``MONITOR_NOTIFY_PRE_SEND_DELAY`` holds it in that gap long enough
-for the test to see the claim). Its claim (2 × notify timeout + 5 s) expires; notifier B takes
-the row over and delivers it. A is resumed with SIGCONT: it must find its claim gone and send
-nothing. Exactly one request reaches the receiver.
+SIGSTOPped before sending (``tests.support.delayed_notifier``, ``monitor notify`` with a
+pre-send delay, holds it in that gap long enough for the test to see the claim). Its claim
+(2 × notify timeout + 5 s) expires; notifier B takes the row over and delivers it. A is resumed
+with SIGCONT: it must find its claim gone and send nothing. Exactly one request reaches the
+receiver.
 """
 
 from __future__ import annotations
@@ -88,8 +89,8 @@ def test_sigstopped_notifier_past_its_claim_does_not_deliver_again(tmp_path: Pat
         }
         argv = [sys.executable, "-m", "monitor", "notify"]
         a = MonitorProcess(
-            argv,
-            env=checkout_env(**common, MONITOR_NOTIFY_PRE_SEND_DELAY="5"),
+            [sys.executable, "-m", "tests.support.delayed_notifier", "5"],
+            env=checkout_env(**common),
             cwd=tmp_path,
             logs=tmp_path,
             name="notifier-a",

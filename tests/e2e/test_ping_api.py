@@ -17,8 +17,8 @@ from litestar.testing import AsyncTestClient
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from monitor.app import create_app
 from monitor.domain.clock import FrozenClock
-from monitor.http.app import create_app
 from monitor.services.projects import create_project
 from monitor.settings import Settings
 from monitor.storage import tables as t

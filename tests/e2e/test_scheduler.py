@@ -554,16 +554,19 @@ class Gate:
             for a, b in ((client, upstream), (upstream, client)):
                 self._threading.Thread(target=self._pipe, args=(a, b), daemon=True).start()
 
-    @staticmethod
-    def _pipe(src: Any, dst: Any) -> None:
+    def _pipe(self, src: Any, dst: Any) -> None:
         try:
             while data := src.recv(65536):
                 dst.sendall(data)
         except OSError:
             pass
         finally:
-            with contextlib.suppress(OSError):
-                dst.close()
+            # shutdown wakes the opposite pipe's thread blocked in recv (close alone does not), so
+            # that thread ends too and closes its source: no socket of the gate is left unclosed
+            for sock in (dst, src):
+                with contextlib.suppress(OSError):
+                    sock.shutdown(self._socket.SHUT_RDWR)
+                sock.close()
 
 
 def test_reporter_keeps_pings_across_an_outage_and_a_refused_check_blocks_no_other(

@@ -12,7 +12,7 @@ import httpx
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from monitor.domain.clock import FrozenClock
-from monitor.http.app import create_app
+from monitor.app import create_app
 from monitor.services import projects
 from monitor.settings import Settings
 from tests.conftest import API_KEY

@@ -18,7 +18,7 @@ from urllib.parse import parse_qs
 import pytest
 from litestar.testing import AsyncTestClient
 
-from monitor.http.app import create_app
+from monitor.app import create_app
 from monitor.notify.apprise import AppriseNotifier
 from monitor.services import channels as channel_service
 from monitor.services import reminders

@@ -12,7 +12,7 @@ from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from monitor.domain.clock import FrozenClock
-from monitor.http.app import create_app
+from monitor.app import create_app
 from monitor.services import projects
 from monitor.services.evaluator import evaluate_due
 from monitor.services.retention import Retention

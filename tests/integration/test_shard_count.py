@@ -23,11 +23,11 @@ from sqlalchemy.engine import Connection
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from monitor import cli
+from monitor.app import create_app
 from monitor.domain.checks import PingKind
 from monitor.domain.clock import FrozenClock
 from monitor.domain.errors import StaleLease, ValidationError
 from monitor.domain.shards import shard_of
-from monitor.http.app import create_app
 from monitor.services import checks as check_service
 from monitor.services import projects
 from monitor.services.ingest import IngestWriter, PingRequest

@@ -9,8 +9,8 @@ from typing import Any
 from litestar.testing import AsyncTestClient
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from monitor.app import create_app
 from monitor.domain.clock import FrozenClock
-from monitor.http.app import create_app
 from monitor.services import projects
 from monitor.settings import Settings
 from tests.conftest import API_KEY, Api

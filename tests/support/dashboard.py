@@ -25,8 +25,8 @@ import httpx
 import uvicorn
 from litestar import Litestar
 
+from monitor.app import create_app
 from monitor.domain.clock import FrozenClock
-from monitor.http.app import create_app
 from monitor.services import projects, users
 from monitor.services.evaluator import evaluate_due
 from monitor.settings import Settings

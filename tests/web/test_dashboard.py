@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from litestar.testing import AsyncTestClient
 
-from monitor.http.app import create_app
+from monitor.app import create_app
 from monitor.services import projects, users
 from tests.conftest import Api
 from tests.support.app import create_check

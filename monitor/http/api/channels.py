@@ -28,7 +28,7 @@ class ChannelsController(Controller):
         key = await authenticate(request, write=False, read_only_allowed=False)
         services = services_of(request.app.state)
         async with services.engine.connect() as conn:
-            channels = await channel_service.list_channels(conn, key.project_id)
+            channels = await channel_service.list_channels(conn, key.project_id, services.channel_urls)
         page, extra = page_in_order(request, services.settings.base_url, channels, limit, cursor)
         return {"channels": page, **extra}
 
@@ -37,14 +37,17 @@ class ChannelsController(Controller):
         key = await authenticate(request, write=True)
         services = services_of(request.app.state)
         values = await channel_service.validate_channel(
-            await json_body(request), partial=False, allow_private=services.settings.allow_private_targets
+            await json_body(request),
+            partial=False,
+            allow_private=services.settings.allow_private_targets,
+            urls=services.channel_urls,
         )
         async with services.engine.begin() as conn:
             channel_id = await channel_service.create_channel(
                 conn, key.project_id, values, services.clock.now()
             )
             row = await channel_service.get_channel(conn, key.project_id, channel_id)
-        return Response(channel_service.channel_to_dict(row), status_code=201)
+        return Response(channel_service.channel_to_dict(row, services.channel_urls), status_code=201)
 
     @get("/{channel_id:str}", summary="Get a channel")
     async def get_channel(self, request: Req, channel_id: str) -> dict[str, Any]:
@@ -52,7 +55,7 @@ class ChannelsController(Controller):
         services = services_of(request.app.state)
         async with services.engine.connect() as conn:
             return channel_service.channel_to_dict(
-                await channel_service.get_channel(conn, key.project_id, channel_id)
+                await channel_service.get_channel(conn, key.project_id, channel_id), services.channel_urls
             )
 
     @post("/{channel_id:str}", summary="Update a channel", status_code=200)
@@ -65,13 +68,14 @@ class ChannelsController(Controller):
             await json_body(request),
             partial=True,
             allow_private=services.settings.allow_private_targets,
+            urls=services.channel_urls,
             stored_url=stored["url"],
         )
         async with services.engine.begin() as conn:
             await channel_service.get_channel(conn, key.project_id, channel_id)
             await channel_service.update_channel(conn, channel_id, values)
             return channel_service.channel_to_dict(
-                await channel_service.get_channel(conn, key.project_id, channel_id)
+                await channel_service.get_channel(conn, key.project_id, channel_id), services.channel_urls
             )
 
     @delete("/{channel_id:str}", summary="Delete a channel", status_code=200)
@@ -81,7 +85,7 @@ class ChannelsController(Controller):
         async with services.engine.begin() as conn:
             row = await channel_service.get_channel(conn, key.project_id, channel_id)
             await channel_service.delete_channel(conn, key.project_id, channel_id)
-        return channel_service.channel_to_dict(row)
+        return channel_service.channel_to_dict(row, services.channel_urls)
 
     @post("/{channel_id:str}/test", summary="Send a test notification now", status_code=200)
     async def test_channel(self, request: Req, channel_id: str) -> Response[dict[str, Any]]:
