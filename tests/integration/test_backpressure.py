@@ -11,8 +11,8 @@ import asyncpg
 import httpx
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from monitor.domain.clock import FrozenClock
 from monitor.app import create_app
+from monitor.domain.clock import FrozenClock
 from monitor.services import projects
 from monitor.settings import Settings
 from tests.conftest import API_KEY

@@ -11,8 +11,8 @@ from litestar.testing import AsyncTestClient
 from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from monitor.domain.clock import FrozenClock
 from monitor.app import create_app
+from monitor.domain.clock import FrozenClock
 from monitor.services import projects
 from monitor.services.evaluator import evaluate_due
 from monitor.services.retention import Retention
