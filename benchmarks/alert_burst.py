@@ -1,4 +1,4 @@
-"""1000 checks missed at once → every notice at a local webhook (issue 16's goal: < 5 s).
+"""1000 checks missed at once → every notice at a local webhook (goal: < 5 s).
 
 Method (see ``benchmarks/README.md``):
 

@@ -1,4 +1,4 @@
-"""Alert latency of a real ``monitor serve``: deadline → alert row → delivery (issue 5).
+"""Alert latency of a real ``monitor serve``: deadline → alert row → delivery.
 
 Method (see ``benchmarks/README.md``):
 
@@ -14,7 +14,7 @@ Method (see ``benchmarks/README.md``):
    receiver − deadline; *send* = receipt − ``created_at``. p50, p99 and max of each.
 4. ``--rounds`` (≥ 3) such runs, each on a fresh server, alternated with a baseline round: the
    same number of notices sent straight through Apprise (``alert_burst.apprise_round``).
-5. The goal is fixed (issue 16): the median of the rounds' delivery p99 < 5 s. Exit status 1
+5. The goal is fixed: the median of the rounds' delivery p99 < 5 s. Exit status 1
    when it is not met, or a check got no alert or no delivery, or more than one.
 
 Loopback only; bounded (about 30 s per round).
@@ -50,7 +50,7 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 API_KEY = "latency-benchmark-key-0123456789"
 GRACE = 1
 GOAL_S = 5.0
-"""Issue 16: every notice delivered < 5 s after its deadline."""
+"""Goal: every notice delivered < 5 s after its deadline."""
 
 
 def free_port() -> int:

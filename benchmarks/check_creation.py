@@ -1,4 +1,4 @@
-"""Checks created through the API per second (issue 16's goal: ≥ 500/s), SQLite and PostgreSQL.
+"""Checks created through the API per second (goal: ≥ 500/s), SQLite and PostgreSQL.
 
 Method (see ``benchmarks/README.md``): ``monitor serve`` as shipped on a fresh SQLite file and on
 a throwaway PostgreSQL database. Side A: ``POST /api/v3/checks/`` with JSON lists of ``--batch``

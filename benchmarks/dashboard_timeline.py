@@ -1,4 +1,4 @@
-"""A dense check's timeline page: size, time and event-loop stalls (issue 9, finding 1).
+"""A dense check's timeline page: size, time and event-loop stalls.
 
 Method:
 

@@ -1,4 +1,4 @@
-"""Evaluator sweep cost against the number of checks (issue 5, DESIGN §6: O(due) evaluation).
+"""Evaluator sweep cost against the number of checks (DESIGN §6: O(due) evaluation).
 
 Method (see ``benchmarks/README.md``):
 
@@ -272,7 +272,7 @@ async def main() -> int:
             f"\n{setting}: {largest:,} vs {smallest:,} checks: sweep ratio {sweep_ratio:.2f},"
             f" per-1k-due ratio {due_ratio:.2f}"
         )
-    # Issue 16's fixed goals: at most 100 µs per due check (1 % due), and 10 000 due checks
+    # Fixed goals: at most 100 µs per due check (1 % due), and 10 000 due checks
     # (the 1 % setting at 1M checks) judged in under 1 s.
     ok = True
     load = f"load {os.getloadavg()[0]:.2f}/{os.cpu_count()} cores"

@@ -1,4 +1,4 @@
-"""Ingest cost of cron checks against simple checks (issue 16's goal: cron ≥ 0.9× simple).
+"""Ingest cost of cron checks against simple checks (goal: cron ≥ 0.9× simple).
 
 Method (see ``benchmarks/README.md``): a fresh SQLite file (``--backend postgres``: a throwaway
 database), 1000 simple checks (timeout 60 s) and 1000 cron checks (``* * * * *`` in

@@ -1,4 +1,4 @@
-"""Durable ping throughput of ``monitor serve`` against a no-op Litestar endpoint (issue 2).
+"""Durable ping throughput of ``monitor serve`` against a no-op Litestar endpoint.
 
 Method (see ``benchmarks/README.md``):
 
@@ -258,9 +258,9 @@ def bench_backend(backend: str, args: argparse.Namespace, noop: Server, work: Pa
 
 
 GOAL_RATIO = 0.30
-"""Issue 16: durable pings per second at least 0.30 of the no-op Litestar app, on both backends."""
+"""Goal: durable pings per second at least 0.30 of the no-op Litestar app, on both backends."""
 GOAL_P99_MS = 50.0
-"""Issue 16: monitor's p99 latency under the same load."""
+"""Goal: monitor's p99 latency under the same load."""
 
 
 def report(results: list[dict[str, Any]], connections: int) -> bool:

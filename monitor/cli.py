@@ -31,7 +31,7 @@ def _settings(args: argparse.Namespace, **extra: Any) -> Settings:
 
     settings = Settings.from_env(database_url=getattr(args, "database_url", None), **extra)
     problem = url_problem(settings.database_url)
-    if problem is not None:  # QA F3: one line, exit 2, before any connection
+    if problem is not None:  # one line, exit 2, before any connection
         raise SettingsError(f"MONITOR_DATABASE_URL: {problem}")
     return settings
 
@@ -150,7 +150,7 @@ def _parser() -> argparse.ArgumentParser:
         "--password-stdin", action="store_true", help="read the password from standard input"
     )
 
-    from monitor import crontab_import  # issue 7
+    from monitor import crontab_import
 
     crontab_import.add_parser(sub)
 
@@ -200,7 +200,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         problem = connect_problem(error, url)
         if problem is None:
             raise
-        print(f"monitor: MONITOR_DATABASE_URL: {problem}", file=sys.stderr)  # QA F3: exit 1
+        print(f"monitor: MONITOR_DATABASE_URL: {problem}", file=sys.stderr)  # exit 1
         return 1
 
 
@@ -360,7 +360,7 @@ def _serve(args: argparse.Namespace) -> int:
     if smtp_port is not None:
         domain = Settings.from_env().email_domain
         listening += f"\nemail pings on smtp://{args.host}:{smtp_port} (<uuid>@{domain})"
-    if not settings.metrics_key and not args.dev:  # issue 9: uuids are ping credentials
+    if not settings.metrics_key and not args.dev:  # uuids are ping credentials
         from monitor.http.metrics import PUBLIC_METRICS_WARNING
 
         logger.warning(PUBLIC_METRICS_WARNING, extra={"action": "metrics_public"})

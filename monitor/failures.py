@@ -1,4 +1,4 @@
-"""Quiet logging of a failure that repeats (QA issue 5, F4: a database outage must not log a
+"""Quiet logging of a failure that repeats (a database outage must not log a
 traceback every 0.5 s from every loop).
 
 A :class:`FailureLog` guards one call site of a loop: the first failure is logged with its

@@ -1,4 +1,4 @@
-"""Reading a crontab (``monitor import-crontab``, issue 7): pure, no I/O, never reads the clock.
+"""Reading a crontab (``monitor import-crontab``): pure, no I/O, never reads the clock.
 
 Understands what Vixie/cronie crontabs hold: blank lines and ``#`` comments, environment lines
 (``NAME=value``, ``NAME = "value"``), ``CRON_TZ=`` / ``TZ=`` (the zone of the jobs that follow;

@@ -144,7 +144,7 @@ def apply_ping(
 
     ``guard``: the monitor's outages as known at ``ping.received`` (DESIGN §6). A tick whose
     grace ended inside one gets outcome ``unknown`` and its first run is not ``late`` (no alert):
-    the ping may have been sent in time and waited for the monitor (QA F1).
+    the ping may have been sent in time and waited for the monitor.
 
     Raises:
         ValidationError: from :func:`monitor.domain.runs.bind` (field ``scheduled``); nothing

@@ -1,4 +1,4 @@
-"""Maintenance windows: when alerts are recorded but not sent (issue 8).
+"""Maintenance windows: when alerts are recorded but not sent.
 
 Pure: no I/O, never reads the clock. A window is either *one-off* (``[starts_at, ends_at)``)
 or *recurring*: every tick of a cron schedule (any dialect of DESIGN §4, evaluated in an IANA
@@ -31,7 +31,7 @@ from monitor.domain import schedules
 #: Longest occurrence of a recurring window (a week); longer mutes are one-off windows.
 MAX_DURATION = timedelta(days=7)
 
-#: Longest one-off window (issue 8): a mute longer than a year is a forgotten mute.
+#: Longest one-off window: a mute longer than a year is a forgotten mute.
 MAX_ONE_OFF = timedelta(days=366)
 
 #: Most neighbouring ticks merged into one occurrence each way (bounds every call).
@@ -211,7 +211,7 @@ def summary_due(window: Window, since: datetime | None, now: datetime) -> Occurr
 
 
 def cut_short(window: Window, since: datetime | None, now: datetime) -> Occurrence | None:
-    """What a window being deleted at ``now`` still owes a summary for (issue 8).
+    """What a window being deleted at ``now`` still owes a summary for.
 
     Deleting a window ends it: its current occurrence counts as ended at ``now``, and an
     occurrence that ended but whose summary was not raised yet is still owed.

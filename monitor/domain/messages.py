@@ -44,7 +44,7 @@ KINDS = (
     "too_fast",
 )
 
-#: Notification kinds beyond the alert kinds of DESIGN §2 (issue 8): a reminder while a check
+#: Notification kinds beyond the alert kinds of DESIGN §2: a reminder while a check
 #: stays down, an escalation to more channels, and the summary when a maintenance window ends.
 NAG, ESCALATION, MAINTENANCE = "nag", "escalation", "maintenance"
 EXTRA_KINDS = (NAG, ESCALATION, MAINTENANCE)
@@ -311,7 +311,7 @@ def _run_label(instant: datetime | None, zone: ZoneInfo, simple: bool = False) -
     """``"the 03:00 run"`` (UTC checks) or ``"the 05:00 CEST run"`` (check's zone), for titles.
 
     A simple check's "tick" is the deadline that was current when the run began (DESIGN §2),
-    usually still ahead at that moment: ``"the run due by 14:07:26"`` (issue 8).
+    usually still ahead at that moment: ``"the run due by 14:07:26"``.
     """
     if instant is None:
         return "the last run"

@@ -161,7 +161,7 @@ def mask_url(url: str) -> str:
     """Render a channel URL with its secrets hidden, for API responses, the dashboard and logs.
 
     Uses Apprise's privacy rendering (``plugin.url(privacy=True)``): passwords become
-    ``****`` and tokens keep only their first and last characters. On top of that (issue 8),
+    ``****`` and tokens keep only their first and last characters. On top of that,
     the values of HTTP headers (``+Authorization=…``), passed-through arguments (``-X-Token=…``)
     and of every query parameter whose name looks secret (``token``, ``key``, ``secret``,
     ``password``, ``auth``, ``apikey`` …) become ``****``.

@@ -1,4 +1,4 @@
-"""Render alert facts into messages through template files (DESIGN §7, issue 8).
+"""Render alert facts into messages through template files (DESIGN §7).
 
 The templates are Jinja2 files shipped in the package (``monitor/notify/templates/``, see its
 README) and may be overridden file by file from a directory (``MONITOR_TEMPLATES_DIR``). The

@@ -18,7 +18,7 @@ from monitor.notify.base import ChannelUrls, DeliveryResult, Notifier
 from monitor.storage import tables as t
 
 #: What a channel's ``kinds`` filter may name: the alert kinds (DESIGN §2) plus the reminders,
-#: escalations and maintenance summaries of issue 8.
+#: escalations and maintenance summaries.
 ALERT_KINDS = {k.value for k in AlertKind} | set(messages.EXTRA_KINDS)
 
 
@@ -58,7 +58,7 @@ async def validate_channel(
     default channel, routed to every check created without a ``channels`` field. A missing or
     empty ``name`` on create (an empty one on update) becomes :func:`default_name` of the URL.
 
-    Masked URLs (issue 8): every answer shows the URL with its secrets as ``****``. An update
+    Masked URLs: every answer shows the URL with its secrets as ``****``. An update
     whose ``url`` is exactly the stored URL's masked form (a client sending back what it read)
     keeps the stored URL, secrets included; any other URL containing ``****`` is refused —
     the real secret cannot be recovered from it.

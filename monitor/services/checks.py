@@ -133,7 +133,7 @@ def parse_check_fields(data: Any) -> dict[str, Any]:
     if "channels" in data:
         out["channels"] = _str(data, "channels", 10_000)
     _parse_keyword_fields(data, out)
-    # issue 8: reminders ("nag") and escalation; null or 0 switches them off
+    # reminders ("nag") and escalation; null or 0 switches them off
     for name in ("nag_interval", "escalate_after"):
         if name in data:
             out[name] = None if data[name] is None else (_int(data, name, 0, MAX_SECONDS) or None)
@@ -274,7 +274,7 @@ def _check_runtimes(values: Mapping[str, Any]) -> None:
 
 
 def _check_escalation(values: Mapping[str, Any]) -> None:
-    """``escalate_after`` needs somewhere to escalate to (issue 8).
+    """``escalate_after`` needs somewhere to escalate to.
 
     Raises:
         ValidationError: ``escalate_after`` set while ``escalate_to`` is empty.
@@ -353,7 +353,7 @@ async def create_or_upsert(
         raise _slug_taken(values.get("slug")) from None
     if channels is not None:
         await _set_channels(conn, check_id, await _resolve_channels(conn, project_id, channels), new=True)
-    else:  # issue 8: the project's default channels
+    else:  # the project's default channels
         await _set_channels(conn, check_id, await _default_channels(conn, project_id), new=True)
     return int(check_id), True
 

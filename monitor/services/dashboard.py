@@ -1,4 +1,4 @@
-"""Read models of the dashboard (issue 9): the checks list with its tick strips, a check's
+"""Read models of the dashboard: the checks list with its tick strips, a check's
 timeline over a window, the badge states. Everything a user sees is limited to their projects.
 """
 

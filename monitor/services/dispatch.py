@@ -1,4 +1,4 @@
-"""Deliver notifications from the outbox (DESIGN §6 "Notifier", §7; issue 8).
+"""Deliver notifications from the outbox (DESIGN §6 "Notifier", §7).
 
 No lease. Each notification (alert × channel, unique) moves through these statuses:
 
@@ -286,7 +286,7 @@ def _job(row: Mapping[Any, Any], token: str, settings: Settings) -> Job:
 def _message(row: Mapping[Any, Any], settings: Settings) -> Message:
     """Render the alert for delivery from its stored facts, with the configured templates.
 
-    Rows without facts (project-level alerts, alerts from before issue 8) and a broken override
+    Rows without facts (project-level alerts, alerts older than stored facts) and a broken override
     template fall back to the title and text stored with the alert.
     """
     if row["facts"]:
@@ -437,7 +437,7 @@ async def _prepare(conn: AsyncConnection, job: Job, now: datetime, settings: Set
             )
             return None
     # Project-level alerts (monitor_unavailable, project maintenance summaries) are limited
-    # too, as one more "check" per channel (issue 8: a flood of them must not reach a channel).
+    # too, as one more "check" per channel (a flood of them must not reach a channel).
     window_start = now - timedelta(seconds=settings.notify_rate_window)
     # Sent ones about this check, plus those being sent right now (marked below; a dead
     # sender's mark lapses with its claim).
@@ -742,7 +742,7 @@ async def _record(
                 status=PENDING, next_attempt_at=now + backoff(attempts, settings.notify_backoff, rng)
             )
     n = t.notifications.c
-    # Only the claim's holder records (QA F8): a sender that stalled past its claim, whose
+    # Only the claim's holder records: a sender that stalled past its claim, whose
     # row another notifier took over, must not add attempt rows or overwrite the status.
     mine = (
         await conn.execute(

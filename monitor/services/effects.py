@@ -132,7 +132,7 @@ async def record_alerts(
     Args:
         recovering: the ping closed a down episode. Its ``late`` alert is then the recovery
             notice (DESIGN §5), so it also goes to channels whose ``kinds`` accept
-            ``recovered`` but not ``late`` (issue 8).
+            ``recovered`` but not ``late``.
 
     Returns:
         Ids of the alerts this call inserted.

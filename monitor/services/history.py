@@ -24,7 +24,7 @@ def _iso(value: datetime | None) -> str | None:
 
 def _tick(value: datetime | None) -> str | None:
     """A ``scheduled`` instant in whole seconds (``…:57Z``): a simple check's tick is a due
-    instant computed from a ping's arrival and carries its microseconds (issue 8)."""
+    instant computed from a ping's arrival and carries its microseconds."""
     return iso(value.replace(microsecond=0)) if value is not None else None
 
 

@@ -182,7 +182,7 @@ async def create_slug_check(
 
     Healthchecks' ``create=1``: period 1 day, grace 1 hour. Like every check created without a
     ``channels`` field (README "Notifications"), it goes to the channels marked
-    ``"default": true`` — not to all of them (issue 8).
+    ``"default": true`` — not to all of them.
     The check's evaluator shard comes from the shard count stored in the database
     (:func:`monitor.storage.cluster.shard_count_for_insert`); ``shards`` (``MONITOR_SHARDS``)
     is recorded only if the database has none yet.

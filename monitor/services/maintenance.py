@@ -1,4 +1,4 @@
-"""Maintenance windows: validation and storage (issue 8; rules in :mod:`monitor.domain.maintenance`).
+"""Maintenance windows: validation and storage (rules in :mod:`monitor.domain.maintenance`).
 
 A window body is JSON:
 
@@ -189,7 +189,7 @@ async def _rows(conn: AsyncConnection, project_id: int, window_id: str | None) -
 async def delete_window(
     conn: AsyncConnection, row: Mapping[str, Any], now: datetime, *, settings: Settings
 ) -> bool:
-    """Delete a window; what it held back is summarised now (issue 8).
+    """Delete a window; what it held back is summarised now.
 
     Deleting a window ends it: an occurrence going on counts as ended at ``now`` (and one that
     ended but was not summarised yet is still owed), so its summary — listing the alerts it

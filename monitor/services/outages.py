@@ -36,7 +36,7 @@ def outage_gap(ttl: timedelta) -> timedelta:
 
 
 def merge_window(ttl: timedelta) -> timedelta:
-    """Outages separated by less than this are one flapping outage (QA F2): 2 × the lease TTL.
+    """Outages separated by less than this are one flapping outage: 2 × the lease TTL.
 
     An outage that begins before the monitor has been back for one outage span (at least four
     liveness renewals, as ``MONITOR_EVALUATE_INTERVAL`` ≤ TTL/2) extends the previous one
@@ -196,7 +196,7 @@ async def load_guard(conn: AsyncConnection, now: datetime, ttl: timedelta) -> Ou
 
 
 async def load_ingest_guard(conn: AsyncConnection, now: datetime, ttl: timedelta) -> IngestGuard:
-    """What the ingest needs to know of outages for pings received up to ``now`` (QA F1).
+    """What the ingest needs to know of outages for pings received up to ``now``.
 
     A ping that arrives after its tick's grace is late only if the monitor could have received
     it in time: when the grace ended inside a monitor outage the tick is ``unknown`` and no

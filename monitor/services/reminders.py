@@ -1,4 +1,4 @@
-"""Time-driven notifications (issue 8): reminders ("nag"), escalations, maintenance summaries.
+"""Time-driven notifications: reminders ("nag"), escalations, maintenance summaries.
 
 :func:`raise_due` runs in every notifier process each round. It holds no lease: every alert it
 raises has a deterministic key — ``nag:<episode key>:<n>``, ``escalation:<episode key>``,
@@ -322,7 +322,7 @@ async def summarise(
     now: datetime,
     settings: Settings,
 ) -> bool:
-    """Raise the summary of one ended occurrence — only if it held something back (issue 8).
+    """Raise the summary of one ended occurrence — only if it held something back.
 
     Args:
         row: the ``maintenance_windows`` row (``project_id``; ``summarized_until`` as it was

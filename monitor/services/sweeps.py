@@ -1,4 +1,4 @@
-"""This process's evaluator sweep durations, for ``/metrics`` (issue 9).
+"""This process's evaluator sweep durations, for ``/metrics``.
 
 The evaluator loop calls :func:`record_sweep` with each sweep's wall-clock duration; ``/metrics``
 exports the count, sum and last value as ``monitor_evaluator_sweep_duration_seconds``. Plain

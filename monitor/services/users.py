@@ -1,4 +1,4 @@
-"""Dashboard users, their projects and login sessions (DESIGN §9, issue 9).
+"""Dashboard users, their projects and login sessions (DESIGN §9).
 
 Passwords are hashed with argon2id (``argon2-cffi``'s defaults, RFC 9106's second
 recommended profile). A session is a random token held in an HttpOnly cookie; only its SHA-256

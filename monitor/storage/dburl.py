@@ -1,4 +1,4 @@
-"""``MONITOR_DATABASE_URL`` problems as one line, never a traceback (QA issue 5, F3).
+"""``MONITOR_DATABASE_URL`` problems as one line, never a traceback.
 
 Two kinds, with different exit statuses (README, "Exit statuses"):
 

@@ -210,7 +210,7 @@ class PostgresLeases(Leases):
         self._dsn = url.replace("postgresql+asyncpg://", "postgresql://", 1)
         self._conn: asyncpg.Connection | None = None
         self._lock = asyncio.Lock()
-        # a session that cannot be opened or used is never silent (QA F5), but is not a
+        # a session that cannot be opened or used is never silent, but is not a
         # traceback every round either (F4)
         self._failures = FailureLog(logger, "lease session", action="lease_session_failed")
         ttl_s = ttl.total_seconds()

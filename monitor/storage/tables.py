@@ -364,7 +364,7 @@ cluster_settings = Table(
 """One row (``id`` 1): settings every replica must share. ``shards`` is the evaluator shard
 count, the source of truth over each process's ``MONITOR_SHARDS`` (DESIGN §6,
 :mod:`monitor.storage.cluster`); ``changed_at`` is when it was recorded or last resharded."""
-# -- dashboard (issue 9): users, their projects, login sessions ------------------------------
+# -- dashboard: users, their projects, login sessions ------------------------------
 
 users = Table(
     "users",
@@ -401,7 +401,7 @@ web_sessions = Table(
     Column("expires_at", UTCDateTime(), nullable=False),
 )
 
-# --- issue 8: notifications (migration 0006) ---------------------------------------------------
+# --- notifications (migration 0006) ---------------------------------------------------
 # Columns added to existing tables: checks.nag_interval / escalate_after / escalate_to (repeats and
 # escalation), channels.is_default (project default routing), alerts.facts (what the message is
 # rendered from at delivery), notifications.claim_token (the claim a sender must still hold).
@@ -430,5 +430,5 @@ maintenance_windows = Table(
     # the end of the latest occurrence whose summary was queued (claimed by a conditional update)
     Column("summarized_until", UTCDateTime(), nullable=True),
 )
-"""Maintenance windows (issue 8): alerts raised inside one are recorded but not sent; a summary
+"""Maintenance windows: alerts raised inside one are recorded but not sent; a summary
 goes out when the window ends."""

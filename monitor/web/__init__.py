@@ -1,4 +1,4 @@
-"""The dashboard (DESIGN §9): server-rendered pages, login, badges (issue 9).
+"""The dashboard (DESIGN §9): server-rendered pages, login, badges.
 
 Templates and static files live in this package (package data), so an installed wheel renders
 the dashboard without reading anything outside the package (DESIGN §10).

@@ -1,4 +1,4 @@
-"""Dashboard login: session cookies, CSRF tokens, the login and logout pages (issue 9).
+"""Dashboard login: session cookies, CSRF tokens, the login and logout pages.
 
 * The session cookie ``monitor_session`` holds a random token (the database keeps its SHA-256);
   it is ``HttpOnly``, ``SameSite=Lax``, and ``Secure`` when ``MONITOR_BASE_URL`` is https.

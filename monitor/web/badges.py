@@ -1,4 +1,4 @@
-"""Status badges (DESIGN §9, issue 9): public and unguessable, no API key.
+"""Status badges (DESIGN §9): public and unguessable, no API key.
 
 * ``GET /b/<badge_uuid>.svg`` / ``.json`` — one check (``badge_uuid`` is a random UUID of its
   own, separate from the check's uuid, so a badge never reveals the ping URL).

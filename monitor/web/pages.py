@@ -1,4 +1,4 @@
-"""Dashboard pages (issue 9, DESIGN §9): checks, a check's timeline, cron explain, channels.
+"""Dashboard pages (DESIGN §9): checks, a check's timeline, cron explain, channels.
 
 Handlers are thin: they resolve the session (anonymous → ``/login``), call the services
 (``monitor.services.dashboard``, ``checks``, ``channels``, ``history``; ``monitor.domain.explain``)

@@ -1,4 +1,4 @@
-"""Server-rendered SVG: status badges, the run timeline and the duration chart (issue 9).
+"""Server-rendered SVG: status badges, the run timeline and the duration chart.
 
 Pure functions from plain data to SVG text (no I/O, no clock: ``now`` is an argument). Every
 piece of user text is escaped. The timeline draws, over a window ``[since, until]``:

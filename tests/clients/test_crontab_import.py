@@ -1,5 +1,5 @@
 """``monitor import-crontab`` on a real multi-user ``/etc/crontab``-style file, against a real
-``monitor serve`` process (issue 7): checks are upserted through the management API, the crontab
+``monitor serve`` process: checks are upserted through the management API, the crontab
 comes back rewritten, unreadable lines are reported with their numbers and left unchanged, and a
 rewritten line really reports to its check when cron's shell runs it.
 """
@@ -198,7 +198,7 @@ def test_curl_style_line_reports_start_and_exit_status_when_run(monitor: Monitor
 
 
 def test_reimport_after_adding_a_line_keeps_every_job_on_its_check(monitor: Monitor, tmp_path: Path) -> None:
-    """Issue 7: slugs were numbered by position (echo, echo-2 …), so a line added at the top
+    """Slugs were numbered by position (echo, echo-2 …), so a line added at the top
     handed the existing jobs each other's checks."""
     tag = f"re{uuid.uuid4().hex[:6]}"
     first = "0 1 * * * echo one\n0 2 * * * echo two\n"

@@ -1,5 +1,5 @@
-"""Healthchecks compatibility, checked with a maintained third-party Healthchecks client from PyPI
-(issue 7): ``healthchecks-io`` (py-healthchecks.io, 0.4.x), unchanged, pointed at our base URL.
+"""Healthchecks compatibility, checked with a maintained third-party Healthchecks client from PyPI:
+``healthchecks-io`` (py-healthchecks.io, 0.4.x), unchanged, pointed at our base URL.
 
 The library pins ``croniter < 4`` and ``httpx < 0.28`` while the monitor needs ``croniter >= 6``,
 so it cannot share the test environment: it is installed from the package index into a venv of

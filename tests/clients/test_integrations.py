@@ -1,5 +1,5 @@
 """The Celery beat and APScheduler 3.x integrations, driven by the real libraries against a real
-``monitor serve`` process (issue 7).
+``monitor serve`` process.
 
 Celery: a real worker (``celery.contrib.testing.worker.start_worker``, solo pool) and a real
 beat ``Service`` in threads of this process, talking through kombu's in-memory transport (no

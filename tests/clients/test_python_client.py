@@ -1,4 +1,4 @@
-"""``monitor_client.Client`` / ``AsyncClient`` against a real ``monitor serve`` process (issue 7).
+"""``monitor_client.Client`` / ``AsyncClient`` against a real ``monitor serve`` process.
 
 Every call of the client is made for real over HTTP and checked by reading back what the server
 stored (pings, bodies, runs). The "monitor is down" cases use a port nobody listens on and a

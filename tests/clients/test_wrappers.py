@@ -1,5 +1,5 @@
 """``monitor-run`` (Python console script) and ``clients/shell/monitor-run.sh`` (under ``dash``)
-against a real ``monitor serve`` process (issue 7).
+against a real ``monitor serve`` process.
 
 Both wrap a real command: the exit status reaches the monitor and is passed through, the output
 tail is the finish ping's body, SIGTERM reaches the command, and a stopped monitor never stops

@@ -1,4 +1,4 @@
-"""QA issue 5, F4: while the database is unreachable the log stays readable.
+"""While the database is unreachable the log stays readable.
 
 A real ``monitor serve`` (API, evaluator, notifier, liveness) on a throwaway PostgreSQL
 database, sweeping every 0.2 s. The database then refuses every connection (``ALLOW_CONNECTIONS

@@ -1,4 +1,4 @@
-"""The deployment files, exercised without Docker (issue 5).
+"""The deployment files, exercised without Docker.
 
 Docker cannot run on these machines, so this module reads ``deploy/compose.yaml`` and starts
 each of its monitor services — the same ``command`` with the same ``environment``, as many
@@ -331,7 +331,7 @@ def test_dockerfile_multi_stage_non_root_monitor_entrypoint() -> None:
     check = healthcheck_command()
     assert "curl" not in " ".join(check) and "/health" in check[-1]
     ignored = (REPO_ROOT / ".dockerignore").read_text().split()
-    client = "clients/python/monitor_client/"  # shipped inside the monitor wheel (issue 7)
+    client = "clients/python/monitor_client/"  # shipped inside the monitor wheel
     for needed in ("pyproject.toml", "README.md", "monitor/", "migrations/", client):
         assert f"!{needed}" in ignored  # the build stage sees what the wheel needs
 

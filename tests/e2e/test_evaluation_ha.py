@@ -1,4 +1,4 @@
-"""Sharded, leased, fenced evaluation with real processes and real locks (issue 5, DESIGN §6).
+"""Sharded, leased, fenced evaluation with real processes and real locks (DESIGN §6).
 
 PostgreSQL: three ``monitor evaluate``, two ``monitor notify`` and one HTTP-only
 ``monitor serve --no-evaluator --no-notifier`` on one throwaway database, reused by the tests

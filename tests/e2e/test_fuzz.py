@@ -1,4 +1,4 @@
-"""Malformed and generated requests at every route: never a 5xx (issue 2, "Bad input").
+"""Malformed and generated requests at every route: never a 5xx ("Bad input").
 
 Schemathesis generates requests (positive and negative) from the app's own ``/schema``;
 they are sent in process through the real app (lifespan, database, clock) on SQLite and on

@@ -1,5 +1,5 @@
 """``pip install`` of the built wheel into a fresh venv, used from an unrelated empty directory
-(DESIGN §10, §11; issue 2 "Done when").
+(DESIGN §10, §11).
 
 The wheel is built from the checkout (``pip wheel --no-deps``), installed into a new venv
 without system site-packages (its dependencies come from the package index), and the console
@@ -184,7 +184,7 @@ def test_installed_wheel_works_from_an_empty_directory(
         assert curl_ping(check["ping_url"]) == "OK"
         status, stored = curl_api(server.base, "GET", f"/api/v3/checks/{check['uuid']}", API_KEY)
         assert status == 200 and stored["n_pings"] == 1
-        # the dashboard renders from the wheel's own templates and static files (issue 9)
+        # the dashboard renders from the wheel's own templates and static files
         status, login = curl_api(server.base, "GET", "/login", None)
         assert status == 200 and 'name="csrf_token"' in login, login
         status, css = curl_api(server.base, "GET", "/static/dashboard.css", None)
@@ -200,7 +200,7 @@ def test_installed_wheel_works_from_an_empty_directory(
             )
         )
         assert made["projects"] == ["default"]
-        # the wheel ships the client too (issue 7): its monitor-run reports a run
+        # the wheel ships the client too: its monitor-run reports a run
         ran = subprocess.run(
             [str(installed / "monitor-run"), "--check", check["uuid"], "--", "sh", "-c", "echo hi; exit 3"],
             cwd=empty_dir,
@@ -224,7 +224,7 @@ def test_installed_wheel_works_from_an_empty_directory(
 
 
 def test_client_distribution_installs_alone_into_a_fresh_venv(tmp_path: Path, empty_dir: Path) -> None:
-    """``pip install ./clients/python`` on a fresh machine (issue 7): httpx is its only dependency."""
+    """``pip install ./clients/python`` on a fresh machine: httpx is its only dependency."""
     venv = tmp_path / "client-venv"
     _run([sys.executable, "-m", "venv", str(venv)], cwd=tmp_path, env=clean_env())
     python = str(venv / "bin" / "python")

@@ -51,7 +51,7 @@ COMMON_FIELDS = {
     "resume_url",
     "badge_url",
 }
-COMMON_FIELDS |= {"nag_interval", "escalate_after", "escalate_to"}  # issue 8: reminders, escalation
+COMMON_FIELDS |= {"nag_interval", "escalate_after", "escalate_to"}  # reminders, escalation
 # Healthchecks' keyword filters (and its deprecated subject/subject_fail views of them)
 KEYWORD_FIELDS = {
     "subject": "",
@@ -809,7 +809,7 @@ async def test_interleaved_creates_of_one_slug_conflict(api: Api, database_url: 
 
 
 async def test_dialect_is_case_insensitive(api: Api) -> None:
-    """Explain accepts ``dialect=QUARTZ``; so does the check API (QA finding)."""
+    """Explain accepts ``dialect=QUARTZ``; so does the check API."""
     r = await api.client.post(
         "/api/v3/checks/", json={"schedule": "*/10 * * * * *", "dialect": "Seconds"}, headers=api.headers
     )

@@ -1,4 +1,4 @@
-"""``GET /metrics`` over the in-process app, on SQLite and PostgreSQL (DESIGN §6, §9, issue 5).
+"""``GET /metrics`` over the in-process app, on SQLite and PostgreSQL (DESIGN §6, §9).
 
 Prometheus text built per scrape from the database: leases held (lease, holder, token), shard
 count, evaluator lag, liveness and outages; open unless ``MONITOR_METRICS_KEY`` is set, then

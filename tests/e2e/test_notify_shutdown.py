@@ -1,4 +1,4 @@
-"""``monitor serve`` stops promptly on SIGTERM even while a delivery hangs (issue 8).
+"""``monitor serve`` stops promptly on SIGTERM even while a delivery hangs.
 
 A real server process, a real SMTP channel pointing at a socket that accepts connections into
 its backlog but never answers (the SMTP banner never comes, as with an unreachable mail host),

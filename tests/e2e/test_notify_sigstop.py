@@ -1,4 +1,4 @@
-"""A stalled notifier does not re-deliver (DESIGN §6 "Notifier"; issue 8 defect b).
+"""A stalled notifier does not re-deliver (DESIGN §6 "Notifier").
 
 Real processes on a throwaway PostgreSQL database: notifier A claims a notification and is
 SIGSTOPped before sending (``tests.support.delayed_notifier``, ``monitor notify`` with a

@@ -1,4 +1,4 @@
-"""Random ping sequences through the real HTTP app (issue 4): never a 5xx, never two alerts
+"""Random ping sequences through the real HTTP app: never a 5xx, never two alerts
 with one key, and the same sequence replayed gives the same alerts."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Restart PostgreSQL under a running cluster (issue 5, test 4; DESIGN §6, §11).
+"""Restart PostgreSQL under a running cluster (DESIGN §6, §11).
 
 A throwaway PostgreSQL cluster this test runs itself (``initdb`` + ``pg_ctl`` as a non-root
 user on a free port; never the shared server), two ``monitor serve`` processes (every role:

@@ -1,4 +1,4 @@
-"""The bundled scheduler with real processes (issue 6, DESIGN §8).
+"""The bundled scheduler with real processes (DESIGN §8).
 
 One throwaway PostgreSQL database and one real ``monitor serve`` are shared by the module;
 each test starts its own ``monitor scheduler`` replicas (TTL 1 s) on its own jobs file, and

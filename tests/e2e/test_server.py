@@ -1,4 +1,4 @@
-"""A real ``monitor serve`` process driven only by the real ``curl`` binary (issue 2, DESIGN §11).
+"""A real ``monitor serve`` process driven only by the real ``curl`` binary (DESIGN §11).
 
 Each scenario runs against SQLite (a temporary file) and PostgreSQL (a throwaway database the
 server migrates itself). Pings are sent exactly as crontab lines send them

@@ -1,5 +1,5 @@
 """Replicas with different ``MONITOR_SHARDS`` on one PostgreSQL database, and ``monitor reshard``
-while they run (issue 5, DESIGN §6). Real processes, TTL 1 s, interval 0.2 s.
+while they run (DESIGN §6). Real processes, TTL 1 s, interval 0.2 s.
 
 The migration step records ``MONITOR_SHARDS=4`` (as the deploy's migration job does); an
 HTTP-only ``monitor serve`` and two ``monitor evaluate`` processes start with 4, 4 and 9. The

@@ -1,4 +1,4 @@
-"""QA issue 5, F1 with real processes: a SIGSTOPped API process is an outage, not a late job.
+"""With real processes: a SIGSTOPped API process is an outage, not a late job.
 
 ``monitor serve`` on SQLite (TTL 1 s, so 2 s without a liveness renewal is an outage) watches a
 ``*/4`` seconds schedule with 1 s of grace. The server is stopped (SIGSTOP) 1 s before a tick;
@@ -20,7 +20,7 @@ import pytest
 from tests.support.process import CURL, MonitorProcess, checkout_env, curl_api
 from tests.support.receivers import free_port
 
-pytestmark = [pytest.mark.e2e, pytest.mark.slow]  # ~15 s of real ticks: over issue 5's default budget
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]  # ~15 s of real ticks: over the default suite's budget
 
 KEY = "stall-api-key-0123456789"
 PERIOD = 4

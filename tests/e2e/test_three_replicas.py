@@ -1,4 +1,4 @@
-"""The three-replicas bug end to end (issue 4): three real ``monitor serve`` replicas on one
+"""The three-replicas bug end to end: three real ``monitor serve`` replicas on one
 database, three real ``curl`` processes reporting the same tick at the same moment, one to each
 replica. Exactly one ``duplicate`` alert naming 3 runs, every time, on SQLite and PostgreSQL.
 """

@@ -1,4 +1,4 @@
-"""A start never finished times out at start + max_runtime, within one evaluator interval (issue 4)."""
+"""A start never finished times out at start + max_runtime, within one evaluator interval."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Command-line errors are one clear line, never a traceback (QA findings)."""
+"""Command-line errors are one clear line, never a traceback ."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""QA issue 5, F2/F3/F5/F6/F7: impossible settings and bad database URLs are one clear line
+"""Impossible settings and bad database URLs are one clear line
 and a documented exit status, never a traceback (README "Exit statuses")."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Issue 8 through the real stack: API → outbox → dispatch → AppriseNotifier → loopback receivers.
+"""Notifications through the real stack: API → outbox → dispatch → AppriseNotifier → loopback receivers.
 
 The clock is injected: alerts are raised by ``evaluate_due`` / ``reminders.raise_due`` and
 delivered by ``deliver_due`` at explicit instants (``notify_backoff=0``: retries are due at once).

@@ -1,4 +1,4 @@
-"""The notifier loop: a hanging target holds up only its own deliveries (QA finding)."""
+"""The notifier loop: a hanging target holds up only its own deliveries."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""QA issue 5, F1: a ping that waited out a monitor outage is not ``late`` (DESIGN §2, §6).
+"""A ping that waited out a monitor outage is not ``late`` (DESIGN §2, §6).
 
 A stalled API process (SIGSTOP longer than 2 x TTL) ingests the job's on-time pings from the
 kernel's queue after it resumes, before its liveness loop has recorded the outage. A tick whose
@@ -99,7 +99,7 @@ async def test_late_ping_after_a_restart_is_still_late(api: Api) -> None:
 
 
 async def test_a_flapping_monitor_pages_once_per_episode(api: Api) -> None:
-    """QA F2: outages separated by less than 2 x TTL are one (extended), so the guard cannot
+    """Outages separated by less than 2 x TTL are one (extended), so the guard cannot
     storm; an outage after the monitor was back for longer is a new one."""
     await renew_liveness(api.engine, "web:1", "http", api.clock, api.settings)
     for _ in range(6):  # down 25 s (> 2 x TTL = 20 s), up 3 s, again and again

@@ -1,4 +1,4 @@
-"""``monitor replay``: the shared scenarios through the real services on a real database (issue 4)."""
+"""``monitor replay``: the shared scenarios through the real services on a real database."""
 
 from __future__ import annotations
 

@@ -2,7 +2,7 @@
 
 Claims are unique per (job, tick) and fenced by the job's lease; a tick whose claimant lost the
 lease before recording the start runs again as attempt 2; after 10 ticks of downtime each
-catch-up setting runs the right ticks, in order, with their original times (issue 6, test 3);
+catch-up setting runs the right ticks, in order, with their original times;
 Forbid/BufferAll/Replace act on real processes. Commands really run (``sh -c``).
 """
 

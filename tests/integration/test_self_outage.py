@@ -1,4 +1,4 @@
-"""The self-outage guard through the services, clock-driven (DESIGN §6; issue 5 test 5)."""
+"""The self-outage guard through the services, clock-driven (DESIGN §6)."""
 
 from __future__ import annotations
 

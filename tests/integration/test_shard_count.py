@@ -1,4 +1,4 @@
-"""The shard count is the database's, not each process's ``MONITOR_SHARDS`` (DESIGN §6, issue 5).
+"""The shard count is the database's, not each process's ``MONITOR_SHARDS`` (DESIGN §6).
 
 On SQLite and PostgreSQL: the first process records its count and others adopt it with a
 ``shard_count_mismatch`` warning; check creation (API and ``create=1`` ingest) takes the shard

@@ -1,4 +1,4 @@
-"""QA issue 5, F8: a sender whose claim was taken over records nothing (DESIGN §6 "Notifier").
+"""A sender whose claim was taken over records nothing (DESIGN §6 "Notifier").
 
 A notifier that stalled (SIGSTOP, GC) between sending and recording finds, when it resumes,
 that its claim expired and another notifier took the row over. Its result is logged (one line:

@@ -1,4 +1,4 @@
-"""QA issue 5, F4: :class:`monitor.failures.FailureLog` with an injected monotonic clock."""
+"""The quiet failure log, :class:`monitor.failures.FailureLog` with an injected monotonic clock."""
 
 from __future__ import annotations
 

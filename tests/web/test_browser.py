@@ -1,4 +1,4 @@
-"""The dashboard in a real browser: Playwright driving Debian's Chromium (issue 9).
+"""The dashboard in a real browser: Playwright driving Debian's Chromium.
 
 One server (uvicorn, real HTTP, injected clock) and one browser for the module. The scenario
 (``tests.support.dashboard.seed``) sends real pings: three replicas running one tick, a run

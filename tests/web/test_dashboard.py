@@ -1,4 +1,4 @@
-"""The dashboard over the in-process app (issue 9): login, sessions, CSRF, the pages, badges.
+"""The dashboard over the in-process app: login, sessions, CSRF, the pages, badges.
 
 Runs on SQLite and PostgreSQL with an injected clock; browser behaviour (JS refresh, keyboard)
 is in ``test_browser.py``.

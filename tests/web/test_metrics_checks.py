@@ -1,4 +1,4 @@
-"""``/metrics`` per-check series, ping/alert/notification counts and sweep durations (issue 9),
+"""``/metrics`` per-check series, ping/alert/notification counts and sweep durations,
 parsed with prometheus-client's own parser, on SQLite and PostgreSQL."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """Rendering without a server: templates and SVG for every outcome and status colour, and the
-WCAG contrast of those colours (issue 9)."""
+WCAG contrast of those colours."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""``/api/v3/maintenance/…``: maintenance windows (issue 8)."""
+"""``/api/v3/maintenance/…``: maintenance windows."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The pure crontab reader behind ``monitor import-crontab`` (issue 7)."""
+"""The pure crontab reader behind ``monitor import-crontab``."""
 
 from __future__ import annotations
 
@@ -97,7 +97,7 @@ def test_slugs_are_unique_within_a_file_and_take_a_prefix() -> None:
 
 
 def test_slugs_do_not_depend_on_line_positions() -> None:
-    """Issue 7: a line added above (or a schedule changed) must not hand a job another check."""
+    """A line added above (or a schedule changed) must not hand a job another check."""
     before = crontab.parse_crontab("0 1 * * * echo one\n0 2 * * * echo two\n", system=False, now=NOW)
     after = crontab.parse_crontab(
         "*/5 * * * * echo zero\n0 1 * * * echo one\n30 2 * * * echo two\n", system=False, now=NOW

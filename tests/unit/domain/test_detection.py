@@ -217,7 +217,7 @@ def test_a_rejected_ping_leaves_a_paused_check_paused() -> None:
 
 
 def test_a_late_retry_of_a_tick_before_the_first_run_raises_nothing() -> None:
-    """QA finding: scheduled= a tick before the check's first run raised late every time."""
+    """A first ping with scheduled= a tick before the check's first run raised late every time."""
     spec = cron_spec("0 * * * *", grace=300)
     state, book = CheckState(), RunBook()
     detection.apply_ping(spec, state, book, ping("success", T0 + s(10)))
@@ -275,7 +275,7 @@ class TestOutageGuard:
         assert fx.run is None and any(r.timed_out for r in book.runs.values())
 
 
-class TestQaFindingsIssue4:
+class TestEdgeCases:
     """Findings of the breaking session for runs and detection, each pinned."""
 
     def test_late_runs_count_towards_recovery_threshold(self) -> None:

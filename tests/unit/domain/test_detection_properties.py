@@ -1,4 +1,4 @@
-"""Properties of detection over random ping sequences (hypothesis; issue 4)."""
+"""Properties of detection over random ping sequences (hypothesis)."""
 
 from __future__ import annotations
 

@@ -168,7 +168,7 @@ def test_http_bad_input_names_the_field(params: dict[str, str], prefix: str) -> 
     assert body["error"].startswith(prefix), body
 
 
-# ------------------------------------------------------------------ QA findings (edges)
+# ------------------------------------------------------------------ edge cases
 
 
 @pytest.mark.parametrize(

@@ -1,4 +1,4 @@
-"""Maintenance windows: the pure rules (issue 8)."""
+"""Maintenance windows: the pure rules."""
 
 from __future__ import annotations
 

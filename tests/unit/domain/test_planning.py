@@ -3,7 +3,7 @@
 Table-driven cases pin each rule down; hypothesis checks the invariants over any input
 (every tick is accounted for exactly once, starts are in order, Forbid never overlaps, …);
 a small simulation with an injected clock replays 10 ticks of downtime under each catch-up
-setting (issue 6, test 3).
+setting.
 """
 
 from __future__ import annotations

@@ -396,7 +396,7 @@ def test_concurrent_callers_do_not_share_an_iterator() -> None:
         assert all(got == expected for got in pool.map(walk, range(8)))
 
 
-# ------------------------------------------------------------------ QA findings (edges)
+# ------------------------------------------------------------------ edge cases
 
 
 @pytest.mark.parametrize(

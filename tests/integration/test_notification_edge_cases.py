@@ -1,4 +1,4 @@
-"""Issue 8 fixes after testing (maintenance deletes and overlaps, masking, routing, validation).
+"""Notification edge cases (maintenance deletes and overlaps, masking, routing, validation).
 
 Real stack as in ``test_notifications.py``: the in-process API, the real outbox and
 ``AppriseNotifier`` delivering to loopback receivers, the clock injected.

@@ -1,4 +1,4 @@
-"""Issue 7 findings of the client test pass, each pinned against real servers and processes.
+"""Client edge cases, each pinned against real servers and processes.
 
 Misbehaving servers are real sockets (:class:`EvilServer`): one that drips its answer a byte a
 second, one that answers ``503`` with an unusable ``Retry-After``, and a proxy to the real

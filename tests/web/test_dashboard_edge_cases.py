@@ -1,4 +1,4 @@
-"""Findings of issue 9's review, each pinned: a dense check's bounded timeline, ``?around=`` at
+"""Dashboard edge cases, each pinned: a dense check's bounded timeline, ``?around=`` at
 datetime's limits, HTML errors on pages, the exact /metrics content type, login throttling of
 unknown emails, fixed channel messages, ``no-store`` pages, zone-local ticks, ``HEAD /``.
 
