@@ -82,6 +82,8 @@ def mailer(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFact
     workdir = tmp_path_factory.mktemp(f"smtp-{request.param}")
     with _database(request.param, workdir) as url:
         port, smtp_port = free_port(), free_port()
+        while smtp_port == port:  # the kernel may hand the same free port out twice in a row
+            smtp_port = free_port()
         env = checkout_env(
             MONITOR_DATABASE_URL=url,
             MONITOR_API_KEY=API_KEY,

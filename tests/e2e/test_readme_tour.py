@@ -95,7 +95,7 @@ def test_the_readme_tour_runs_as_written(tmp_path: Path) -> None:
                     names["<heartbeat uuid>"] = answer["uuid"]
                 elif str(answer.get("url", "")).startswith("json://") and "id" in answer:
                     names["<channel id>"] = answer["id"]
-                    assert set(answer) == {"id", "name", "url", "kinds", "default"}, answer
+                    assert set(answer) == {"id", "name", "kind", "url", "kinds", "default"}, answer
                     assert answer["kinds"] == [] and answer["default"] is False
             answers.append((command, answer))
 
