@@ -831,3 +831,8 @@ async def test_the_checks_list_honours_and_validates_limit(api: Api) -> None:
     assert [c["name"] for c in r.json()["checks"]] == ["c0", "c1"]
     r = await api.client.get("/api/v3/checks/", params={"limit": "abc"}, headers=api.headers)
     assert r.status_code == 400 and r.json()["error"].startswith("limit: ")
+
+
+async def test_a_nul_character_in_a_tag_filter_is_a_400_naming_tag(api: Api) -> None:
+    r = await api.client.get("/api/v3/checks/", params={"tag": "a\x00b"}, headers=api.headers)
+    assert (r.status_code, r.json()["error"]) == (400, "tag: must not contain NUL characters")

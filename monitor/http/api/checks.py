@@ -116,6 +116,8 @@ class ChecksController(Controller):
                     raise ValidationError("slug", "must not contain NUL characters")
                 query = query.where(c.slug == slug)
             for wanted in dict.fromkeys(tag or ()):
+                if "\x00" in wanted:  # PostgreSQL text cannot hold U+0000
+                    raise ValidationError("tag", "must not contain NUL characters")
                 # tags are space-separated words: match a whole word
                 query = query.where(
                     (literal(" ") + c.tags + literal(" ")).contains(f" {wanted} ", autoescape=True)
