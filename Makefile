@@ -24,11 +24,15 @@ test: install
 	bash scripts/ensure-postgres.sh
 	bash scripts/ensure-systemd.sh
 	bash scripts/ensure-chromium.sh
+	bash scripts/ensure-node-packages.sh
+	bash scripts/ensure-rabbitmq.sh
 	$(BIN)/python -m pytest -m "not slow" -q -n 2 --dist loadgroup
 
 ## The long loops (repetitions, failover); .ci/run runs them after `make test`.
 test-slow: install
 	bash scripts/ensure-postgres.sh
+	bash scripts/ensure-node-packages.sh
+	bash scripts/ensure-rabbitmq.sh
 	$(BIN)/python -m pytest -m slow -q; status=$$?; [ $$status -eq 0 ] || [ $$status -eq 5 ]
 
 lint: install
