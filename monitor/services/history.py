@@ -83,7 +83,7 @@ FLIP_MAX_TIMESTAMP = 10_000_000_000  # year 2286: Healthchecks' sanity bound
 
 def _whole(name: str, value: str, high: int) -> int:
     text = value.strip()
-    if not text.lstrip("+-").isdigit():
+    if not (text.isascii() and text.lstrip("+-").isdigit()):  # "٦٠" is no number here
         raise ValidationError(name, f"must be an integer, got {value!r}")
     number = int(text)
     if not 0 <= number <= high:

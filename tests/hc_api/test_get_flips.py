@@ -72,6 +72,7 @@ async def test_it_rejects_post(api: Api) -> None:
         ("?seconds=-123", "seconds"),
         ("?seconds=12345678901234567890", "seconds"),
         ("?seconds=1.5", "seconds"),
+        ("?seconds=%D9%A6%D9%A0", "seconds"),  # Arabic-Indic digits are not a UNIX number
     ],
 )
 async def test_it_rejects_bad_filters_naming_the_parameter(api: Api, qs: str, name: str) -> None:
