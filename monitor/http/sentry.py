@@ -155,6 +155,14 @@ class SentryIngest:
     def __init__(self, writer: Callable[[], IngestWriter]) -> None:
         self._writer = writer
         self._locks = _SlugLocks()
+        self._arrivals: dict[int, asyncio.Lock] = {}
+
+    def _arrival(self, project_id: int) -> asyncio.Lock:
+        """The project's arrival lock, taken before the handler's first ``await``: asyncio's
+        locks serve waiters first come, first served, so a project's check-ins are stored in the
+        order they arrived (an SDK sends a run's ``in_progress`` and ``ok`` in parallel, and the
+        finish must not overtake the start that creates or pairs the run)."""
+        return self._arrivals.setdefault(project_id, asyncio.Lock())
 
     async def _ingest(
         self,
@@ -219,6 +227,10 @@ class SentryIngest:
         return _detail(answer.status, answer.text, headers)
 
     async def envelope(self, request: Request[Any, Any, Any], project_id: int) -> Response[dict[str, str]]:
+        async with self._arrival(project_id):
+            return await self._envelope(request, project_id)
+
+    async def _envelope(self, request: Request[Any, Any, Any], project_id: int) -> Response[dict[str, str]]:
         services = services_of(request.app.state)
         received = services.clock.now()
         limit = services.settings.sentry_envelope_limit
@@ -238,6 +250,12 @@ class SentryIngest:
         return Response({}, status_code=200)
 
     async def cron(
+        self, request: Request[Any, Any, Any], project_id: int, monitor_slug: str, public_key: str
+    ) -> Response[dict[str, str]]:
+        async with self._arrival(project_id):
+            return await self._cron(request, project_id, monitor_slug, public_key)
+
+    async def _cron(
         self, request: Request[Any, Any, Any], project_id: int, monitor_slug: str, public_key: str
     ) -> Response[dict[str, str]]:
         services = services_of(request.app.state)
