@@ -24,19 +24,15 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import os
 import shutil
-import socket
 import sqlite3
 import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from datetime import UTC, datetime, timedelta
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -44,60 +40,13 @@ import asyncpg
 import httpx
 from alert_burst import apprise_round
 from databases import database
-from harness import alternate, load_average, median, verdict
+from harness import Receiver, alternate, free_port, load_average, median, verdict
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 API_KEY = "latency-benchmark-key-0123456789"
 GRACE = 1
 GOAL_S = 5.0
 """Goal: every notice delivered < 5 s after its deadline."""
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-class Receiver:
-    """Loopback HTTP server recording (receipt wall-clock time, JSON body) per request."""
-
-    def __init__(self) -> None:
-        self.received: list[tuple[float, dict[str, Any]]] = []
-        lock = threading.Lock()
-        received = self.received
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:
-                at = time.time()
-                body = self.rfile.read(int(self.headers.get("content-length") or 0))
-                try:
-                    payload = json.loads(body or b"{}")
-                except ValueError:
-                    payload = {}
-                with lock:
-                    received.append((at, payload))
-                self.send_response(200)
-                self.send_header("content-length", "0")
-                self.end_headers()
-
-            def log_message(self, format: str, *args: Any) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-
-    @property
-    def url(self) -> str:
-        return f"json://127.0.0.1:{self.server.server_address[1]}/hook"
-
-    def __enter__(self) -> Receiver:
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.server.shutdown()
-        self.server.server_close()
 
 
 def alert_rows(url: str) -> list[tuple[str, datetime, datetime, int]]:
