@@ -1,18 +1,32 @@
 """Due work: judge what time has decided for checks whose ``next_due`` has passed (DESIGN §6).
 
-A sweep costs O(due checks): it selects ``next_due < now`` through ``ix_checks_next_due`` (or
-``ix_checks_shard_next_due`` for one shard) in batches, locks those rows (PostgreSQL
-``FOR UPDATE``, in id order, like the ingest), runs the pure
-:func:`monitor.domain.detection.evaluate` and writes the effects in the same transaction.
-Under a lease, every transaction first runs the caller's fence (the lease's fencing check), so
-a writer whose lease was taken over writes nothing.
+A sweep costs O(due checks) and a handful of statements per batch, not per check. Each batch
+is one transaction:
+
+1. the caller's fence (the lease's fencing check; one statement for every shard the sweep
+   covers), so a writer whose lease was taken over writes nothing;
+2. **one** query selects the batch's due checks (``next_due < now``, oldest deadline first,
+   through ``ix_checks_next_due`` / ``ix_checks_shard_next_due``) and, on PostgreSQL, locks
+   them ``FOR UPDATE`` in id order, like the ingest (no deadlocks);
+3. the outage guard, then the runs and tick marks the rules need (one query per table for the
+   whole batch, :func:`monitor.storage.repositories.load_books`);
+4. the pure :func:`monitor.domain.detection.evaluate` over those plain values, per check, in
+   Python;
+5. the transitions written back set-at-a-time (:mod:`monitor.storage.bulk`): every check's state
+   in one ``UPDATE … FROM``, the tick marks, the flips and the timed-out runs in one statement
+   each. Alerts go through :func:`monitor.services.effects.record_alerts` once per alerting
+   check (it renders the message and queues the outbox rows per alert; the only per-check
+   statements left, until it takes a batch).
+
+Flips and alerts record the fencing token of the shard their check belongs to.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from datetime import datetime, timedelta
+from typing import Any, cast
 
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
@@ -20,16 +34,50 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from monitor.domain import detection
 from monitor.domain.runs import needed_since
 from monitor.services.effects import CheckIdentity, PendingWrites, record_alerts
-from monitor.services.ingest import lock_checks
 from monitor.services.outages import load_guard
 from monitor.settings import Settings
-from monitor.storage import repositories
+from monitor.storage import bulk, repositories
 from monitor.storage import tables as t
 
 logger = logging.getLogger(__name__)
 
 MAX_ROUNDS = 100
-"""Batches per sweep; a sweep that still has work leaves it for the next one."""
+"""Batches per call; a sweep that still has work leaves it for the next one."""
+
+BATCH = 500
+"""Checks per transaction: large enough that the per-batch statements cost little per check,
+small enough that a batch holds its rows' locks (ingest waits on them) for tens of ms."""
+
+Fence = Callable[[AsyncConnection], Awaitable[None]]
+
+CHECK_COLUMNS = (
+    "id",
+    "project_id",
+    "uuid",
+    "name",
+    "slug",
+    "kind",
+    "timeout",
+    "schedule",
+    "tz",
+    "dialect",
+    "grace",
+    "max_runtime",
+    "failure_threshold",
+    "recovery_threshold",
+    "early_tolerance",
+    "expected_runs",
+    "min_runtime",
+    "manual_resume",
+    "methods",
+    "shard",
+    *repositories.STATE_COLUMNS,
+)
+"""What judging a check reads: its spec, its identity for alert messages, its state."""
+
+RUN_COLUMNS = tuple(c.name for c in t.runs.columns)
+MARK_COLUMNS = ("check_id", "scheduled", "outcome")
+FLIP_COLUMNS = ("check_id", "created_at", "up", "reason", "token")
 
 
 async def evaluate_due(
@@ -37,73 +85,137 @@ async def evaluate_due(
     now: datetime,
     *,
     settings: Settings,
-    batch: int = 200,
+    batch: int = BATCH,
     token: int | None = None,
     shard: tuple[int, int] | None = None,
-    fence: Callable[[AsyncConnection], Awaitable[None]] | None = None,
+    held: Mapping[int, int] | None = None,
+    fence: Fence | None = None,
 ) -> int:
-    """Evaluate every check with ``next_due < now``.
+    """Evaluate every check with ``next_due < now`` (of the given shards).
 
     Args:
         engine: the database.
         now: the instant to judge at (aware UTC; injected, never read here).
-        settings: for ``base_url`` in alert messages.
-        batch: checks per transaction.
-        token: fencing token recorded on the flips and alerts written.
+        settings: for ``base_url`` in alert messages and ``lease_ttl`` (outage guard).
+        batch: checks per transaction (≥ 1).
+        token: fencing token recorded on the flips and alerts written (with ``shard`` or
+            neither).
         shard: ``(index, count)``: only checks of shard ``index`` (stored ``checks.shard``,
             ``uuid.int % count``, DESIGN §6).
+        held: instead of ``shard`` and ``token``: the shards to sweep together, index →
+            fencing token; each check's flips and alerts record its own shard's token.
         fence: awaited first in every transaction (even one that finds nothing due); raises
-            to abort it, e.g. :func:`monitor.storage.leases.check_fence` raising
-            :class:`~monitor.domain.errors.StaleLease`.
+            to abort it, e.g. :func:`monitor.storage.leases.check_fences` raising
+            :class:`~monitor.domain.errors.StaleLease`. It must guard every shard swept.
 
     Returns:
-        How many checks were evaluated.
+        How many checks were evaluated (a check judged in two batches counts twice).
 
     Raises:
-        StaleLease: from ``fence``; the transaction in progress was rolled back.
+        StaleLease: from ``fence``; the transaction in progress was rolled back (earlier
+            batches stay committed).
+        ValueError: ``held`` given together with ``shard`` or ``token``, or ``batch < 1``.
     """
+    if held is not None and (shard is not None or token is not None):
+        raise ValueError("held: give either held or shard/token")
+    if batch < 1:
+        raise ValueError(f"batch: must be at least 1, got {batch}")
+    if held is not None and not held:
+        return 0
+    shards = sorted(held) if held is not None else ([shard[0]] if shard is not None else None)
+    tokens: Mapping[int, int] | None = held
     total = 0
     for _ in range(MAX_ROUNDS):
         async with engine.begin() as conn:
             if fence is not None:
                 await fence(conn)
-            query = select(t.checks.c.id).where(t.checks.c.next_due < now)
-            if shard is not None:
-                query = query.where(t.checks.c.shard == shard[0])
-            ids = (await conn.execute(query.order_by(t.checks.c.next_due).limit(batch))).scalars().all()
-            if not ids:
-                return total
-            rows = {
-                cid: row for cid, row in (await lock_checks(conn, ids)).items() if row["next_due"] is not None
-            }
-            rows = {cid: row for cid, row in rows.items() if row["next_due"] < now}
-            guard = await load_guard(conn, now, timedelta(seconds=settings.lease_ttl))
-            specs = {cid: repositories.spec_of(row) for cid, row in rows.items()}
-            states = {cid: repositories.state_of(row) for cid, row in rows.items()}
-            cutoffs = {cid: needed_since(specs[cid], s) for cid, s in states.items()}
-            books = await repositories.load_books(conn, cutoffs)
-            pending = PendingWrites.empty()
-            updates = []
-            for cid, row in rows.items():
-                state = states[cid]
-                fx = detection.evaluate(specs[cid], state, books[cid], now, guard=guard)
-                pending.add(cid, fx, token=token)
-                if fx.alerts:
-                    await record_alerts(
-                        conn,
-                        CheckIdentity.of(row),
-                        fx.alerts,
-                        now=now,
-                        status=detection.status(state, now),
-                        base_url=settings.base_url,
-                        token=token,
-                    )
-                values = repositories.state_values(state)
-                values["b_id"] = cid
-                updates.append(values)
-            await pending.write(conn)
-            await repositories.save_state(conn, updates)
+            rows, fetched = await _lock_due(conn, now, shards, batch)
+            if rows:
+                await _judge(conn, rows, now, settings=settings, token=token, tokens=tokens)
         total += len(rows)
-        if len(ids) < batch:
+        if fetched < batch:
             return total
     return total
+
+
+async def _lock_due(
+    conn: AsyncConnection, now: datetime, shards: Sequence[int] | None, batch: int
+) -> tuple[list[Mapping[str, Any]], int]:
+    """One statement: the ``batch`` checks whose deadline passed first, locked in id order.
+
+    Returns:
+        The rows still due once locked (a concurrent ping may have moved ``next_due``; on
+        PostgreSQL the outer condition is re-checked on the locked row), and how many the
+        inner selection found (fewer than ``batch``: nothing more is due).
+    """
+    due = select(t.checks.c.id).where(t.checks.c.next_due < now)
+    if shards is not None:
+        due = (
+            due.where(t.checks.c.shard.in_(shards))
+            if len(shards) > 1
+            else due.where(t.checks.c.shard == shards[0])
+        )
+    due = due.order_by(t.checks.c.next_due).limit(batch)
+    query = (
+        select(*(t.checks.c[name] for name in CHECK_COLUMNS))
+        .where(t.checks.c.id.in_(due.scalar_subquery()))
+        .order_by(t.checks.c.id)
+    )
+    if conn.dialect.name == "postgresql":
+        query = query.where(t.checks.c.next_due < now).with_for_update(of=t.checks)
+    rows = (await conn.execute(query)).mappings().all()
+    # a RowMapping is keyed by names (and columns): read here by name only
+    still_due = [
+        cast(Mapping[str, Any], r) for r in rows if r["next_due"] is not None and r["next_due"] < now
+    ]
+    return still_due, len(rows)
+
+
+async def _judge(
+    conn: AsyncConnection,
+    rows: Sequence[Mapping[str, Any]],
+    now: datetime,
+    *,
+    settings: Settings,
+    token: int | None,
+    tokens: Mapping[int, int] | None,
+) -> None:
+    guard = await load_guard(conn, now, timedelta(seconds=settings.lease_ttl))
+    specs = {row["id"]: repositories.spec_of(row) for row in rows}
+    states = {row["id"]: repositories.state_of(row) for row in rows}
+    books = await repositories.load_books(
+        conn, {cid: needed_since(specs[cid], s) for cid, s in states.items()}
+    )
+    pending = PendingWrites.empty()
+    updates: list[dict[str, Any]] = []
+    alerting: list[tuple[Mapping[str, Any], detection.Effects, int | None]] = []
+    for row in rows:
+        cid = row["id"]
+        state = states[cid]
+        written_token = tokens.get(row["shard"]) if tokens is not None else token
+        fx = detection.evaluate(specs[cid], state, books[cid], now, guard=guard)
+        pending.add(cid, fx, token=written_token)
+        if fx.alerts:
+            alerting.append((row, fx, written_token))
+        values = repositories.state_values(state)
+        values["id"] = cid
+        updates.append(values)
+    await bulk.update_rows(conn, t.checks, "id", updates, repositories.STATE_COLUMNS)
+    await bulk.insert_rows(conn, t.tick_marks, pending.marks, MARK_COLUMNS, ignore_conflicts=True)
+    await bulk.insert_rows(conn, t.flips, pending.flips, FLIP_COLUMNS)
+    await bulk.insert_rows(conn, t.runs, pending.new_runs, RUN_COLUMNS)
+    changed = [{**r, "id": r["b_id"]} for r in pending.changed_runs]
+    await bulk.update_rows(
+        conn, t.runs, "id", changed, [c for c in RUN_COLUMNS if c not in ("id", "check_id")]
+    )
+    for row, fx, written_token in alerting:
+        # per check: record_alerts takes one check's drafts (rendering, outbox routing)
+        await record_alerts(
+            conn,
+            CheckIdentity.of(row),
+            fx.alerts,
+            now=now,
+            status=detection.status(states[row["id"]], now),
+            base_url=settings.base_url,
+            token=written_token,
+        )

@@ -609,21 +609,46 @@ async def check_fence(conn: AsyncConnection, name: str, token: int, holder: str,
         StaleLease: the lease's token or holder (on SQLite also its expiry) says another
             process holds it now, or the row is gone.
     """
-    query = select(t.leases.c.token, t.leases.c.holder, t.leases.c.expires_at).where(t.leases.c.name == name)
+    await check_fences(conn, {name: token}, holder, now)
+
+
+async def check_fences(conn: AsyncConnection, tokens: Mapping[str, int], holder: str, now: datetime) -> None:
+    """:func:`check_fence` for several leases in one statement (a sweep over several shards).
+
+    The rows are read in name order (PostgreSQL ``FOR SHARE``), so two writers fencing
+    overlapping sets never wait on each other in a cycle.
+
+    Args:
+        tokens: lease name → the fencing token the writer holds.
+
+    Raises:
+        StaleLease: for the first lease, by name, whose row says another process holds it (or
+            that is gone); nothing has been written.
+    """
+    if not tokens:
+        return
+    query = (
+        select(t.leases.c.name, t.leases.c.token, t.leases.c.holder, t.leases.c.expires_at)
+        .where(t.leases.c.name.in_(sorted(tokens)))
+        .order_by(t.leases.c.name)
+    )
     if conn.dialect.name == "postgresql":
         query = query.with_for_update(read=True)
-    row = (await conn.execute(query)).first()
-    if row is None:
-        raise StaleLease(name, token, None, "no lease row")
-    current, current_holder, expires_at = int(row[0]), row[1], row[2]
-    if current != token:
-        raise StaleLease(name, token, current, f"the lease's token is {current}")
-    if current_holder != holder:
-        # A row deleted (``monitor reshard`` to fewer shards) and created again restarts its
-        # token at 1: the holder's name tells a stalled writer from the new holder then.
-        raise StaleLease(name, token, current, f"held by {current_holder}")
-    if conn.dialect.name != "postgresql" and (expires_at is None or expires_at < now):
-        raise StaleLease(name, token, current, "expired")
+    rows = {row[0]: row for row in (await conn.execute(query)).all()}
+    for name in sorted(tokens):
+        token = tokens[name]
+        row = rows.get(name)
+        if row is None:
+            raise StaleLease(name, token, None, "no lease row")
+        current, current_holder, expires_at = int(row[1]), row[2], row[3]
+        if current != token:
+            raise StaleLease(name, token, current, f"the lease's token is {current}")
+        if current_holder != holder:
+            # A row deleted (``monitor reshard`` to fewer shards) and created again restarts its
+            # token at 1: the holder's name tells a stalled writer from the new holder then.
+            raise StaleLease(name, token, current, f"held by {current_holder}")
+        if conn.dialect.name != "postgresql" and (expires_at is None or expires_at < now):
+            raise StaleLease(name, token, current, "expired")
 
 
 async def list_leases(engine: AsyncEngine) -> list[dict[str, Any]]:

@@ -219,57 +219,63 @@ class ShardedEvaluator:
                 sweeps.record_sweep(time.perf_counter() - started)
 
     async def _sweep(self, plan: Mapping[str, int]) -> int:
-        total = 0
-        for name, token in sorted(plan.items()):
-            index = int(name.removeprefix(LEASE_PREFIX))
+        """Every planned shard in one :func:`evaluate_due` (batches span the shards), each
+        transaction fenced on all their leases at once. A lease the database refuses is
+        stepped down from and the other shards are swept again without it."""
+        remaining = dict(plan)
+        while remaining:
             now = self.clock.now()
+            held = {int(name.removeprefix(LEASE_PREFIX)): token for name, token in remaining.items()}
             try:
                 count = await evaluate_due(
                     self.sweep_engine,
                     now,
                     settings=self.settings,
-                    token=token,
-                    shard=(index, self.shards),
-                    fence=self._fence(name, token, now),
+                    held=held,
+                    fence=self._fence(dict(remaining), now),
                 )
             except StaleLease as stale:
                 logger.warning(
                     "fenced_write_rejected lease=%s token=%d current=%s: %s",
-                    name,
-                    token,
+                    stale.lease,
+                    stale.token,
                     stale.current,
                     stale,
                     extra={
                         "action": "fenced_write_rejected",
-                        "lease": name,
-                        "token": token,
+                        "lease": stale.lease,
+                        "token": stale.token,
                         "current": stale.current,
                     },
                 )
-                await self.leases.step_down(name)
+                await self.leases.step_down(stale.lease)
+                if remaining.pop(stale.lease, None) is None:
+                    return 0  # a lease outside the plan: nothing sensible to retry
                 continue
             except asyncio.CancelledError:
                 raise
             except Exception as error:
-                # e.g. the server ended a stalled transaction, or the database is down; the
-                # other shards still run (one traceback, then a counted line every 30 s)
+                # e.g. the server ended a stalled transaction, or the database is down (one
+                # traceback, then a counted line every 30 s)
                 self.sweep_failures.failed(error)
-                continue
+                return 0
             self.sweep_failures.succeeded()
             if count:
                 # debug: a check that stays down with a seconds schedule is evaluated every sweep
                 logger.debug(
                     "evaluated %d checks of %s",
                     count,
-                    name,
-                    extra={"action": "evaluated", "checks": count, "lease": name, "token": token},
+                    ",".join(sorted(remaining)),
+                    extra={"action": "evaluated", "checks": count, "leases": sorted(remaining)},
                 )
-            total += count
-        return total
+            return count
+        return 0
 
-    def _fence(self, name: str, token: int, now: datetime) -> Callable[[AsyncConnection], Awaitable[None]]:
+    def _fence(
+        self, tokens: Mapping[str, int], now: datetime
+    ) -> Callable[[AsyncConnection], Awaitable[None]]:
         async def fence(conn: AsyncConnection) -> None:
-            await lease_store.check_fence(conn, name, token, self.holder, now)
+            await lease_store.check_fences(conn, tokens, self.holder, now)
 
         return fence
 

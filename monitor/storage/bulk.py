@@ -1,0 +1,113 @@
+"""Set-at-a-time writes: many rows in one statement, on PostgreSQL and SQLite.
+
+PostgreSQL: one statement whose rows arrive as one array parameter per column and are
+unpacked by ``unnest`` (``UPDATE … FROM unnest(…)``, ``INSERT … SELECT * FROM unnest(…)``):
+the statement text depends only on the columns, so asyncpg prepares it once, and the rows
+travel in the binary array format instead of as thousands of separate parameters. SQLite: the
+same statement run by the driver's ``executemany`` (a C loop inside the process; there is no
+network round trip to save).
+
+Values go through each column's SQLAlchemy bind processor (aware UTC → naive UTC for
+:class:`~monitor.storage.tables.UTCDateTime`, SQLite's datetime text format, booleans), so the
+rows are stored exactly as a Core ``insert``/``update`` would store them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from sqlalchemy import Table, text
+from sqlalchemy.engine import Dialect
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+
+def _processors(table: Table, columns: Sequence[str], dialect: Dialect) -> list[Callable[[Any], Any] | None]:
+    return [table.c[name].type.bind_processor(dialect) for name in columns]
+
+
+def _column_values(
+    rows: Sequence[Mapping[str, Any]],
+    columns: Sequence[str],
+    processors: Sequence[Callable[[Any], Any] | None],
+) -> list[list[Any]]:
+    out = []
+    for name, process in zip(columns, processors, strict=True):
+        values = [row[name] for row in rows]
+        if process is not None:
+            values = [None if v is None else process(v) for v in values]
+        out.append(values)
+    return out
+
+
+def _unnest(table: Table, columns: Sequence[str], dialect: Dialect) -> str:
+    casts = ", ".join(
+        f"CAST(:p{i} AS {table.c[name].type.compile(dialect=dialect)}[])" for i, name in enumerate(columns)
+    )
+    quote = dialect.identifier_preparer.quote
+    return f"unnest({casts}) AS v({', '.join(quote(name) for name in columns)})"
+
+
+async def update_rows(
+    conn: AsyncConnection, table: Table, key: str, rows: Sequence[Mapping[str, Any]], columns: Sequence[str]
+) -> None:
+    """Set ``columns`` of every row of ``table`` whose ``key`` column equals a row's ``key``.
+
+    Args:
+        conn: an open transaction.
+        table: the Core table.
+        key: the column rows are matched on (unique, e.g. ``id``); each row maps it too.
+        rows: one mapping per row to change: ``key`` and every name in ``columns``
+            (Python values, as a Core statement takes them).
+        columns: the columns to set (not ``key``).
+    """
+    if not rows:
+        return
+    dialect = conn.dialect
+    quote = dialect.identifier_preparer.quote
+    names = [key, *columns]
+    processors = _processors(table, names, dialect)
+    if dialect.name == "postgresql":
+        assignments = ", ".join(f"{quote(c)} = v.{quote(c)}" for c in columns)
+        statement = (
+            f"UPDATE {quote(table.name)} AS x SET {assignments} FROM {_unnest(table, names, dialect)}"
+            f" WHERE x.{quote(key)} = v.{quote(key)}"
+        )
+        values = _column_values(rows, names, processors)
+        await conn.execute(text(statement), {f"p{i}": column for i, column in enumerate(values)})
+        return
+    assignments = ", ".join(f"{quote(c)} = ?" for c in columns)
+    statement = f"UPDATE {quote(table.name)} SET {assignments} WHERE {quote(key)} = ?"
+    order = [*columns, key]
+    by_column = _column_values(rows, order, _processors(table, order, dialect))
+    await conn.exec_driver_sql(statement, list(zip(*by_column, strict=True)))
+
+
+async def insert_rows(
+    conn: AsyncConnection,
+    table: Table,
+    rows: Sequence[Mapping[str, Any]],
+    columns: Sequence[str],
+    *,
+    ignore_conflicts: bool = False,
+) -> None:
+    """Insert ``rows`` (each mapping every name in ``columns``) into ``table`` in one statement.
+
+    Args:
+        ignore_conflicts: ``ON CONFLICT DO NOTHING``: a row that breaks a unique constraint is
+            skipped, as :func:`monitor.storage.repositories.insert_ignoring_conflicts`.
+    """
+    if not rows:
+        return
+    dialect = conn.dialect
+    quote = dialect.identifier_preparer.quote
+    target = f"{quote(table.name)} ({', '.join(quote(c) for c in columns)})"
+    suffix = " ON CONFLICT DO NOTHING" if ignore_conflicts else ""
+    by_column = _column_values(rows, columns, _processors(table, columns, dialect))
+    if dialect.name == "postgresql":
+        statement = f"INSERT INTO {target} SELECT * FROM {_unnest(table, columns, dialect)}{suffix}"
+        await conn.execute(text(statement), {f"p{i}": column for i, column in enumerate(by_column)})
+        return
+    placeholders = ", ".join("?" for _ in columns)
+    statement = f"INSERT INTO {target} VALUES ({placeholders}){suffix}"
+    await conn.exec_driver_sql(statement, list(zip(*by_column, strict=True)))
