@@ -23,7 +23,8 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 
 def _processors(table: Table, columns: Sequence[str], dialect: Dialect) -> list[Callable[[Any], Any] | None]:
-    return [table.c[name].type.bind_processor(dialect) for name in columns]
+    # the dialect's own implementation (SQLite's datetime text), as a Core statement binds it
+    return [table.c[name].type.dialect_impl(dialect).bind_processor(dialect) for name in columns]
 
 
 def _column_values(

@@ -1,0 +1,205 @@
+"""The evaluator's set-at-a-time path against real databases (DESIGN §6).
+
+A sweep over several shards records each check's own shard token, a fence over several leases
+refuses the sweep when any of them is stale, and the bulk writes store instants exactly as
+Core statements do (SQLite compares them as text).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from sqlalchemy import func, select
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+
+from monitor.domain.checks import PingKind
+from monitor.domain.errors import StaleLease
+from monitor.services import checks as check_service
+from monitor.services.evaluator import evaluate_due
+from monitor.services.ingest import IngestWriter, PingRequest
+from monitor.services.projects import create_project
+from monitor.settings import Settings
+from monitor.storage import bulk
+from monitor.storage import leases as lease_store
+from monitor.storage import tables as t
+
+T0 = datetime(2026, 7, 18, 2, 0, tzinfo=UTC)
+SHARDS = 4
+HOLDER = "test:1"
+
+
+async def _checks_pinged(engine: AsyncEngine, settings: Settings, count: int) -> list[int]:
+    async with engine.begin() as conn:
+        project = await create_project(conn, "p", T0)
+        ids = [
+            (
+                await check_service.create_or_upsert(
+                    conn, int(project["id"]), {"name": f"c{i}", "timeout": 60, "grace": 60}, T0, shards=SHARDS
+                )
+            )[0]
+            for i in range(count)
+        ]
+        uuids = (await conn.execute(select(t.checks.c.uuid).order_by(t.checks.c.id))).scalars().all()
+    writer = IngestWriter(engine, settings)
+    await writer.start()
+    try:
+        answers = await asyncio.gather(
+            *(writer.submit(PingRequest(kind=PingKind.SUCCESS, received=T0, uuid=u)) for u in uuids)
+        )
+    finally:
+        await writer.stop()
+    assert {a.status for a in answers} == {200}
+    return ids
+
+
+async def test_sweep_over_several_shards_records_each_checks_shard_token(
+    engine: AsyncEngine, settings_factory: Callable[..., Settings]
+) -> None:
+    settings = settings_factory(shards=SHARDS)
+    ids = await _checks_pinged(engine, settings, 12)
+    tokens = {shard: 100 + shard for shard in range(SHARDS)}
+    at = T0 + timedelta(seconds=121)
+
+    assert await evaluate_due(engine, at, settings=settings, held=tokens, batch=5) == 12
+
+    async with engine.connect() as conn:
+        shard_of = dict((await conn.execute(select(t.checks.c.id, t.checks.c.shard))).tuples().all())
+        alerts = (await conn.execute(select(t.alerts.c.check_id, t.alerts.c.token, t.alerts.c.kind))).all()
+        flips = (
+            await conn.execute(
+                select(t.flips.c.check_id, t.flips.c.token).where(t.flips.c.reason == "missed")
+            )
+        ).all()
+        marks = (await conn.execute(select(func.count()).select_from(t.tick_marks))).scalar_one()
+        due_again = (
+            await conn.execute(select(func.count()).select_from(t.checks).where(t.checks.c.next_due < at))
+        ).scalar_one()
+    assert sorted(a.check_id for a in alerts) == sorted(ids)
+    assert {a.kind for a in alerts} == {"missed"}
+    assert all(a.token == tokens[shard_of[a.check_id]] for a in alerts)
+    assert sorted(f.check_id for f in flips) == sorted(ids)
+    assert all(f.token == tokens[shard_of[f.check_id]] for f in flips)
+    assert marks == 12
+    assert due_again == 0
+    # judged: a second sweep at the same instant finds nothing
+    assert await evaluate_due(engine, at, settings=settings, held=tokens) == 0
+
+
+async def test_sweep_of_only_some_shards_leaves_the_others_due(
+    engine: AsyncEngine, settings_factory: Callable[..., Settings]
+) -> None:
+    settings = settings_factory(shards=SHARDS)
+    await _checks_pinged(engine, settings, 12)
+    at = T0 + timedelta(seconds=121)
+    async with engine.connect() as conn:
+        per_shard = dict(
+            (await conn.execute(select(t.checks.c.shard, func.count()).group_by(t.checks.c.shard)))
+            .tuples()
+            .all()
+        )
+    mine = {0: 7, 2: 9}
+
+    assert await evaluate_due(engine, at, settings=settings, held=mine) == sum(
+        per_shard.get(s, 0) for s in mine
+    )
+
+    async with engine.connect() as conn:
+        still_due = (
+            (await conn.execute(select(t.checks.c.shard).where(t.checks.c.next_due < at).distinct()))
+            .scalars()
+            .all()
+        )
+    assert set(still_due) == {s for s in per_shard if s not in mine}
+
+
+async def test_fence_over_several_leases_refuses_the_sweep_when_one_is_stale(
+    engine: AsyncEngine, settings_factory: Callable[..., Settings]
+) -> None:
+    settings = settings_factory(shards=SHARDS)
+    await _checks_pinged(engine, settings, 8)
+    at = T0 + timedelta(seconds=121)
+    async with engine.begin() as conn:
+        for shard in range(SHARDS):
+            # shard-2 was taken over meanwhile: its token moved on to 2
+            await conn.execute(
+                t.leases.insert().values(
+                    name=f"shard-{shard}",
+                    holder=HOLDER,
+                    token=2 if shard == 2 else 1,
+                    expires_at=at + timedelta(hours=1),
+                )
+            )
+    believed = {f"shard-{shard}": 1 for shard in range(SHARDS)}
+
+    async def fence(conn: AsyncConnection) -> None:
+        await lease_store.check_fences(conn, believed, HOLDER, at)
+
+    with pytest.raises(StaleLease) as raised:
+        await evaluate_due(engine, at, settings=settings, held=dict.fromkeys(range(SHARDS), 1), fence=fence)
+    assert raised.value.lease == "shard-2"
+    assert raised.value.current == 2
+    async with engine.connect() as conn:
+        assert (await conn.execute(select(func.count()).select_from(t.alerts))).scalar_one() == 0
+        assert (
+            await conn.execute(select(func.count()).select_from(t.flips).where(t.flips.c.reason == "missed"))
+        ).scalar_one() == 0
+
+
+async def test_bulk_writes_store_instants_as_core_statements_do(engine: AsyncEngine) -> None:
+    async with engine.begin() as conn:
+        project = await create_project(conn, "p", T0)
+        check_id, _ = await check_service.create_or_upsert(
+            conn, int(project["id"]), {"name": "c", "timeout": 60}, T0, shards=SHARDS
+        )
+    whole = T0 + timedelta(minutes=5)  # no microseconds: SQLite's text must still sort with the others
+    fraction = T0 + timedelta(minutes=5, microseconds=1)
+    async with engine.begin() as conn:
+        await conn.execute(
+            t.flips.insert().values(check_id=check_id, created_at=whole, up=1, reason="core", token=None)
+        )
+        await bulk.insert_rows(
+            conn,
+            t.flips,
+            [
+                {"check_id": check_id, "created_at": whole, "up": 0, "reason": "bulk", "token": 7},
+                {"check_id": check_id, "created_at": fraction, "up": None, "reason": "later", "token": None},
+            ],
+            ["check_id", "created_at", "up", "reason", "token"],
+        )
+        await bulk.update_rows(
+            conn,
+            t.checks,
+            "id",
+            [{"id": check_id, "next_due": whole, "paused": True}],
+            ["next_due", "paused"],
+        )
+    async with engine.connect() as conn:
+        same_instant = (
+            (
+                await conn.execute(
+                    select(t.flips.c.reason).where(t.flips.c.created_at == whole).order_by(t.flips.c.reason)
+                )
+            )
+            .scalars()
+            .all()
+        )
+        after = (
+            (await conn.execute(select(t.flips.c.reason).where(t.flips.c.created_at > whole))).scalars().all()
+        )
+        row = (
+            await conn.execute(
+                select(t.checks.c.next_due, t.checks.c.paused).where(t.checks.c.id == check_id)
+            )
+        ).one()
+        due = (
+            await conn.execute(
+                select(func.count()).select_from(t.checks).where(t.checks.c.next_due < fraction)
+            )
+        ).scalar_one()
+    assert same_instant == ["bulk", "core"]
+    assert after == ["later"]
+    assert row.next_due == whole and row.paused is True
+    assert due == 1
