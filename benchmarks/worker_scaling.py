@@ -45,7 +45,9 @@ def start(workers: int, url: str, work: Path) -> pt.Server:
         f"monitor-w{workers}",
         [sys.executable, "-m", "monitor", "serve", "--port", str(port), "--workers", str(workers)],
         port,
-        pt.child_env(MONITOR_DATABASE_URL=url, MONITOR_API_KEY=pt.API_KEY, MONITOR_BASE_URL=f"http://127.0.0.1:{port}"),
+        pt.child_env(
+            MONITOR_DATABASE_URL=url, MONITOR_API_KEY=pt.API_KEY, MONITOR_BASE_URL=f"http://127.0.0.1:{port}"
+        ),
         work,
     )
     server.wait_ready("/health")
@@ -69,9 +71,10 @@ def sqlite_refuses(work: Path) -> bool:
 
 def measure(args: argparse.Namespace, work: Path) -> dict[int, list[pt.Run]]:
     runs: dict[int, list[pt.Run]] = {1: [], 2: []}
-    with database("postgres", work, prefix="monitor_bench_w1") as url1, database(
-        "postgres", work, prefix="monitor_bench_w2"
-    ) as url2:
+    with (
+        database("postgres", work, prefix="monitor_bench_w1") as url1,
+        database("postgres", work, prefix="monitor_bench_w2") as url2,
+    ):
         servers = {1: start(1, url1, work), 2: start(2, url2, work)}
         try:
             scripts: dict[int, Path] = {}
@@ -89,7 +92,9 @@ def measure(args: argparse.Namespace, work: Path) -> dict[int, list[pt.Run]]:
                     run = pt.to_run(f"w{workers}", round_, raw)
                     counted = pt.settled_pings(server.base, wanted[workers]) - before
                     if run.non2xx or not run.ok <= counted <= run.ok + args.connections:
-                        raise SystemExit(f"{workers} workers: {run.non2xx} non-2xx, 2xx {run.ok}, stored {counted}")
+                        raise SystemExit(
+                            f"{workers} workers: {run.non2xx} non-2xx, 2xx {run.ok}, stored {counted}"
+                        )
                     runs[workers].append(run)
                     print(
                         f"[postgres] round {round_} --workers {workers}: {run.ok_per_s:,.0f} /s, "
@@ -134,7 +139,9 @@ def main() -> int:
         f"\ngoal postgres: --workers 2 ÷ --workers 1 ≥ {GOAL_RATIO}: {ratio:.3f} "
         f"(load {load:.2f}/{os.cpu_count()} cores): {'met' if met else 'NOT met'}"
     )
-    print(f"goal sqlite: --workers 2 refused with a message naming --workers: {'met' if refused else 'NOT met'}")
+    print(
+        f"goal sqlite: --workers 2 refused with a message naming --workers: {'met' if refused else 'NOT met'}"
+    )
     return 0 if met and refused else 1
 
 
