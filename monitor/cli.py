@@ -609,8 +609,8 @@ async def _explain_check(settings: Settings, reference: str, count: int, after: 
 
 
 def _cron_explain(args: argparse.Namespace) -> int:
+    from monitor.domain.cron.explain import explain
     from monitor.domain.errors import NotFound, ScheduleError, ValidationError, ZoneError
-    from monitor.domain.explain import explain
 
     try:
         try:

@@ -1,11 +1,11 @@
 """``monitor import-crontab FILE``: a check per crontab job, and the crontab rewritten to ping it.
 
-The edge around :mod:`monitor.domain.crontab`: reads the file, upserts one check per job through
+The edge around :mod:`monitor.domain.cron.crontab`: reads the file, upserts one check per job through
 the management API (``monitor_client``, ``unique: ["slug"]``, so running it twice updates the
 same checks), prints the rewritten crontab on stdout and the report on stderr. Lines it cannot
 read stay as they were and are reported with their line numbers; the exit status is then 1.
 
-Re-importing is safe: slugs do not depend on line positions (:func:`monitor.domain.crontab.job_slug`),
+Re-importing is safe: slugs do not depend on line positions (:func:`monitor.domain.cron.crontab.job_slug`),
 and a line already rewritten (``… monitor-run --check <uuid> …``) is kept as it is, so it keeps
 its check. The rewritten lines call ``monitor-run`` by its absolute path (cron's PATH is
 ``/usr/bin:/bin``): the one installed next to this Python (``sys.executable``'s directory), else
@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from monitor import settings
-from monitor.domain import crontab
+from monitor.domain.cron import crontab
 
 
 def add_parser(sub: Any) -> None:

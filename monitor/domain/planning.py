@@ -36,7 +36,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from enum import StrEnum
 
-from monitor.domain import schedules
+from monitor.domain.cron import schedules
 from monitor.domain.jobs import Catchup, ConcurrencyPolicy, Job
 
 
@@ -202,7 +202,7 @@ def overdue_ticks(
 ) -> tuple[list[datetime], bool]:
     """The newest ``limit`` ticks in ``(after, now]``, oldest first, through the schedule wrapper.
 
-    Walks back from ``now`` with :meth:`~monitor.domain.schedules.CronSchedule.prev_tick`, so the
+    Walks back from ``now`` with :meth:`~monitor.domain.cron.schedules.CronSchedule.prev_tick`, so the
     cost is bounded by ``limit`` however long the downtime was.
 
     Args:

@@ -35,8 +35,8 @@ from enum import StrEnum
 from typing import Any
 from urllib.parse import urlsplit
 
-from monitor.domain import schedules
 from monitor.domain.checks import PingKind
+from monitor.domain.cron import schedules
 from monitor.domain.errors import ScheduleError, ZoneError
 
 SLUG_LENGTH = 50

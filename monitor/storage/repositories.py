@@ -16,8 +16,9 @@ from sqlalchemy import Table, bindparam, select, union, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from monitor.domain import keywords, schedules
+from monitor.domain import keywords
 from monitor.domain.checks import CheckSpec, CheckState, Outcome, PingKind, SimpleSchedule
+from monitor.domain.cron import schedules
 from monitor.domain.runs import Run, RunBook, TickMark
 from monitor.storage import tables as t
 

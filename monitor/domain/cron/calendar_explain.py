@@ -12,8 +12,8 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import Any
 
-from monitor.domain.calendar_events import CalendarLine, OnCalendarSchedule
-from monitor.domain.schedules import format_utc, offset_changes, validate_zone
+from monitor.domain.cron.calendar_events import CalendarLine, OnCalendarSchedule
+from monitor.domain.cron.schedules import format_utc, offset_changes, validate_zone
 
 __all__ = ["describe", "explain"]
 
@@ -203,7 +203,7 @@ def explain(schedule: OnCalendarSchedule, *, after: datetime, count: int, tz: st
     """The DESIGN §4 explain payload for an ``oncalendar`` schedule.
 
     Args:
-        schedule: a parsed schedule (:func:`monitor.domain.calendar_events.parse_oncalendar`).
+        schedule: a parsed schedule (:func:`monitor.domain.cron.calendar_events.parse_oncalendar`).
         after: an aware instant; the listed ticks are strictly after it.
         count: how many ticks (already validated, 1-100).
         tz: the zone ``local`` times are shown in (the check's ``tz``).

@@ -18,7 +18,7 @@ import shlex
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from monitor.domain import schedules
+from monitor.domain.cron import schedules
 from monitor.domain.errors import ScheduleError, ZoneError
 
 ENV_RE = re.compile(r"^\s*([A-Za-z_][A-Za-z0-9_]*)\s*=\s*(.*?)\s*$")

@@ -17,8 +17,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from monitor.domain.errors import ValidationError
-from monitor.domain.schedules import (
+from monitor.domain.cron.schedules import (
     CronSchedule,
     Dialect,
     ParsedField,
@@ -28,6 +27,7 @@ from monitor.domain.schedules import (
     parse_cron,
     validate_zone,
 )
+from monitor.domain.errors import ValidationError
 
 __all__ = ["describe", "explain"]
 
@@ -422,7 +422,7 @@ def explain(
 
     Args:
         expression: the cron expression. dialect: ``unix``, ``seconds``, ``quartz`` or
-            ``oncalendar`` (explained by :mod:`monitor.domain.calendar_explain`).
+            ``oncalendar`` (explained by :mod:`monitor.domain.cron.calendar_explain`).
         tz: an IANA zone name. count: how many next ticks, 1-100.
         after: an aware instant; the listed ticks are strictly after it (callers pass now).
 
@@ -452,7 +452,7 @@ def explain(
     schedule = parse_cron(expression, dialect, tz)
     ensure_fires_after(schedule, after)
     if schedule.dialect is Dialect.ONCALENDAR:  # systemd calendar events have their own fields
-        from monitor.domain import calendar_events, calendar_explain
+        from monitor.domain.cron import calendar_events, calendar_explain
 
         assert isinstance(schedule, calendar_events.OnCalendarSchedule)
         return calendar_explain.explain(schedule, after=after, count=count, tz=tz)
