@@ -527,7 +527,8 @@ def _exit_zero_on_sigterm() -> None:
 
 async def _worker(settings: Settings, role: str) -> None:
     from monitor.domain.clock import SystemClock
-    from monitor.notify.apprise import AppriseNotifier, install_egress_guard
+    from monitor.notify.apprise import AppriseNotifier
+    from monitor.notify.egress import install_egress_guard
     from monitor.storage.engine import make_engine, migrate
     from monitor.workers.evaluator import run_evaluator
     from monitor.workers.notifier import run_notifier
