@@ -437,6 +437,29 @@ def explain(
         ScheduleError: a malformed expression, or one that never fires (after ``after``).
         ZoneError: an unknown or fixed-offset zone.
     """
+    _check_arguments(expression, count, after)
+    schedule = parse_cron(expression, dialect, tz)
+    ensure_fires_after(schedule, after)
+    if schedule.dialect is Dialect.ONCALENDAR:  # systemd calendar events have their own fields
+        from monitor.domain.cron import calendar_events, calendar_explain
+
+        assert isinstance(schedule, calendar_events.OnCalendarSchedule)
+        return calendar_explain.explain(schedule, after=after, count=count, tz=tz)
+    ticks = schedule.next_ticks(after, count)
+    warnings = _cron_warnings(schedule, after, ticks)
+    return {
+        "schedule": expression,
+        "tz": schedule.tz,
+        "dialect": schedule.dialect.value,
+        "fields": [{"name": f.kind, "value": f.text, "meaning": _field_meaning(f)} for f in schedule.fields],
+        "description": describe(schedule),
+        "warnings": warnings,
+        "next": [{"utc": _utc(t), "local": _fmt_local(t, tz)} for t in ticks],
+    }
+
+
+def _check_arguments(expression: str, count: int, after: datetime) -> None:
+    """The arguments of :func:`explain` that are not the schedule's own (see its Raises)."""
     if isinstance(expression, str) and len(expression) > MAX_SCHEDULE_LENGTH:
         raise ValidationError(
             "schedule", f"must be at most {MAX_SCHEDULE_LENGTH} characters, got {len(expression)}"
@@ -449,14 +472,10 @@ def explain(
         raise ValidationError(
             "after", f"outside the supported range (years {MIN_AFTER_YEAR}-{MAX_AFTER_YEAR})"
         )
-    schedule = parse_cron(expression, dialect, tz)
-    ensure_fires_after(schedule, after)
-    if schedule.dialect is Dialect.ONCALENDAR:  # systemd calendar events have their own fields
-        from monitor.domain.cron import calendar_events, calendar_explain
 
-        assert isinstance(schedule, calendar_events.OnCalendarSchedule)
-        return calendar_explain.explain(schedule, after=after, count=count, tz=tz)
-    ticks = schedule.next_ticks(after, count)
+
+def _cron_warnings(schedule: CronSchedule, after: datetime, ticks: list[datetime]) -> list[str]:
+    """The warnings of a cron (not ``oncalendar``) schedule's explain payload, in order."""
     by = {f.kind: f for f in schedule.fields}
     dom, dow = by["day of month"], by["day of week"]
     warnings: list[str] = []
@@ -472,12 +491,4 @@ def explain(
             "service applies the Vixie rule: fixed-time ticks in a gap fire once after it, and once "
             "at the first occurrence in an overlap"
         )
-    return {
-        "schedule": expression,
-        "tz": schedule.tz,
-        "dialect": schedule.dialect.value,
-        "fields": [{"name": f.kind, "value": f.text, "meaning": _field_meaning(f)} for f in schedule.fields],
-        "description": describe(schedule),
-        "warnings": warnings,
-        "next": [{"utc": _utc(t), "local": _fmt_local(t, tz)} for t in ticks],
-    }
+    return warnings
