@@ -294,10 +294,8 @@ def bind(
     if named is not None:
         return Binding(tick=named.scheduled, run=named)
     # Rule 3: a finish while runs without rid are in progress -> the oldest such run.
-    if kind.is_finish and rid is None:
-        oldest = _oldest_open_without_rid(spec, book, received)
-        if oldest is not None:
-            return Binding(tick=oldest.scheduled, run=oldest)
+    if kind.is_finish and rid is None and (oldest := _oldest_open_without_rid(spec, book, received)):
+        return Binding(tick=oldest.scheduled, run=oldest)
     return _bind_nearest(spec, state, book, received)
 
 
@@ -326,10 +324,8 @@ def _bind_simple(
     """Simple checks: the due instant current at the run's first ping (DESIGN §5)."""
     if named is not None:
         return Binding(tick=named.scheduled, run=named)
-    if kind.is_finish and rid is None:
-        oldest = _oldest_open_without_rid(spec, book, received)
-        if oldest is not None:
-            return Binding(tick=oldest.scheduled, run=oldest)
+    if kind.is_finish and rid is None and (oldest := _oldest_open_without_rid(spec, book, received)):
+        return Binding(tick=oldest.scheduled, run=oldest)
     due = simple_due(spec, state)
     return Binding(tick=due if due is not None else received)
 

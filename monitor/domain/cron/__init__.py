@@ -12,7 +12,8 @@ One module per concern:
 * :mod:`~monitor.domain.cron.zones` — IANA zones, UTC-offset segments and the DST rule.
 * :mod:`~monitor.domain.cron.instants` — epoch seconds, the supported range, UTC text.
 * :mod:`~monitor.domain.cron.calendar_events` — the ``oncalendar`` dialect (systemd.time(7)).
-* :mod:`~monitor.domain.cron.explain` and :mod:`~monitor.domain.cron.calendar_explain` — the
+* :mod:`~monitor.domain.cron.explain` and :mod:`~monitor.domain.cron.calendar_explain` (their
+  shared English in :mod:`~monitor.domain.cron.wording`) — the
   explain payload of ``GET /api/v3/cron/explain`` and ``monitor cron explain``.
 * :mod:`~monitor.domain.cron.crontab` — reading a crontab for ``monitor import-crontab``.
 """
