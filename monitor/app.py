@@ -29,8 +29,9 @@ from monitor.edge import Services
 from monitor.http import app as http_app
 from monitor.http.errors import EXCEPTION_HANDLERS
 from monitor.http.ping import PingApp
-from monitor.notify.apprise import AppriseChannelUrls, AppriseNotifier, install_egress_guard
+from monitor.notify.apprise import AppriseChannelUrls, AppriseNotifier
 from monitor.notify.base import Notifier
+from monitor.notify.egress import install_egress_guard
 from monitor.services.ingest import IngestWriter
 from monitor.services.retention import run_retention
 from monitor.settings import Settings

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from enum import StrEnum
 
-from monitor.domain import schedules
+from monitor.domain.cron import schedules
 
 
 class CheckKind(StrEnum):

@@ -7,9 +7,9 @@ from typing import Any
 
 from litestar import Controller, get
 
+from monitor.domain.cron.explain import MAX_COUNT, explain
+from monitor.domain.cron.schedules import Dialect
 from monitor.domain.errors import ScheduleError, ValidationError, ZoneError
-from monitor.domain.explain import MAX_COUNT, explain
-from monitor.domain.schedules import Dialect
 
 __all__ = ["CronController"]
 

@@ -24,8 +24,8 @@ from pathlib import Path
 from typing import Any
 from zoneinfo import ZoneInfo
 
-from monitor.domain import schedules
 from monitor.domain.clock import SystemClock
+from monitor.domain.cron import schedules
 from monitor.domain.errors import ValidationError
 from monitor.domain.jobs import Job, parse_jobs
 from monitor.settings import Settings
@@ -105,7 +105,7 @@ def next_ticks_report(jobs: Sequence[Job], now: datetime, count: int = 5) -> dic
     """
     if not 1 <= count <= MAX_CHECK_COUNT:
         raise ValidationError("count", f"must be between 1 and {MAX_CHECK_COUNT}, got {count}")
-    from monitor.domain.explain import explain
+    from monitor.domain.cron.explain import explain
 
     out = []
     for job in jobs:

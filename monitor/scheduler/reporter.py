@@ -38,7 +38,7 @@ from typing import Any, Protocol
 
 import httpx
 
-from monitor.domain import schedules
+from monitor.domain.cron import schedules
 from monitor.domain.jobs import LIVENESS_SLUG, Job
 
 logger = logging.getLogger(__name__)

@@ -43,8 +43,9 @@ from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from monitor.domain import planning, schedules
+from monitor.domain import planning
 from monitor.domain.clock import Clock
+from monitor.domain.cron import schedules
 from monitor.domain.errors import StaleLease
 from monitor.domain.jobs import Job
 from monitor.scheduler import executor

@@ -17,8 +17,9 @@ from sqlalchemy import delete, func, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from monitor.domain import detection, keywords, schedules
+from monitor.domain import detection, keywords
 from monitor.domain.checks import CheckKind
+from monitor.domain.cron import schedules
 from monitor.domain.errors import Conflict, NotFound, ScheduleError, ValidationError, ZoneError
 from monitor.domain.runs import simple_due, tick_after
 from monitor.services import zone_names

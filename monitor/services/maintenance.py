@@ -20,7 +20,8 @@ from typing import Any
 from sqlalchemy import delete, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from monitor.domain import maintenance, messages, pings, schedules
+from monitor.domain import maintenance, messages, pings
+from monitor.domain.cron import schedules
 from monitor.domain.errors import NotFound, ScheduleError, ValidationError, ZoneError
 from monitor.services import reminders
 from monitor.services.dispatch import window_of

@@ -20,9 +20,9 @@ from litestar import Controller, HttpMethod, MediaType, Request, Response, get, 
 from litestar.response import Redirect, Template
 from sqlalchemy import func, select
 
+from monitor.domain.cron.explain import MAX_COUNT, explain
+from monitor.domain.cron.schedules import Dialect
 from monitor.domain.errors import Conflict, MonitorError, NotFound, ScheduleError, ValidationError, ZoneError
-from monitor.domain.explain import MAX_COUNT, explain
-from monitor.domain.schedules import Dialect
 from monitor.edge import UUID_RE, services_of
 from monitor.services import channels as channel_service
 from monitor.services import checks as check_service

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from monitor import crontab_import
+from monitor.cli import crontab_import
 from monitor.services.zone_names import canonical_zone
 from tests.clients.conftest import Monitor
 from tests.support.process import wait_until

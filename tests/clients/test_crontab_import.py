@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from monitor import crontab_import
+from monitor.cli import crontab_import
 from tests.clients.conftest import Monitor
 
 pytestmark = pytest.mark.e2e

@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from monitor.domain import crontab
+from monitor.domain.cron import crontab
 
 NOW = datetime(2026, 7, 19, 12, 0, tzinfo=UTC)
 

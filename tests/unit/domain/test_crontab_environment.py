@@ -12,7 +12,7 @@ import shlex
 import subprocess
 from datetime import UTC, datetime
 
-from monitor.domain import crontab
+from monitor.domain.cron import crontab
 
 NOW = datetime(2026, 7, 1, tzinfo=UTC)
 

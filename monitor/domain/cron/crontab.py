@@ -18,7 +18,7 @@ import shlex
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from monitor.domain import schedules
+from monitor.domain.cron import schedules
 from monitor.domain.errors import ScheduleError, ZoneError
 
 ENV_RE = re.compile(r"^\s*([A-Za-z_][A-Za-z0-9_]*)\s*=\s*(.*?)\s*$")
@@ -192,22 +192,11 @@ def parse_crontab(
         env = ENV_RE.match(raw)
         if env and not stripped.startswith("@") and not re.match(r"^[\d*]", stripped):
             name, value = env.group(1), _zone_value(env.group(2))
-            note = None
             if name == "SHELL":
                 shell = value or DEFAULT_SHELL
             elif name == "CRON_TZ" and flavor == "cronie":
                 cron_tz = value or None
-            elif name == "CRON_TZ":
-                note = (
-                    f"line {number}: CRON_TZ is ignored by Debian's cron, which schedules in the "
-                    f"system zone ({default_tz}); import with --cron cronie if cronie runs this crontab"
-                )
-            elif name == "TZ":
-                zone = cron_tz or default_tz
-                note = (
-                    f"line {number}: TZ only sets the jobs' environment; cron schedules them in "
-                    f"{zone}, and so do their checks"
-                )
+            note = _environment_note(number, name, flavor, cron_tz or default_tz, default_tz)
             result.append(Kept(line=number, text=raw, note=note))
             continue
         line = _job(number, raw, stripped, system=system, tz=cron_tz or default_tz, now=now, force=force)
@@ -217,6 +206,22 @@ def parse_crontab(
             line = dataclasses.replace(line, slug=slug, shell=shell)
         result.append(line)
     return result
+
+
+def _environment_note(number: int, name: str, flavor: str, zone: str, default_tz: str) -> str | None:
+    """What to tell the user about environment line ``number`` setting ``name`` (``zone``: the
+    zone the following jobs are scheduled in), or ``None``."""
+    if name == "CRON_TZ" and flavor != "cronie":
+        return (
+            f"line {number}: CRON_TZ is ignored by Debian's cron, which schedules in the "
+            f"system zone ({default_tz}); import with --cron cronie if cronie runs this crontab"
+        )
+    if name == "TZ":
+        return (
+            f"line {number}: TZ only sets the jobs' environment; cron schedules them in "
+            f"{zone}, and so do their checks"
+        )
+    return None
 
 
 def job_slug(prefix: str, job: Job, used: set[str] | frozenset[str] = frozenset()) -> str:
@@ -248,36 +253,16 @@ def _job(
     def bad(reason: str) -> Unreadable:
         return Unreadable(line=number, text=raw, reason=f"line {number}: {reason}")
 
-    tokens = stripped.split(None, 7 if system else 6)
-    if tokens[0].startswith("@"):
-        macro = tokens[0].lower()
-        if macro == "@reboot":
-            return bad("@reboot has no schedule to watch")
-        if macro not in MACROS:
-            return bad(f"unknown macro {tokens[0]!r} (one of {', '.join(sorted(MACROS))})")
-        schedule_text, rest = tokens[0], stripped[len(tokens[0]) :].strip()
-    else:
-        if len(tokens) < 6:
-            return bad("not a job line: expected 5 schedule fields and a command")
-        fields = tokens[:5]
-        schedule_text = " ".join(fields)
-        rest = stripped
-        for field in fields:
-            rest = rest[rest.index(field) + len(field) :]
-        rest = rest.strip()
+    split = _schedule_and_rest(stripped, system=system)
+    if isinstance(split, str):
+        return bad(split)
+    schedule_text, rest = split
     user: str | None = None
     if system:
-        parts = rest.split(None, 1)
-        if len(parts) < 2:
-            return bad("no command after the user field (an /etc/crontab line is: schedule user command)")
-        user, rest = parts[0], parts[1].strip()
-        if CRON_FIELD_RE.match(user):
-            return bad(
-                f"looks like a 6-field schedule (seconds or years); cron reads 5 fields, so {user!r} "
-                "would be taken as the user"
-            )
-        if not USER_RE.match(user):
-            return bad(f"{user!r} is not a user name (an /etc/crontab line is: schedule user command)")
+        with_user = _user_and_command(rest)
+        if isinstance(with_user, str):
+            return bad(with_user)
+        user, rest = with_user
     if rest == "":
         return bad("no command")
     try:
@@ -314,6 +299,42 @@ def _job(
         grace=grace_for(schedule, now),
         warnings=tuple(warnings),
     )
+
+
+def _schedule_and_rest(stripped: str, *, system: bool) -> tuple[str, str] | str:
+    """A job line's schedule (5 fields or a macro, as written) and what follows it; or why the
+    line is not a job line."""
+    tokens = stripped.split(None, 7 if system else 6)
+    if tokens[0].startswith("@"):
+        macro = tokens[0].lower()
+        if macro == "@reboot":
+            return "@reboot has no schedule to watch"
+        if macro not in MACROS:
+            return f"unknown macro {tokens[0]!r} (one of {', '.join(sorted(MACROS))})"
+        return tokens[0], stripped[len(tokens[0]) :].strip()
+    if len(tokens) < 6:
+        return "not a job line: expected 5 schedule fields and a command"
+    fields = tokens[:5]
+    rest = stripped
+    for field in fields:
+        rest = rest[rest.index(field) + len(field) :]
+    return " ".join(fields), rest.strip()
+
+
+def _user_and_command(rest: str) -> tuple[str, str] | str:
+    """A system crontab line's user field and command; or why the user field is wrong."""
+    parts = rest.split(None, 1)
+    if len(parts) < 2:
+        return "no command after the user field (an /etc/crontab line is: schedule user command)"
+    user, command = parts[0], parts[1].strip()
+    if CRON_FIELD_RE.match(user):
+        return (
+            f"looks like a 6-field schedule (seconds or years); cron reads 5 fields, so {user!r} "
+            "would be taken as the user"
+        )
+    if not USER_RE.match(user):
+        return f"{user!r} is not a user name (an /etc/crontab line is: schedule user command)"
+    return user, command
 
 
 def has_unescaped_percent(command: str) -> bool:
