@@ -90,6 +90,12 @@ async def test_every_api_setting_of_a_check_round_trips_through_the_form(api: Ap
     assert body["escalate_after"] == 900 and body["escalate_to"] == boss and body["channels"] == pager
     assert body["nag_interval"] == 3600 and body["min_runtime"] == 5 and body["expected_runs"] == 2
     assert body["manual_resume"] and body["methods"] == "POST" and body["slug"] == "backup"
+    # the check page lists them
+    shown = html.unescape((await api.client.get(f"/checks/{uuid}")).text)
+    assert "after 15 min (900 s) down, to boss" in shown
+    assert (
+        "HTTP bodies, email subjects, email bodies:" in shown and "failure <code>ERROR,FATAL</code>" in shown
+    )
     # the edit form shows each setting, and saving it unchanged changes nothing
     page = (await api.client.get(f"/checks/{uuid}/edit")).text
     for name in ("start_kw", "success_kw", "failure_kw", "escalate_after"):
