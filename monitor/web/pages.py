@@ -366,7 +366,11 @@ def snippets(check: dict[str, Any], base_url: str, sentry_dsn: str | None = None
         ),
         "curl": f"curl -fsS -m 10 --retry 3 {url}",
     }
-    if sentry_dsn:
+    slug = str(check.get("slug") or "")
+    monitor_slug = slug.partition(sentry_domain.ENVIRONMENT_SEPARATOR)[0]
+    # a check-in finds its check by slug: a check without one (or with one Sentry would
+    # spell otherwise) would get a new check from the SDK, not its check-ins
+    if sentry_dsn and monitor_slug and sentry_domain.slugify(monitor_slug)[:50] == monitor_slug:
         out["Sentry SDK"] = sentry_snippet(check, sentry_dsn)
     return out
 
@@ -401,19 +405,26 @@ def _sentry_config(check: dict[str, Any]) -> dict[str, Any] | None:
 
 
 def sentry_snippet(check: dict[str, Any], dsn: str) -> str:
-    """A Sentry SDK (Python) ``monitor`` reporting to the check through the project's DSN.
+    """A Sentry SDK (Python) ``monitor`` reporting to the check (``check["slug"]``, set)
+    through the project's DSN.
 
-    The monitor slug is the check's slug (``<monitor>--<environment>`` for a check of another
-    environment than ``production``, as ``monitor.domain.sentry.check_slug`` spells it); a
-    check without a slug gets one by the first check-in, from the name Sentry slugifies."""
-    slug = str(check.get("slug") or sentry_domain.slugify(str(check.get("name") or "job")) or "job")
+    The monitor slug is the check's slug, or for ``<monitor>--<environment>`` (a check of
+    another environment than ``production``, as ``monitor.domain.sentry.check_slug`` spells
+    it) the monitor's, with the environment given to ``sentry_sdk.init``."""
+    slug = str(check["slug"])
     monitor_slug, _, environment = slug.partition(sentry_domain.ENVIRONMENT_SEPARATOR)
     init = f'sentry_sdk.init(dsn="{dsn}"'
     init += f', environment="{environment}")' if environment else ")"
     config = _sentry_config(check)
     lines = ["import sentry_sdk", "from sentry_sdk.crons import monitor", "", init, ""]
     if config is not None:
-        lines += [f"monitor_config = {json.dumps(config, indent=4)}", ""]
+        # a Python dict literal: only strings and numbers, which JSON spells alike
+        lines += [
+            "monitor_config = {",
+            *(f"    {json.dumps(k)}: {json.dumps(v)}," for k, v in config.items()),
+            "}",
+            "",
+        ]
         lines.append(f'@monitor(monitor_slug="{monitor_slug}", monitor_config=monitor_config)')
     else:
         lines.append(f'@monitor(monitor_slug="{monitor_slug}")')
