@@ -151,6 +151,53 @@ def parse_check_fields(data: Any) -> dict[str, Any]:
     return out
 
 
+def field_errors(data: Mapping[str, Any], now: datetime) -> list[ValidationError]:
+    """Every field's error in a create/update body at once, for a form that shows each next to
+    its field (:func:`create_or_upsert` stops at the first).
+
+    Each field is judged alone by :func:`parse_check_fields`; then, when ``schedule``, ``tz``
+    and ``dialect`` each pass, the schedule with its zone and dialect (as the check service
+    plans it), and ``min_runtime`` against ``max_runtime``. Rules that need the database
+    (channel names, a free slug, escalation targets) are left to the write itself.
+
+    Args:
+        data: the body as :func:`parse_check_fields` takes it; now: the instant a schedule
+            must still fire after.
+
+    Returns:
+        The errors in the order of ``data``'s fields; empty when every field passes.
+    """
+    errors: list[ValidationError] = []
+    parsed: dict[str, Any] = {}
+    for name, value in data.items():
+        try:
+            parsed.update(parse_check_fields({name: value}))
+        except ValidationError as error:
+            errors.append(error)
+    failed = {e.field for e in errors}
+    try:
+        if "schedule" in data and not failed & {"schedule", "tz", "dialect"}:
+            _validate_schedule(
+                {
+                    "kind": "cron",
+                    "schedule": parsed["schedule"],
+                    "tz": parsed.get("tz", "UTC"),
+                    "dialect": parsed.get("dialect", "unix"),
+                },
+                now,
+            )
+        elif "tz" in parsed and "tz" not in failed:
+            _validate_schedule({"kind": "simple", "tz": parsed["tz"]}, now)
+    except ValidationError as error:
+        errors.append(error)
+    if not failed & {"min_runtime", "max_runtime"}:
+        try:
+            _check_runtimes(parsed)
+        except ValidationError as error:
+            errors.append(error)
+    return errors
+
+
 KEYWORD_FLAGS = ("filter_subject", "filter_body", "filter_http_body", "filter_default_fail")
 KEYWORD_LISTS = ("start_kw", "success_kw", "failure_kw")
 LEGACY_SUBJECT = "_legacy_subject"

@@ -113,6 +113,12 @@ def _zone_names() -> tuple[frozenset[str], dict[str, str]]:
     return names, folded
 
 
+def zone_names() -> frozenset[str]:
+    """Every name :func:`validate_zone` accepts: the zone database's names without
+    ``localtime``, ``posixrules``, ``Factory`` and the ``right/`` and ``posix/`` trees."""
+    return _zone_names()[0]
+
+
 def _offset(zone: ZoneInfo, ts: int) -> int:
     # a local time in year 0 or 10000 does not exist for datetime: use the offset a day inside
     off = datetime.fromtimestamp(min(max(ts, _OFFSET_LO), _OFFSET_HI), zone).utcoffset()
