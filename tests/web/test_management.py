@@ -288,6 +288,8 @@ def test_service_forms_spell_apprise_urls_and_name_bad_fields() -> None:
         ("slack", {"slack_webhook": "https://evil.example/services/a/b/c"}, "slack_webhook"),
         ("telegram", {"telegram_token": "t"}, "telegram_chat"),
         ("email", {"email_to": "a@b.c", "email_host": "h", "email_port": "x"}, "email_port"),
+        # str.isdigit() takes Arabic-Indic digits; a port is ASCII digits only
+        ("email", {"email_to": "a@b.c", "email_host": "h", "email_port": "\u0662\u0665"}, "email_port"),
     ):
         with pytest.raises(ValidationError, match=f"^{field}:"):
             channel_forms.apprise_url(service, form)
