@@ -15,6 +15,22 @@ from litestar import Controller, Request, Response, delete, get, post
 from litestar.params import Parameter
 
 from monitor.domain.errors import ValidationError
+from monitor.http.api.check_types import (
+    AlertOut,
+    AlertsPage,
+    CheckOut,
+    ChecksPage,
+    FlipOut,
+    FlipsPage,
+    PingOut,
+    PingsPage,
+    RunOut,
+    RunsPage,
+    check_out,
+    checks_out,
+    next_of,
+    typed,
+)
 from monitor.http.api.common import (
     api_version,
     authenticate,
@@ -65,7 +81,7 @@ class ChecksController(Controller):
         slug: str | None = Parameter(query="slug", default=None, required=False),
         limit: str | None = None,
         cursor: str | None = None,
-    ) -> dict[str, Any]:
+    ) -> ChecksPage:
         """Every check of the project, oldest first, as Healthchecks lists them; ``?limit=``
         (1-1000) pages them: the answer then has ``next`` (with ``cursor=``) while more follow."""
         key = await authenticate(request, write=False)
@@ -82,10 +98,10 @@ class ChecksController(Controller):
             limit=most + 1 if most is not None else None,
         )
         shown, extra = paged(request, services.settings.base_url, found, most, lambda r: [r[0]])
-        return {"checks": [body for _, body in shown], **extra}
+        return ChecksPage(checks=checks_out([body for _, body in shown]), next=next_of(extra))
 
     @post("/", summary="Create a check (or upsert with unique); a list creates several")
-    async def create_check(self, request: Req) -> Response[dict[str, Any]]:
+    async def create_check(self, request: Req) -> Response[CheckOut | ChecksPage]:
         """One check (201, or 200 for an upsert match), or with a JSON list of up to 1000
         checks all of them in one transaction: 201 ``{"checks": [...]}`` in the order given,
         or nothing and 400 ``{"error": "[<index>].<field>: <problem>"}``."""
@@ -101,56 +117,64 @@ class ChecksController(Controller):
             bodies = await check_service.create_checks(
                 services.engine, key.project_id, data, _view(request), shards=shards
             )
-            return Response({"checks": bodies}, status_code=201)
+            return Response(ChecksPage(checks=checks_out(bodies)), status_code=201)
         body, created = await check_service.create_check(
             services.engine, key.project_id, data, _view(request), shards=shards
         )
-        return Response(body, status_code=201 if created else 200)
+        return Response(check_out(body), status_code=201 if created else 200)
 
     @get("/{uuid:str}", summary="Get a check (by uuid or unique_key)")
-    async def get_check(self, request: Req, uuid: str) -> dict[str, Any]:
+    async def get_check(self, request: Req, uuid: str) -> CheckOut:
         key = await authenticate(request, write=False)
         services = services_of(request.app.state)
-        return await check_service.show_check(
-            services.engine, key.project_id, uuid, _view(request, readonly=key.read_only)
+        return check_out(
+            await check_service.show_check(
+                services.engine, key.project_id, uuid, _view(request, readonly=key.read_only)
+            )
         )
 
     @post("/{uuid:str}", summary="Update a check (only the given fields)", status_code=200)
-    async def update_check(self, request: Req, uuid: str) -> dict[str, Any]:
+    async def update_check(self, request: Req, uuid: str) -> CheckOut:
         key = await authenticate(request, write=True)
         services = services_of(request.app.state)
         uuid = await check_service.check_uuid(services.engine, key.project_id, uuid)
         data = _versioned(request, await json_body(request))
-        return await check_service.change_check(services.engine, key.project_id, uuid, data, _view(request))
+        return check_out(
+            await check_service.change_check(services.engine, key.project_id, uuid, data, _view(request))
+        )
 
     @delete("/{uuid:str}", summary="Delete a check", status_code=200)
-    async def delete_check(self, request: Req, uuid: str) -> dict[str, Any]:
+    async def delete_check(self, request: Req, uuid: str) -> CheckOut:
         key = await authenticate(request, write=True)
         services = services_of(request.app.state)
         uuid = await check_service.check_uuid(services.engine, key.project_id, uuid)
-        return await check_service.remove_check(services.engine, key.project_id, uuid, _view(request))
+        return check_out(
+            await check_service.remove_check(services.engine, key.project_id, uuid, _view(request))
+        )
 
     @post("/{uuid:str}/pause", summary="Pause a check", status_code=200)
-    async def pause(self, request: Req, uuid: str) -> dict[str, Any]:
+    async def pause(self, request: Req, uuid: str) -> CheckOut:
         return await self._set_paused(request, uuid, paused=True)
 
     @post("/{uuid:str}/resume", summary="Resume a paused check (409 if not paused)", status_code=200)
-    async def resume(self, request: Req, uuid: str) -> dict[str, Any]:
+    async def resume(self, request: Req, uuid: str) -> CheckOut:
         return await self._set_paused(request, uuid, paused=False)
 
-    async def _set_paused(self, request: Req, uuid: str, *, paused: bool) -> dict[str, Any]:
+    async def _set_paused(self, request: Req, uuid: str, *, paused: bool) -> CheckOut:
         key = await authenticate(request, write=True)
         services = services_of(request.app.state)
         uuid = await check_service.check_uuid(services.engine, key.project_id, uuid)
         await _state_change_body(request)
-        return await check_service.set_paused(
-            services.engine, key.project_id, uuid, _view(request), paused=paused
+        return check_out(
+            await check_service.set_paused(
+                services.engine, key.project_id, uuid, _view(request), paused=paused
+            )
         )
 
     @get("/{uuid:str}/pings/", summary="The check's pings, newest first")
     async def pings(
         self, request: Req, uuid: str, limit: str | None = None, cursor: str | None = None
-    ) -> dict[str, Any]:
+    ) -> PingsPage:
         key = await authenticate(request, write=False, read_only_allowed=False)
         most = limit_param(limit)
         after = decode_cursor(cursor, (int,))
@@ -160,7 +184,7 @@ class ChecksController(Controller):
             services.engine, key.project_id, uuid, base_url, most + 1, before=after[0] if after else None
         )
         pings, extra = paged(request, base_url, pings, most, lambda p: [p["n"]])
-        return {"pings": pings, **extra}
+        return PingsPage(pings=typed(pings, PingOut), next=next_of(extra))
 
     @get("/{uuid:str}/pings/{n:int}/body", summary="A ping's stored body", media_type="text/plain")
     async def ping_body(self, request: Req, uuid: str, n: int) -> Response[bytes]:
@@ -179,7 +203,7 @@ class ChecksController(Controller):
         start: str | None = None,
         end: str | None = None,
         cursor: str | None = None,
-    ) -> dict[str, Any]:
+    ) -> FlipsPage:
         """``?seconds=`` (0-31536000: the last N seconds), ``?start=`` (flips at or after) and
         ``?end=`` (flips before) UNIX timestamps (0-10000000000), as Healthchecks' FlipsFiltersForm;
         a bad value is a 400 naming the parameter. ``?limit=`` pages them (``next``/``cursor=``)."""
@@ -194,7 +218,7 @@ class ChecksController(Controller):
         keyed, extra = paged(
             request, services.settings.base_url, list(zip(flips, ids, strict=True)), most, lambda f: [f[1]]
         )
-        return {"flips": [f for f, _ in keyed], **extra}
+        return FlipsPage(flips=typed([f for f, _ in keyed], FlipOut), next=next_of(extra))
 
     @get("/{uuid:str}/runs/", summary="The check's runs by scheduled time, newest first")
     async def runs(
@@ -205,7 +229,7 @@ class ChecksController(Controller):
         from_: str | None = Parameter(query="from", default=None, required=False),
         to: str | None = None,
         cursor: str | None = None,
-    ) -> dict[str, Any]:
+    ) -> RunsPage:
         key = await authenticate(request, write=False)
         most = limit_param(limit)
         after = decode_cursor(cursor, (datetime, datetime, str))
@@ -226,12 +250,12 @@ class ChecksController(Controller):
             most,
             lambda r: list(r[1]),
         )
-        return {"runs": [r for r, _ in keyed], **extra}
+        return RunsPage(runs=typed([r for r, _ in keyed], RunOut), next=next_of(extra))
 
     @get("/{uuid:str}/alerts/", summary="The check's alerts with their notifications, newest first")
     async def alerts(
         self, request: Req, uuid: str, limit: str | None = None, cursor: str | None = None
-    ) -> dict[str, Any]:
+    ) -> AlertsPage:
         # an alert's message carries the last ping's log tail: read-write keys only, as pings
         key = await authenticate(request, write=False, read_only_allowed=False)
         most = limit_param(limit)
@@ -241,4 +265,4 @@ class ChecksController(Controller):
             services.engine, key.project_id, uuid, most + 1, before=after[0] if after else None
         )
         alerts, extra = paged(request, services.settings.base_url, alerts, most, lambda a: [a["id"]])
-        return {"alerts": alerts, **extra}
+        return AlertsPage(alerts=typed(alerts, AlertOut), next=next_of(extra))
