@@ -14,11 +14,10 @@ from typing import Any
 
 from litestar import Request
 from litestar.datastructures import State
-from sqlalchemy.ext.asyncio import AsyncEngine
 
 from monitor.domain.clock import Clock
 from monitor.notify.base import ChannelUrls, Notifier
-from monitor.services import projects
+from monitor.services import Engine, projects
 from monitor.settings import Settings
 
 UUID_RE = re.compile(r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$")
@@ -41,7 +40,7 @@ class PayloadTooLarge(Exception):
 class Services:
     """What handlers need, put on ``app.state.services`` by the app's lifespan."""
 
-    engine: AsyncEngine
+    engine: Engine
     settings: Settings
     clock: Clock
     notifier: Notifier
@@ -73,8 +72,7 @@ async def authenticate(
     if not key:
         raise NotAuthenticated("X-Api-Key: missing (send the project's API key in the X-Api-Key header)")
     services = services_of(request.app.state)
-    async with services.engine.connect() as conn:
-        found = await projects.resolve_api_key(conn, key)
+    found = await projects.authenticate_key(services.engine, key)
     if found is None:
         raise NotAuthenticated("X-Api-Key: wrong api key")
     if write and found.read_only:
