@@ -89,6 +89,20 @@ def test_monitor_run_imports_no_http_library_before_the_job() -> None:
     assert out.stdout.strip() == "", out.stdout
 
 
+def test_monitor_run_imports_no_argument_parser_logging_or_dataclasses_before_the_job() -> None:
+    # argparse, logging, dataclasses (with inspect and ast) and json cost ~50 ms of start-up
+    # together: monitor-run reads its usual command line by hand and logs only when it warns
+    probe = (
+        "import sys, monitor_client.run_command as r\n"
+        "heavy = ('argparse', 'logging', 'dataclasses', 'inspect', 'json', 'typing', 'http.client')\n"
+        "print(','.join(m for m in heavy if m in sys.modules))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", probe], env=checkout_env(), capture_output=True, text=True, check=True
+    )
+    assert out.stdout.strip() == "", out.stdout
+
+
 def _worker(tmp_path: Path, queue: str, **env: str) -> subprocess.Popen[bytes]:
     (tmp_path / "latency_app.py").write_text(APP)
     environment = checkout_env(BROKER=BROKER, QUEUE=queue, **env)
