@@ -101,8 +101,9 @@ RETRYABLE_STATUSES = frozenset({408, 425, 429, 500, 502, 503, 504})
 RETRY_AFTER_MAX = 3600.0
 MASK = "****"
 
-Kind = "Literal['success', 'start', 'fail', 'log', 'skip']"
-KINDS: frozenset[str] = frozenset({"success", "start", "fail", "log", "skip"})
+Kind = "Literal['success', 'start', 'fail', 'unknown', 'log', 'skip']"
+#: ``unknown`` ends a run whose result nobody can tell (its runner died with it; DESIGN §8)
+KINDS: frozenset[str] = frozenset({"success", "start", "fail", "unknown", "log", "skip"})
 Scheduled = datetime | str | int | float | None
 
 UUID_RE = re.compile(r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$")
