@@ -5,7 +5,7 @@ test starts its own ``monitor scheduler`` replicas (lease TTL 2 s) and reads bac
 wrote, the ``job_claims`` rows and the monitor's runs API.
 
 1. A replica stopped between recording a run's start and spawning it (a test-only delay,
-   ``MONITOR_SCHEDULER_PRE_SPAWN_DELAY``, opens that window) never runs that tick when it is
+   ``tests/support/stalling_scheduler.py``, opens that window) never runs that tick when it is
    continued: the lease is re-checked right before the spawn, the tick is reported skipped.
 2. A SIGKILLed holder's running job dies with it (parent-death signal), its run is closed by
    the successor as outcome ``unknown`` (an ``unknown`` ping: not a failure), and a ``Forbid``
@@ -30,6 +30,7 @@ import asyncpg
 import pytest
 
 from monitor.scheduler.runner import HOLDER_DIED, ROUND, STALE_REASON
+from tests.support import stalling_scheduler
 from tests.support.process import MonitorProcess, checkout_env, curl_api, throwaway_postgres, wait_until
 from tests.support.receivers import free_port
 
@@ -50,7 +51,9 @@ class Stack:
     monitor: MonitorProcess
     started: int = 0
 
-    def scheduler(self, name: str, jobs: str, **env: str) -> MonitorProcess:
+    def scheduler(self, name: str, jobs: str, *, pre_spawn_delay: float = 0.0, **env: str) -> MonitorProcess:
+        """A ``monitor scheduler`` replica; with ``pre_spawn_delay`` (seconds) it pauses between
+        recording a run's start and spawning it (:mod:`tests.support.stalling_scheduler`)."""
         path = self.directory / f"{name}.toml"
         path.write_text(jobs)
         self.started += 1
@@ -63,7 +66,11 @@ class Stack:
             MONITOR_SCHEDULER_LIVENESS_INTERVAL="5",
             **env,
         )
-        argv = [sys.executable, "-m", "monitor", "scheduler", "--jobs", str(path), "--shutdown-grace", "5"]
+        module = "monitor"
+        if pre_spawn_delay:
+            module = "tests.support.stalling_scheduler"
+            environment[stalling_scheduler.DELAY_ENV] = str(pre_spawn_delay)
+        argv = [sys.executable, "-m", module, "scheduler", "--jobs", str(path), "--shutdown-grace", "5"]
         return MonitorProcess(
             argv, env=environment, cwd=self.directory, logs=self.directory, name=f"{name}{self.started}"
         ).start()
@@ -157,7 +164,7 @@ def process_gone(pid: int) -> bool:
 def test_a_replica_stalled_between_start_record_and_spawn_refuses_the_stale_tick(stack: Stack) -> None:
     out = stack.directory / "stalled.txt"
     jobs = job("stalled", out, "* * * * * *")
-    replicas = [stack.scheduler("stall", jobs, MONITOR_SCHEDULER_PRE_SPAWN_DELAY="0.8") for _ in range(2)]
+    replicas = [stack.scheduler("stall", jobs, pre_spawn_delay=0.8) for _ in range(2)]
     stopped: int | None = None
     try:
         wait_until(lambda: len(lines(out)) >= 2, timeout=20, what="two runs")
