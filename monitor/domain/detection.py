@@ -475,6 +475,10 @@ def _finish(
         and duration < spec.min_runtime
     )
     run.settle(too_fast=too_fast)
+    if kind is PingKind.UNKNOWN:
+        # its runner died with it: no longer in progress (later runs are not overlapped),
+        # and neither a bad nor a good outcome: no alert, both streaks as they were
+        return
     if run.early or state.paused or state.is_new:
         return  # an early run raises nothing by itself (DESIGN §5, rule 4c)
     if kind is PingKind.FAIL:

@@ -93,6 +93,8 @@ class Run:
             self.outcome = Outcome.TIMED_OUT
         elif self.finish_kind is PingKind.FAIL:
             self.outcome = Outcome.FAILED
+        elif self.finish_kind is PingKind.UNKNOWN:
+            self.outcome = Outcome.UNKNOWN
         elif too_fast:
             self.outcome = Outcome.TOO_FAST
         elif self.late:
@@ -361,9 +363,14 @@ def _oldest_open_without_rid(spec: CheckSpec, book: RunBook, received: datetime)
 def tick_outcome(book: RunBook, tick: datetime) -> Outcome | None:
     """A tick's outcome (DESIGN §2 precedence), or ``None`` while undecided.
 
-    skipped, unknown, missed (no run), duplicated, overlapped, the last run's timed_out or
-    failed, too_fast, incomplete (fewer than ``expected_runs``), late (first run ping after
-    tick + grace), else on_time. ``early`` runs are not runs of their tick here.
+    skipped, unknown, missed (no run), duplicated, overlapped, the last run's timed_out,
+    failed or unknown, too_fast, incomplete (fewer than ``expected_runs``), late (first run
+    ping after tick + grace), else on_time. ``early`` runs are not runs of their tick here.
+
+    A last run ended by an ``unknown`` ping (its runner died with it) leaves the tick
+    ``unknown``: it ran, so it is not missed, and nobody can say whether it did its work, so
+    it is neither failed nor a success (docs/design.md §5, as DESIGN §6 judges a tick the
+    monitor could not watch).
     """
     mark = book.marks.get(tick)
     if mark is not None and mark.outcome in (Outcome.SKIPPED, Outcome.UNKNOWN):
@@ -380,6 +387,8 @@ def tick_outcome(book: RunBook, tick: datetime) -> Outcome | None:
         return Outcome.TIMED_OUT
     if last.finish_kind is PingKind.FAIL:
         return Outcome.FAILED
+    if last.finish_kind is PingKind.UNKNOWN:
+        return Outcome.UNKNOWN
     if any(r.outcome is Outcome.TOO_FAST for r in runs):
         return Outcome.TOO_FAST
     if mark is not None and mark.outcome is Outcome.INCOMPLETE:

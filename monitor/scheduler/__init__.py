@@ -147,12 +147,18 @@ async def serve(
     shutdown_grace: float = 30.0,
     liveness_interval: float = 60.0,
     stop: asyncio.Event | None = None,
+    pre_spawn_delay: float = 0.0,
 ) -> None:
     """Run the scheduler until SIGTERM/SIGINT (or ``stop``), then shut down cleanly.
 
     Reads ``settings.database_url`` (claims, leases), ``settings.base_url`` and
     ``settings.api_key`` (checks and pings; without a key runs are not reported) and
     ``settings.lease_ttl``.
+
+    ``pre_spawn_delay`` (seconds, testing aid; no setting or flag sets it) is passed to
+    :class:`~monitor.scheduler.runner.Scheduler`: the failover tests run the scheduler through
+    ``tests/support/stalling_scheduler.py`` to stall a replica between a run's start record and
+    its spawn.
     """
     from monitor.scheduler.reporter import HttpReporter, NullReporter, Reporter
     from monitor.scheduler.runner import Scheduler
@@ -191,7 +197,7 @@ async def serve(
         SystemClock(),
         reporter,
         lease_ttl=timedelta(seconds=settings.lease_ttl),
-        pre_spawn_delay=settings.scheduler_pre_spawn_delay,
+        pre_spawn_delay=pre_spawn_delay,
     )
 
     async def liveness() -> None:

@@ -62,6 +62,11 @@ class Reporter(Protocol):
         self, job: Job, tick: datetime, attempt: int, rid: str, exit_status: int, output: bytes
     ) -> None: ...
 
+    def lost(self, job: Job, tick: datetime, attempt: int, rid: str, output: bytes) -> None:
+        """The run ``rid`` ended with nobody to tell how (its scheduler died): an ``unknown``
+        ping, so its outcome is ``unknown``."""
+        ...
+
     def skip(self, job: Job, tick: datetime, attempt: int, reason: str) -> None: ...
 
     def liveness(self) -> None: ...
@@ -98,6 +103,9 @@ class NullReporter:
     def finish(
         self, job: Job, tick: datetime, attempt: int, rid: str, exit_status: int, output: bytes
     ) -> None:
+        pass
+
+    def lost(self, job: Job, tick: datetime, attempt: int, rid: str, output: bytes) -> None:
         pass
 
     def skip(self, job: Job, tick: datetime, attempt: int, reason: str) -> None:
@@ -197,6 +205,18 @@ class HttpReporter:
                 exit_status=exit_status,
                 body=output,
                 key=idempotency_key(job.name, tick, attempt, kind),
+            )
+        )
+
+    def lost(self, job: Job, tick: datetime, attempt: int, rid: str, output: bytes) -> None:
+        self._put(
+            _Ping(
+                slug=job.name,
+                kind="unknown",
+                scheduled=tick,
+                rid=rid,
+                body=output,
+                key=idempotency_key(job.name, tick, attempt, "unknown"),
             )
         )
 

@@ -51,7 +51,7 @@ PAUSE_BETWEEN_TRANSACTIONS = 0.02
 
 OPEN_NOTIFICATION_STATUSES = ("pending", "held")
 
-RUN_PING_KINDS = ("start", "success", "fail", "skip")
+RUN_PING_KINDS = ("start", "success", "fail", "unknown", "skip")
 """Pings that can satisfy a tick (DESIGN §2 "run pings")."""
 
 

@@ -8,7 +8,6 @@ warning (per outage, not per ping).
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import functools
 import inspect
 import logging
@@ -101,7 +100,7 @@ class _Base:
 
     def _note(self, what: str, result: PingResult) -> PingResult:
         if result.error is not None and self.settings.ping_key:
-            result = dataclasses.replace(result, error=_common.mask(result.error, self.settings.ping_key))
+            result = result.replace(error=_common.mask(result.error, self.settings.ping_key))
         with self._lock:
             self.body_limit = result.body_limit
             if result.ok:
