@@ -137,7 +137,10 @@ def test_celery_beat_entry_tick_is_the_crontab_time_not_the_wake_up() -> None:
     [
         # Celery ANDs a restricted day of month with a restricted day of week; cron ORs them
         ({"minute": 0, "hour": 0, "day_of_week": "mon", "day_of_month": "1-7"}, "0 0 * * 1#1"),
-        ({"minute": 30, "hour": 6, "day_of_week": "mon,fri", "day_of_month": "8-21"}, "30 6 * * 1#2,1#3,5#2,5#3"),
+        (
+            {"minute": 30, "hour": 6, "day_of_week": "mon,fri", "day_of_month": "8-21"},
+            "30 6 * * 1#2,1#3,5#2,5#3",
+        ),
         ({"minute": 0, "hour": 12, "day_of_week": "*", "day_of_month": "1-7"}, "0 12 1-7 * *"),
         ({"minute": 0, "hour": 12, "day_of_week": "sat", "day_of_month": "*/2"}, "0 12 */2 * sat"),
         ({"minute": 5, "hour": 3, "day_of_week": "tue", "day_of_month": "1-31"}, "5 3 * * tue"),

@@ -227,7 +227,11 @@ def test_monitor_that_never_answers_does_not_delay_the_command(monitor: Monitor,
         command = f"{sys.executable} -c 'import time; print(time.time(), flush=True)'; exit 4"
         launched = time.time()
         proc = subprocess.run(
-            _wrapper(kind, _slug(), "sh", "-c", command), env=env, capture_output=True, timeout=60, check=False
+            _wrapper(kind, _slug(), "sh", "-c", command),
+            env=env,
+            capture_output=True,
+            timeout=60,
+            check=False,
         )
     finally:
         blackhole.close()

@@ -203,8 +203,8 @@ def check_fields(entry: Any, tz: str, grace: int | None = None) -> dict[str, Any
 
     A ``crontab`` that cron cannot express (:class:`Untranslatable`) is logged as a warning
     and becomes a simple check whose period is the longest gap among its next 12 fire times
-    (at most :data:`MAX_TIMEOUT`, the monitor's limit, a year): late at worst, never a cron check with a wrong schedule (as the APScheduler integration
-    does for its triggers).
+    (at most :data:`MAX_TIMEOUT`, the monitor's limit, a year): late at worst, never a cron
+    check with a wrong schedule (as the APScheduler integration does for its triggers).
     """
     fields: dict[str, Any] = {}
     try:
