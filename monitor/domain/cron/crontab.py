@@ -19,7 +19,7 @@ from collections import Counter
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from monitor.domain.cron import schedules
+from monitor.domain.cron import schedules, zones
 from monitor.domain.errors import ScheduleError, ZoneError
 
 ENV_RE = re.compile(r"^\s*([A-Za-z_][A-Za-z0-9_]*)\s*=\s*(.*?)\s*$")
@@ -217,12 +217,24 @@ def parse_crontab(
 
 def _environment_note(number: int, name: str, flavor: str, zone: str, default_tz: str) -> str | None:
     """What to tell the user about environment line ``number`` setting ``name`` (``zone``: the
-    zone the following jobs are scheduled in), or ``None``."""
+    zone the following jobs are scheduled in), or ``None``. A ``zone`` that is not a known IANA
+    zone (a cronie ``CRON_TZ=`` the import refuses) is never named as where cron schedules."""
     if name == "CRON_TZ" and flavor != "cronie":
         return (
             f"line {number}: CRON_TZ is ignored by Debian's cron, which schedules in the "
             f"system zone ({default_tz}); import with --cron cronie if cronie runs this crontab"
         )
+    try:
+        zones.validate_zone(zone)
+    except ZoneError as error:
+        if name == "CRON_TZ":
+            return f"line {number}: CRON_TZ: {error}; the job lines after it are left unchanged"
+        if name == "TZ":
+            return (
+                f"line {number}: TZ only sets the jobs' environment; the jobs after it are "
+                f"scheduled by CRON_TZ={zone}, which is not a known zone, so they are left unchanged"
+            )
+        return None
     if name == "TZ":
         return (
             f"line {number}: TZ only sets the jobs' environment; cron schedules them in "
@@ -314,7 +326,8 @@ def _job(
     if CRON_FIELD_RE.match(first):
         doubt = (
             f"looks like a 6-field schedule (seconds or years); cron reads 5 fields, so {first!r} "
-            "is taken as part of the command"
+            "stands where the command goes (Debian's crontab refuses to install the whole file: "
+            "'bad command'; cronie runs it as part of the command)"
         )
         if not force:
             return bad(f"{doubt} (import it anyway with --force)")
