@@ -132,6 +132,39 @@ def test_celery_beat_entry_tick_is_the_crontab_time_not_the_wake_up() -> None:
     assert monitor_celery.slugify("Nightly Billing (EU)") == "nightly-billing-eu"
 
 
+def test_celery_interval_ticks_are_whole_seconds_never_after_the_send(tmp_path: Path) -> None:
+    app = Celery(f"monitor_interval_{uuid.uuid4().hex[:6]}", broker="memory://")
+    app.conf.update(timezone="UTC", broker_connection_retry_on_startup=False)
+    app.conf.beat_schedule = {"every second": {"task": "x", "schedule": timedelta(seconds=1)}}
+    monitor_celery.enable(app, Client("http://127.0.0.1:9", retries=0, timeout=1), upsert=False)
+    sent: list[tuple[float, str]] = []
+    send_task = app.send_task
+
+    def recording_send_task(*args: Any, **kwargs: Any) -> Any:
+        sent.append((time.time(), (kwargs.get("headers") or {})[monitor_celery.HEADER_SCHEDULED]))
+        return send_task(*args, **kwargs)
+
+    app.send_task = recording_send_task  # type: ignore[method-assign]
+    beat = Service(app, max_interval=0.2, schedule_filename=str(tmp_path / "beat-schedule"))
+    thread = threading.Thread(target=beat.start, daemon=True)
+    thread.start()
+    try:
+        wait_until(lambda: len(sent) >= 3, timeout=20, what="three beat sends")
+    finally:
+        beat.stop()
+        thread.join(10)
+    ticks = [datetime.fromisoformat(tick.replace("Z", "+00:00")) for _, tick in sent]
+    assert all(tick.microsecond == 0 for tick in ticks), sent  # as the monitor shows ticks
+    assert all(tick.timestamp() <= at for tick, (at, _) in zip(ticks, sent, strict=True)), sent
+    assert len(set(ticks)) == len(ticks)
+    # a sub-second interval keeps its precision: truncating would merge consecutive ticks
+    last = datetime(2026, 7, 19, 0, 30, 0, 250_000, tzinfo=UTC)
+    fast = ScheduleEntry(name="f", task="f", schedule=timedelta(milliseconds=500), last_run_at=last, app=app)
+    assert monitor_celery.entry_tick(fast) == last + timedelta(milliseconds=500)
+    slow = ScheduleEntry(name="s", task="s", schedule=timedelta(seconds=90), last_run_at=last, app=app)
+    assert monitor_celery.entry_tick(slow) == datetime(2026, 7, 19, 0, 31, 30, tzinfo=UTC)
+
+
 @pytest.mark.parametrize(
     ("fields", "expression"),
     [

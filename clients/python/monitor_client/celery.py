@@ -73,8 +73,11 @@ def entry_tick(entry: Any) -> datetime:
     """The instant a beat entry is due at, in UTC (from its schedule and ``last_run_at``).
 
     For a ``crontab``: the first cron time after the last run, computed in the schedule's zone
-    (``remaining_delta``, exact); for a ``timedelta`` schedule ``last_run_at + run_every``;
-    otherwise beat's own estimate, ``now + remaining_estimate(last_run_at)``.
+    (``remaining_delta``, exact); for a ``timedelta`` schedule ``last_run_at + run_every``,
+    truncated to whole seconds when ``run_every`` is at least one (the monitor shows ticks in
+    whole seconds, truncated: rounding up could show a tick after the run's start, and
+    consecutive ticks stay distinct); otherwise beat's own estimate,
+    ``now + remaining_estimate(last_run_at)``.
     """
     schedule = entry.schedule
     last_run_at = entry.last_run_at
@@ -85,6 +88,10 @@ def entry_tick(entry: Any) -> datetime:
         tick = start + delta
     elif isinstance(run_every, timedelta) and not getattr(schedule, "relative", False):
         tick = schedule.maybe_make_aware(last_run_at).astimezone(UTC) + run_every
+        if run_every >= timedelta(seconds=1):
+            # last_run_at is beat's clock at the previous send (microseconds): the tick is cut
+            # to the second, as the monitor shows ticks, so it never reads as after the start
+            tick = tick.replace(microsecond=0)
     else:
         tick = schedule.now() + schedule.remaining_estimate(last_run_at)
     if tick.tzinfo is None:
