@@ -91,9 +91,10 @@ class TestBinding:
         )
         # 6 s after P: 4 s before N, within the 5 s window (min(grace, 5 min), capped at half the
         # gap) -> N, even though P is watched and has no run (DESIGN §5, rule 4a)
-        assert bind(
-            spec, state, book, kind=PingKind.SUCCESS, received=T0 + s(6), scheduled=None, rid=None
-        ).tick == T0 + s(10)
+        assert (
+            bind(spec, state, book, kind=PingKind.SUCCESS, received=T0 + s(6), scheduled=None, rid=None).tick
+            == T0 + s(10)
+        )
 
     def test_rule1_scheduled_floors_to_the_tick(self) -> None:
         spec = cron_spec("0 3 * * *")
