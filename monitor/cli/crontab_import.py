@@ -5,7 +5,8 @@ the management API (``monitor_client``, ``unique: ["slug"]``, so running it twic
 same checks), prints the rewritten crontab on stdout and the report on stderr. Lines it cannot
 read stay as they were and are reported with their line numbers; the exit status is then 1.
 
-Re-importing is safe: slugs do not depend on line positions (:func:`monitor.domain.cron.crontab.job_slug`),
+Re-importing is safe: slugs do not depend on line positions (:func:`monitor.domain.cron.crontab.job_slug`;
+a job whose twin line, the same command, was added or removed keeps its check: ``_Rewrite.known_slug``),
 and a line already rewritten (``… monitor-run --check <uuid> …``) is kept as it is, so it keeps
 its check. The rewritten lines call ``monitor-run`` by its absolute path (cron's PATH is
 ``/usr/bin:/bin``): the one installed next to this Python (``sys.executable``'s directory), else
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import os
 import pwd
 import shutil
@@ -223,6 +225,26 @@ class _Rewrite:
     unread: int = 0
     imported: int = 0
     suggested_system: bool = False
+    claimed: set[str] = field(default_factory=set)
+
+    def known_slug(self, job: crontab.Job) -> str:
+        """``job``'s slug, or the one it had before a twin line (the same command) was added
+        or removed (:func:`crontab.other_slug`) when that check has the job's schedule and the
+        check by ``job``'s slug is missing or has another one (a twin's, or an earlier
+        version's slug for the first of two twins): the job keeps its check, never takes a
+        twin's. (The zone is not compared: the monitor stores ``Etc/UTC`` as ``UTC``.)"""
+        if self.client is None:
+            return job.slug
+        mine = self.client.get_check(job.slug)
+        if mine is not None and mine.get("schedule") == job.schedule:
+            return job.slug
+        other = crontab.other_slug(self.args.prefix, job)
+        if other in self.claimed:
+            return job.slug
+        found = self.client.get_check(other)
+        if found is not None and found.get("schedule") == job.schedule:
+            return other
+        return job.slug
 
     def keep(self, line: crontab.Line, message: str | None) -> None:
         """Keep ``line`` as written; ``message`` (if any) goes to the report."""
@@ -258,6 +280,8 @@ class _Rewrite:
             print(f"warning: {warning}", file=self.err)
         if self.doubt_user_field(job):
             return
+        job = dataclasses.replace(job, slug=self.known_slug(job))
+        self.claimed.add(job.slug)
         check_ref, ping_url = job.slug, f"{self.base_url}/ping/<uuid of {job.slug}>"
         if self.client is not None:
             created = self.client.upsert_check(job.slug, **_fields(job, self.args.file))

@@ -99,8 +99,12 @@ class _Base:
         return self.settings.base_url
 
     def _note(self, what: str, result: PingResult) -> PingResult:
-        if result.error is not None and self.settings.ping_key:
-            result = result.replace(error=_common.mask(result.error, self.settings.ping_key))
+        key = self.settings.ping_key
+        if key:  # the answer may echo the URL (a 404 body): the key is hidden in both
+            result = result.replace(
+                error=None if result.error is None else _common.mask(result.error, key),
+                text=_common.mask(result.text, key),
+            )
         with self._lock:
             self.body_limit = result.body_limit
             if result.ok:
