@@ -18,8 +18,8 @@ __all__ = ["EXCEPTION_HANDLERS", "Forbidden", "NotAuthenticated", "PayloadTooLar
 logger = logging.getLogger(__name__)
 
 
-def _json(status: int, message: str) -> Response[dict[str, str]]:
-    return Response({"error": message}, status_code=status, media_type=MediaType.JSON)
+def _json(status: int, message: str, headers: dict[str, str] | None = None) -> Response[dict[str, str]]:
+    return Response({"error": message}, status_code=status, media_type=MediaType.JSON, headers=headers)
 
 
 def handle_validation(_: Request[Any, Any, Any], exc: ValidationError) -> Response[dict[str, str]]:
@@ -86,8 +86,16 @@ def handle_http(request: Request[Any, Any, Any], exc: HTTPException) -> Response
     if exc.status_code == 404:
         return _json(404, f"path: no such resource {request.url.path}")
     if exc.status_code == 405:
-        return _json(405, f"method: {request.method} is not allowed on {request.url.path}")
-    return _json(exc.status_code, f"request: {str(exc.detail).lower()}")
+        # RFC 9110 §15.5.6: a 405 names the methods the resource has (Litestar's routing puts them in
+        # the exception's headers)
+        allow = (exc.headers or {}).get("allow") or (exc.headers or {}).get("Allow")
+        return _json(
+            405,
+            f"method: {request.method} is not allowed on {request.url.path}",
+            {"Allow": allow} if allow else None,
+        )
+    headers = {k: v for k, v in (exc.headers or {}).items() if k.lower() in ("retry-after", "allow")}
+    return _json(exc.status_code, f"request: {str(exc.detail).lower()}", headers or None)
 
 
 def handle_unexpected(request: Request[Any, Any, Any], exc: Exception) -> Response[dict[str, str]]:
