@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import logging
+import re
 from typing import Any
 
 from litestar import MediaType, Request, Response
-from litestar.exceptions import HTTPException
+from litestar.exceptions import HTTPException, SerializationException
 from litestar.exceptions import ValidationException as LitestarValidation
 from litestar.response import Template
 
@@ -57,11 +58,31 @@ def handle_too_large(_: Request[Any, Any, Any], exc: PayloadTooLarge) -> Respons
 def handle_litestar_validation(
     _: Request[Any, Any, Any], exc: LitestarValidation
 ) -> Response[dict[str, str]]:
+    """A typed parameter or body (a msgspec Struct) Litestar refused: the first problem, named
+    as our own errors name it (``url: Expected `str`, got `int```, ``body: must be a JSON
+    object``, ``url: is required``)."""
     detail = exc.extra if isinstance(exc.extra, list) and exc.extra else None
     if detail and isinstance(detail[0], dict):
-        key = detail[0].get("key") or detail[0].get("source") or "request"
-        return _json(400, f"{key}: {detail[0].get('message', exc.detail)}")
+        key = str(detail[0].get("key") or detail[0].get("source") or "request")
+        message = str(detail[0].get("message", exc.detail))
+        body = detail[0].get("source") == "body" or key == "data"
+        missing = MISSING_FIELD_RE.match(message)
+        if missing:
+            key, message = (missing[1] if key in ("data", "body") else f"{key}.{missing[1]}"), "is required"
+        elif body and key in ("data", "body"):
+            key = "body"
+            if message.startswith("Expected `object`"):
+                message = "must be a JSON object"
+            elif message == "'data'":  # no body at all
+                message = "is required: a JSON object"
+        field, bracket, rest = key.partition("[")
+        if bracket:  # kinds[0] → "kinds: [0] Expected …": the field first, as everywhere else
+            key, message = field, f"[{rest} {message}"
+        return _json(400, f"{key}: {message}")
     return _json(400, f"request: {exc.detail}")
+
+
+MISSING_FIELD_RE = re.compile(r"^Object missing required field `([^`]+)`")
 
 
 def _wants_page(request: Request[Any, Any, Any]) -> bool:
@@ -85,6 +106,8 @@ def handle_http(request: Request[Any, Any, Any], exc: HTTPException) -> Response
         )
     if exc.status_code == 404:
         return _json(404, f"path: no such resource {request.url.path}")
+    if isinstance(exc.__cause__, SerializationException):  # a typed body that is no JSON
+        return _json(400, f"body: invalid JSON ({exc.detail})")
     if exc.status_code == 405:
         # RFC 9110 §15.5.6: a 405 names the methods the resource has (Litestar's routing puts them in
         # the exception's headers)
