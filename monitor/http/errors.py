@@ -121,6 +121,14 @@ def handle_http(request: Request[Any, Any, Any], exc: HTTPException) -> Response
     return _json(exc.status_code, f"request: {str(exc.detail).lower()}", headers or None)
 
 
+def handle_recursion(request: Request[Any, Any, Any], exc: RecursionError) -> Response[dict[str, str]]:
+    """msgspec decoding a typed body nested thousands deep overflows the stack before any
+    handler runs: that body is bad input (as ``json_body`` says), not a server error."""
+    if request.headers.get("content-length", "0") not in ("", "0") or "transfer-encoding" in request.headers:
+        return _json(400, "body: invalid JSON (nested too deeply)")
+    return handle_unexpected(request, exc)
+
+
 def handle_unexpected(request: Request[Any, Any, Any], exc: Exception) -> Response[dict[str, str]]:
     logger.exception("unhandled error", extra={"action": "unhandled_error", "path": request.url.path})
     return _json(500, "internal error; it has been logged")
@@ -137,5 +145,6 @@ EXCEPTION_HANDLERS = {
     PayloadTooLarge: handle_too_large,
     LitestarValidation: handle_litestar_validation,
     HTTPException: handle_http,
+    RecursionError: handle_recursion,
     Exception: handle_unexpected,
 }
