@@ -43,6 +43,10 @@ EXPECTED: dict[tuple[str, str], str] = {
         "monitor.http.api.checks declares `start`/`end` as any string but reads unix seconds "
         "(`end: must be an integer`); its typed parameters come with the checks API's rewrite"
     ),
+    ("GET /api/v3/checks/{uuid}/runs", "RejectedPositiveData"): (
+        "monitor.http.api.checks declares `from`/`to` as any string but reads ISO 8601 with an "
+        "offset or unix seconds (`from: must be ISO 8601 with offset or unix seconds`)"
+    ),
 }
 """(operation, failed checks) → why it still fails: only routes of ``monitor.http.api.checks``,
 whose handlers are being rewritten with typed request and response types."""
