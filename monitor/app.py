@@ -27,6 +27,7 @@ from monitor import __version__
 from monitor.domain.clock import Clock, SystemClock
 from monitor.edge import Services
 from monitor.http import app as http_app
+from monitor.http import openapi
 from monitor.http.errors import EXCEPTION_HANDLERS
 from monitor.http.ping import PingApp
 from monitor.notify.apprise import AppriseChannelUrls, AppriseNotifier
@@ -155,7 +156,7 @@ def create_app(
     handlers = http_app.route_handlers(ping_app, writer) + web_setup.route_handlers()
     # Healthchecks' v1 and v2 APIs: the same controllers (the dashboard's badges API too)
     handlers += http_app.older_versions({"badges": web_badges.BadgesApiController})
-    return Litestar(
+    app = Litestar(
         route_handlers=handlers,
         middleware=[http_app.api_cors],
         lifespan=[lifespan],
@@ -170,6 +171,9 @@ def create_app(
         debug=False,
         template_config=web_setup.template_config(),
     )
+    # what no handler's types state: the ping API, the error body on every route, X-Api-Key
+    openapi.amend(app.openapi_schema)
+    return app
 
 
 def app_from_env() -> Litestar:
