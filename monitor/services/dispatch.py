@@ -45,7 +45,7 @@ from monitor.notify import templates
 from monitor.notify.base import DeliveryResult, Notifier
 from monitor.settings import Settings
 from monitor.storage import outbox
-from monitor.storage.outbox import OPEN_STATUSES, OutboxStatus
+from monitor.storage.outbox import OutboxStatus
 
 logger = logging.getLogger(__name__)
 
@@ -57,9 +57,6 @@ BACKOFF_JITTER = 0.25
 
 #: Most held rows folded into one digest (the rest follow in the next one).
 DIGEST_LIMIT = 100
-
-__all__ = ["OPEN_STATUSES", "OutboxStatus"]
-
 
 def retry_delay(attempts: int, settings: Settings, rng: random.Random | None = None) -> timedelta:
     """Wait before attempt ``attempts + 1`` of a notification (DESIGN §6: exponential, jittered).

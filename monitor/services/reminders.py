@@ -36,7 +36,6 @@ from monitor.services.dispatch import window_of
 from monitor.settings import Settings
 from monitor.storage import outbox, repositories
 from monitor.storage import tables as t
-from monitor.storage.outbox import OPEN_STATUSES, OutboxStatus
 
 logger = logging.getLogger(__name__)
 
@@ -260,26 +259,10 @@ async def held_back(
     routed to no channel were not held back by anything. ``since`` (the end of the span last
     summarised) keeps an alert out of a second summary when merged spans overlap.
     """
-    a, n = t.alerts.c, t.notifications.c
     start = max(occurrence.start, since) if since is not None else occurrence.start
-    waiting = (
-        select(n.id)
-        .where(n.alert_id == a.id)
-        .where(n.status.in_((OutboxStatus.SUPPRESSED, *OPEN_STATUSES)))
-        .exists()
+    return await outbox.held_back_alerts(
+        conn, project_id, window.check_id, start=start, end=occurrence.end, except_kind=messages.MAINTENANCE
     )
-    query = (
-        select(a.created_at, a.title)
-        .where(a.project_id == project_id)
-        .where(a.created_at >= start)
-        .where(a.created_at < occurrence.end)
-        .where(a.kind != messages.MAINTENANCE)
-        .where(waiting)
-        .order_by(a.created_at, a.id)
-    )
-    if window.check_id is not None:
-        query = query.where(a.check_id == window.check_id)
-    return [(at, title) for at, title in (await conn.execute(query)).all()]
 
 
 async def summarise(

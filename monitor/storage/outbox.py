@@ -755,6 +755,43 @@ async def maintenance_windows(conn: AsyncConnection, project_ids: Collection[int
     return list((await conn.execute(query)).mappings().all())
 
 
+async def held_back_alerts(
+    conn: AsyncConnection,
+    project_id: int,
+    check_id: int | None,
+    *,
+    start: datetime,
+    end: datetime,
+    except_kind: str,
+) -> list[tuple[datetime, str]]:
+    """``(raised at, title)`` of the project's alerts raised in ``[start, end)`` that have a
+    notification suppressed or still open, oldest first (a maintenance summary's list).
+
+    Args:
+        check_id: only this check's alerts; ``None``: every alert of the project.
+        except_kind: a kind left out (the summaries themselves).
+    """
+    a, n = t.alerts.c, t.notifications.c
+    waiting = (
+        select(n.id)
+        .where(n.alert_id == a.id)
+        .where(n.status.in_((OutboxStatus.SUPPRESSED, *OPEN_STATUSES)))
+        .exists()
+    )
+    query = (
+        select(a.created_at, a.title)
+        .where(a.project_id == project_id)
+        .where(a.created_at >= start)
+        .where(a.created_at < end)
+        .where(a.kind != except_kind)
+        .where(waiting)
+        .order_by(a.created_at, a.id)
+    )
+    if check_id is not None:
+        query = query.where(a.check_id == check_id)
+    return [(at, title) for at, title in (await conn.execute(query)).all()]
+
+
 async def next_due_at(conn: AsyncConnection) -> datetime | None:
     """When the earliest open notification becomes due (``next_attempt_at``), or None."""
     n = t.notifications.c

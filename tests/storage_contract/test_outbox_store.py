@@ -419,3 +419,31 @@ async def test_maintenance_windows_of_projects(world: World) -> None:
     async with world.engine.connect() as conn:
         assert await outbox.maintenance_windows(conn, [world.project_id]) == []
         assert await outbox.maintenance_windows(conn, []) == []
+
+
+async def test_held_back_alerts_are_those_with_a_suppressed_or_open_notification(world: World) -> None:
+    suppressed, sent, _waiting = await _queue(world, ["a", "b", "c"], check=1)
+    async with world.engine.begin() as conn:
+        n = t.notifications.c
+        await conn.execute(
+            update(t.notifications).where(n.id == suppressed).values(status=OutboxStatus.SUPPRESSED)
+        )
+        await conn.execute(update(t.notifications).where(n.id == sent).values(status=OutboxStatus.SENT))
+        await outbox.insert_alerts(conn, [_alert(world, "summary", kind="maintenance")])
+    async with world.engine.connect() as conn:
+        found = await outbox.held_back_alerts(
+            conn, world.project_id, None, start=NOW, end=LATER, except_kind="maintenance"
+        )
+        other_check = await outbox.held_back_alerts(
+            conn, world.project_id, world.checks[0], start=NOW, end=LATER, except_kind="maintenance"
+        )
+        later = await outbox.held_back_alerts(
+            conn,
+            world.project_id,
+            None,
+            start=LATER,
+            end=LATER + timedelta(hours=1),
+            except_kind="maintenance",
+        )
+    assert found == [(NOW, "title a"), (NOW, "title c")]
+    assert other_check == [] and later == []
