@@ -90,7 +90,8 @@ def monitor_round(serve: Serve, receiver: Receiver, uuids: list[str]) -> float:
         ]
         print(
             f"    for {wanted}: {len(missing)} checks got no notice within {give_up - deadline:.0f} s;"
-            f" monitor_unavailable notices meanwhile: {len(outages)}"
+            f" monitor_unavailable notices meanwhile: {len(outages)}; notices for other ticks:"
+            f" {sorted({p.get('scheduled', '') for _, p in list(receiver.received)} - {wanted})[-5:]}"
             + (f" ({outages[0].get('title', '')})" if outages else ""),
             file=sys.stderr,
         )
