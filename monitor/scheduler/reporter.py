@@ -38,6 +38,7 @@ from typing import Any, Protocol
 
 import httpx
 
+from monitor.domain import retry
 from monitor.domain.cron import schedules
 from monitor.domain.jobs import LIVENESS_SLUG, Job
 
@@ -387,5 +388,6 @@ def _refused(status: int) -> bool:
 
 
 def _backoff(attempt: int) -> float:
-    """Seconds before the next attempt: 0.5, 1, 2 … up to :data:`OUTAGE_BACKOFF_MAX`."""
-    return min(OUTAGE_BACKOFF_MAX, 0.5 * 2.0 ** min(attempt, 10))
+    """Seconds before the next attempt: 0.5, 1, 2 … up to :data:`OUTAGE_BACKOFF_MAX` (no jitter:
+    one reporter per scheduler process, its retries never come in herds)."""
+    return retry.backoff(attempt + 1, base=0.5, cap=OUTAGE_BACKOFF_MAX)

@@ -27,6 +27,7 @@ from monitor.services import reminders
 from monitor.services.dispatch import window_of
 from monitor.settings import Settings
 from monitor.storage import tables as t
+from monitor.storage.outbox import OPEN_STATUSES, OutboxStatus
 
 MAX_DURATION_S = int(maintenance.MAX_DURATION.total_seconds())
 
@@ -227,10 +228,10 @@ async def delete_window(
         await conn.execute(
             update(t.notifications)
             .where(n.alert_id.in_(in_scope))
-            .where(n.status.in_(("pending", "held")))
+            .where(n.status.in_(OPEN_STATUSES))
             .where(or_(n.claimed_until.is_(None), n.claimed_until < now))
             .values(
-                status="suppressed",
+                status=OutboxStatus.SUPPRESSED,
                 last_error=f"held back by maintenance window {window.name or window.id!r} (deleted)",
             )
         )

@@ -5,21 +5,28 @@ the root ``engine`` fixture, over a fresh SQLite file and over PostgreSQL (a dat
 for the test session, dropped at its end, emptied before each test). A test gets a
 :class:`UnitOfWork` in a write transaction (``uow``), committed when the test passes, and the
 engine itself to open others (``engine``) to see what was committed.
+
+The outbox port's tests use their own fixtures (``outbox_engine``), named per port so several
+ports' fixtures live side by side.
 """
 
 from __future__ import annotations
 
+import asyncio
 import secrets
 import uuid as uuid_module
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from monitor.storage import tables as t
+from monitor.storage.engine import make_engine, migrate
 from monitor.storage.unit_of_work import UnitOfWork
+from tests.conftest import _truncate
 
 NOW = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 
@@ -120,3 +127,25 @@ async def count(uow: UnitOfWork, table: Any) -> int:
     from sqlalchemy import func, select
 
     return int((await uow.connection.execute(select(func.count()).select_from(table))).scalar_one())
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def outbox_database_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """A new SQLite file, or the session's throwaway PostgreSQL database (``pg_shared``) emptied."""
+    if request.param == "sqlite":
+        yield f"sqlite+aiosqlite:///{tmp_path / 'outbox.db'}"
+        return
+    url = request.getfixturevalue("pg_shared")
+    asyncio.run(_truncate(url))
+    yield url
+
+
+@pytest.fixture
+async def outbox_engine(outbox_database_url: str) -> AsyncIterator[AsyncEngine]:
+    """A migrated, empty database for the outbox port's contract, on each backend."""
+    engine = make_engine(outbox_database_url)
+    await migrate(engine)
+    try:
+        yield engine
+    finally:
+        await engine.dispose()

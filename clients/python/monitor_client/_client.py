@@ -20,7 +20,7 @@ from typing import Any, TypeVar, cast
 
 import httpx
 
-from monitor_client import _common
+from monitor_client import _common, _logs
 from monitor_client._common import (
     DEFAULT_BODY_LIMIT,
     Attempt,
@@ -34,7 +34,7 @@ from monitor_client._common import (
 
 __version__ = "0.1.0"
 # httpx logs each request's URL at INFO, and a slug ping's URL holds the ping key
-_common.install_log_filter("httpx")
+_logs.install_log_filter("httpx")
 F = TypeVar("F", bound=Callable[..., Any])
 USER_AGENT = f"monitor-client/{__version__}"
 
