@@ -58,6 +58,7 @@ BACKOFF_JITTER = 0.25
 #: Most held rows folded into one digest (the rest follow in the next one).
 DIGEST_LIMIT = 100
 
+
 def retry_delay(attempts: int, settings: Settings, rng: random.Random | None = None) -> timedelta:
     """Wait before attempt ``attempts + 1`` of a notification (DESIGN §6: exponential, jittered).
 
@@ -280,10 +281,18 @@ async def prepare_many(
 async def _prepare_batch(
     conn: AsyncConnection, jobs: Sequence[Job], now: datetime, settings: Settings
 ) -> list[Job | None]:
-    ready: list[Job | None] = [None] * len(jobs)
+    """The batch's jobs that go out now (``None`` where not), in four steps: still claimed,
+    not held back by a maintenance window, within the rate limit, with their digest riders."""
     until = now + claim_length(settings)
     await outbox.lock_channels(conn, {job.channel_id for job in jobs})
-    renewed = await outbox.renew(conn, _claims(jobs), until=until)
+    live = _still_claimed(jobs, await outbox.renew(conn, _claims(jobs), until=until))
+    unmuted = await _not_in_maintenance(conn, jobs, live)
+    accepted = await _within_rate_limit(conn, jobs, unmuted, now, settings)
+    return await _with_riders(conn, jobs, accepted, now=now, until=until, settings=settings)
+
+
+def _still_claimed(jobs: Sequence[Job], renewed: Collection[int]) -> list[int]:
+    """Indexes of the jobs whose claim was renewed, by (channel, notification)."""
     order = sorted(range(len(jobs)), key=lambda i: (jobs[i].channel_id, jobs[i].notification_id))
     live = []
     for index in order:
@@ -294,6 +303,11 @@ async def _prepare_batch(
                 "claim lost before sending; another sender took the notification over",
                 extra={"action": "claim_lost", "notification_id": jobs[index].notification_id},
             )
+    return live
+
+
+async def _not_in_maintenance(conn: AsyncConnection, jobs: Sequence[Job], live: list[int]) -> list[int]:
+    """``live`` without the jobs a maintenance window holds back (those are suppressed)."""
     windows: dict[int, list[maintenance.Window]] = defaultdict(list)
     for row in await outbox.maintenance_windows(conn, {jobs[i].project_id for i in live}):
         windows[row["project_id"]].append(window_of(row))
@@ -313,10 +327,18 @@ async def _prepare_batch(
             status=OutboxStatus.SUPPRESSED,
             last_error=f"held back by maintenance window {window.name or window.id!r}",
         )
-    # Project-level alerts (monitor_unavailable, project maintenance summaries) are limited
-    # too, as one more "check" per channel (a flood of them must not reach a channel).
-    # Counted: sent ones, plus those being sent right now (stamped below; a dead sender's
-    # stamp lapses with its claim).
+    return unmuted
+
+
+async def _within_rate_limit(
+    conn: AsyncConnection, jobs: Sequence[Job], unmuted: list[int], now: datetime, settings: Settings
+) -> list[int]:
+    """``unmuted`` without the jobs over the rate limit (held for a digest), marked sending.
+
+    Project-level alerts (monitor_unavailable, project maintenance summaries) are limited too,
+    as one more "check" per channel (a flood of them must not reach a channel). Counted: sent
+    ones, plus those being sent right now (stamped here; a dead sender's stamp lapses with its
+    claim)."""
     rate_window = timedelta(seconds=settings.notify_rate_window)
     sends = await outbox.recent_sends(
         conn,
@@ -346,8 +368,22 @@ async def _prepare_batch(
             continue
         sends[job.source] = (count + 1, min(oldest, now) if oldest is not None else now)
         accepted.append(index)
+    await outbox.mark_sending(conn, {jobs[i].notification_id for i in accepted}, now)
+    return accepted
+
+
+async def _with_riders(
+    conn: AsyncConnection,
+    jobs: Sequence[Job],
+    accepted: list[int],
+    *,
+    now: datetime,
+    until: datetime,
+    settings: Settings,
+) -> list[Job | None]:
+    """The accepted jobs, each carrying the held notifications of its source as a digest."""
+    ready: list[Job | None] = [None] * len(jobs)
     sending = {jobs[i].notification_id for i in accepted}
-    await outbox.mark_sending(conn, sending, now)
     held = await outbox.held_sources(conn, {jobs[i].source for i in accepted})
     for index in accepted:
         job = jobs[index]

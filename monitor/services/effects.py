@@ -191,44 +191,13 @@ async def record_alerts_many(
     new: list[outbox.NewAlert] = []
     raised: list[tuple[CheckAlerts, AlertDraft]] = []
     for batch in batches:
-        check = batch.check
         for draft in batch.drafts:
             facts = _facts(batch, draft, base_url)
-            if not draft.new:
-                text = None
-                if draft.scheduled is not None:
-                    # a bump that carries the whole story (a third run of a duplicated tick): the
-                    # message says "ran 3 times", not what it said when the alert was raised
-                    message = templates.render(facts)
-                    text = (message.title, message.body, messages.facts_to_json(facts))
-                await outbox.raise_count(
-                    conn,
-                    project_id=check.project_id,
-                    check_id=check.id,
-                    key=draft.key,
-                    count=draft.count,
-                    text=text,
-                )
-                continue
-            message = templates.render(facts)
-            new.append(
-                outbox.NewAlert(
-                    project_id=check.project_id,
-                    check_id=check.id,
-                    key=draft.key,
-                    kind=draft.kind.value,
-                    scheduled=draft.scheduled,
-                    run_id=draft.run_id,
-                    rid=draft.rid,
-                    count=draft.count,
-                    created_at=now,
-                    title=message.title,
-                    message=message.body,
-                    facts=messages.facts_to_json(facts),
-                    token=token,
-                )
-            )
-            raised.append((batch, draft))
+            if draft.new:
+                new.append(_new_alert(batch, draft, facts, now=now, token=token))
+                raised.append((batch, draft))
+            else:
+                await _raise_count(conn, batch, draft, facts)
     ids = await outbox.insert_alerts(conn, new)
     inserted = [
         (alert_id, batch, draft) for alert_id, (batch, draft) in zip(ids, raised, strict=True) if alert_id
@@ -247,6 +216,48 @@ async def record_alerts_many(
         ],
     )
     return [alert_id for alert_id, _, _ in inserted]
+
+
+def _new_alert(
+    batch: CheckAlerts, draft: AlertDraft, facts: messages.AlertFacts, *, now: datetime, token: int | None
+) -> outbox.NewAlert:
+    """The row of a new alert, its message rendered from ``facts``."""
+    message = templates.render(facts)
+    return outbox.NewAlert(
+        project_id=batch.check.project_id,
+        check_id=batch.check.id,
+        key=draft.key,
+        kind=draft.kind.value,
+        scheduled=draft.scheduled,
+        run_id=draft.run_id,
+        rid=draft.rid,
+        count=draft.count,
+        created_at=now,
+        title=message.title,
+        message=message.body,
+        facts=messages.facts_to_json(facts),
+        token=token,
+    )
+
+
+async def _raise_count(
+    conn: AsyncConnection, batch: CheckAlerts, draft: AlertDraft, facts: messages.AlertFacts
+) -> None:
+    """Bump an alert that exists. A bump that carries the whole story (a third run of a
+    duplicated tick) rewrites the message: it says "ran 3 times", not what it said when the
+    alert was raised."""
+    text = None
+    if draft.scheduled is not None:
+        message = templates.render(facts)
+        text = (message.title, message.body, messages.facts_to_json(facts))
+    await outbox.raise_count(
+        conn,
+        project_id=batch.check.project_id,
+        check_id=batch.check.id,
+        key=draft.key,
+        count=draft.count,
+        text=text,
+    )
 
 
 def _facts(batch: CheckAlerts, draft: AlertDraft, base_url: str) -> messages.AlertFacts:

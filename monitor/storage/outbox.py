@@ -26,6 +26,7 @@ from typing import Any
 
 from sqlalchemy import bindparam, exists, func, or_, select, tuple_, update
 from sqlalchemy.ext.asyncio import AsyncConnection
+from sqlalchemy.sql.elements import ColumnElement
 
 from monitor.storage import repositories
 from monitor.storage import tables as t
@@ -568,30 +569,9 @@ async def claim_riders(
     Returns:
         The rider ids, oldest first.
     """
-    n, a = t.notifications.c, t.alerts.c
+    n = t.notifications.c
     free = or_(n.claimed_until.is_(None), n.claimed_until < now, n.claim_token == owner_token)
-    same = (
-        (a.check_id.is_(None) & (a.project_id == source.project_id))
-        if source.check_id is None
-        else a.check_id == source.check_id
-    )
-    held = (
-        (
-            await conn.execute(
-                select(n.id)
-                .join(t.alerts, a.id == n.alert_id)
-                .where(same)
-                .where(n.channel_id == source.channel_id)
-                .where(n.status == OutboxStatus.HELD)
-                .where(n.id.not_in(sorted({owner, *exclude})))
-                .where(free)
-                .order_by(n.id)
-                .limit(limit)
-            )
-        )
-        .scalars()
-        .all()
-    )
+    held = await _held_of(conn, source, free, never=sorted({owner, *exclude}), limit=limit)
     if not held:
         return []
     won = set(
@@ -609,6 +589,30 @@ async def claim_riders(
         .all()
     )
     return [i for i in held if i in won]
+
+
+async def _held_of(
+    conn: AsyncConnection, source: Source, free: ColumnElement[bool], *, never: list[int], limit: int
+) -> list[int]:
+    """Up to ``limit`` ids of ``source``'s held rows that are ``free`` and not in ``never``, oldest first."""
+    n, a = t.notifications.c, t.alerts.c
+    same = (
+        (a.check_id.is_(None) & (a.project_id == source.project_id))
+        if source.check_id is None
+        else a.check_id == source.check_id
+    )
+    query = (
+        select(n.id)
+        .join(t.alerts, a.id == n.alert_id)
+        .where(same)
+        .where(n.channel_id == source.channel_id)
+        .where(n.status == OutboxStatus.HELD)
+        .where(n.id.not_in(never))
+        .where(free)
+        .order_by(n.id)
+        .limit(limit)
+    )
+    return list((await conn.execute(query)).scalars().all())
 
 
 async def alert_texts(conn: AsyncConnection, notification_ids: Collection[int]) -> list[Mapping[Any, Any]]:
@@ -679,6 +683,24 @@ async def record_attempts(conn: AsyncConnection, outcomes: Sequence[Outcome]) ->
     mine = [o for o in outcomes if (o.notification_id, o.token) in owned]
     if not mine:
         return {}
+    await _update_rows(conn, mine)
+    recorded: dict[int, list[int]] = {o.notification_id: [o.notification_id] for o in mine}
+    for o in mine:
+        if o.riders:
+            recorded[o.notification_id].extend(await _record_riders(conn, o))
+    attempts = [
+        {"notification_id": i, "at": o.at, "ok": o.ok, "error": o.error}
+        for o in mine
+        for i in recorded[o.notification_id]
+    ]
+    await conn.execute(t.notification_attempts.insert(), attempts)
+    return {i: len(ids) for i, ids in recorded.items()}
+
+
+async def _update_rows(conn: AsyncConnection, mine: Sequence[Outcome]) -> None:
+    """Write each recorded outcome's status on its row (still under the outcome's token):
+    one executemany for the rows without a retry time, one for those with."""
+    n = t.notifications.c
     rows = []
     for o in mine:
         row: dict[str, Any] = {
@@ -707,17 +729,6 @@ async def record_attempts(conn: AsyncConnection, outcomes: Sequence[Outcome]) ->
                 .values({c: bindparam(c) for c in names})
             )
             await conn.execute(stmt, batch)
-    recorded: dict[int, list[int]] = {o.notification_id: [o.notification_id] for o in mine}
-    for o in mine:
-        if o.riders:
-            recorded[o.notification_id].extend(await _record_riders(conn, o))
-    attempts = [
-        {"notification_id": i, "at": o.at, "ok": o.ok, "error": o.error}
-        for o in mine
-        for i in recorded[o.notification_id]
-    ]
-    await conn.execute(t.notification_attempts.insert(), attempts)
-    return {i: len(ids) for i, ids in recorded.items()}
 
 
 async def _record_riders(conn: AsyncConnection, o: Outcome) -> list[int]:

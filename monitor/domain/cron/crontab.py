@@ -185,7 +185,6 @@ def parse_crontab(
     result: list[Line] = []
     cron_tz: str | None = None
     shell = DEFAULT_SHELL
-    used: set[str] = set()
     for number, raw in enumerate(text.splitlines(), start=1):
         stripped = raw.strip()
         if stripped == "" or stripped.startswith("#"):
@@ -205,14 +204,20 @@ def parse_crontab(
         if isinstance(line, Job):
             line = dataclasses.replace(line, shell=shell)
         result.append(line)
-    # a slug depends on the line's own content, and on whether its command is repeated
-    commands = Counter((x.user, x.command) for x in result if isinstance(x, Job))
-    for index, line in enumerate(result):
+    return _with_slugs(result, prefix)
+
+
+def _with_slugs(lines: list[Line], prefix: str) -> list[Line]:
+    """``lines`` with each job's slug: from the line's own content, and from whether its
+    command is repeated (:func:`job_slug`), unique within the file."""
+    used: set[str] = set()
+    commands = Counter((x.user, x.command) for x in lines if isinstance(x, Job))
+    for index, line in enumerate(lines):
         if isinstance(line, Job):
             slug = job_slug(prefix, line, used, repeated=commands[line.user, line.command] > 1)
             used.add(slug)
-            result[index] = dataclasses.replace(line, slug=slug)
-    return result
+            lines[index] = dataclasses.replace(line, slug=slug)
+    return lines
 
 
 def _environment_note(number: int, name: str, flavor: str, zone: str, default_tz: str) -> str | None:
