@@ -44,7 +44,9 @@ async def run(url: str, args: argparse.Namespace) -> dict[str, list[tuple[float,
     engine = make_engine(url)
     await migrate(engine)
     settings = Settings(database_url=url, ping_rate_limit=10**6)
-    now = datetime(2026, 7, 18, 2, 0, 30, tzinfo=UTC)
+    # created on the minute and first pinged a second later: the first ping is the 02:00 tick's run
+    # (created at :30 it would bind early to 02:01, and 02:01's own run would be a duplicate)
+    now = datetime(2026, 7, 18, 2, 0, 0, tzinfo=UTC)
     async with engine.begin() as conn:
         project = await projects.create_project(conn, "bench", now, api_key="bench-api-key-0123456789")
         kinds = {
@@ -54,7 +56,7 @@ async def run(url: str, args: argparse.Namespace) -> dict[str, list[tuple[float,
             "cron": [
                 {
                     "name": f"c{i}",
-                    "schedule": "*/5 * * * *",
+                    "schedule": "* * * * *",
                     "tz": "Europe/Berlin",
                     "grace": 60,
                     "channels": "",
@@ -67,7 +69,7 @@ async def run(url: str, args: argparse.Namespace) -> dict[str, list[tuple[float,
             ids = await check_service.create_many(conn, project["id"], items, now, shards=16)
             rows = await conn.execute(t.checks.select().where(t.checks.c.id.in_(ids)))
             uuids[kind] = [r.uuid for r in rows]
-    clock = now
+    clock = now + timedelta(seconds=1)
     for kind in uuids:  # first pings: every check is up
         await ingest_pings(
             engine,

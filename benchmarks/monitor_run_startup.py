@@ -8,7 +8,13 @@ Method:
    ``monitor-run --check <uuid> -- true`` (the console script of this environment: start ping,
    the job, finish ping) and ``monitor-run.sh <uuid> true`` (POSIX sh and curl), timing each
    from spawn to exit.
-3. Print the medians, and each wrapper's median minus the baseline's.
+3. Print the medians, and each wrapper's median minus the baseline's, with the load average
+   (the figures are wall times: on a shared machine they grow with its load).
+
+The client's bytecode is compiled first (``compileall``), as pip does when it installs the
+wheel: under ``PYTHONDONTWRITEBYTECODE`` (common in development shells and CI) an editable
+checkout would otherwise compile ``monitor_client``'s sources on every run, which is not what
+an installed ``monitor-run`` pays.
 
 Goal (fixed): ``monitor-run -- true`` at most 100 ms (median, wall time including both pings).
 Exit status 1 when it is missed, or when a wrapper's run did not exit 0.
@@ -55,6 +61,8 @@ def main() -> int:
     monitor_run = Path(sys.executable).parent / "monitor-run"
     shell_wrapper = REPO_ROOT / "clients" / "shell" / "monitor-run.sh"
     true = "/bin/true" if os.path.exists("/bin/true") else "true"
+    client_package = REPO_ROOT / "clients" / "python" / "monitor_client"
+    subprocess.run([sys.executable, "-m", "compileall", "-q", str(client_package)], check=True)
     with tempfile.TemporaryDirectory() as tmp:
         port = free_port()
         base = f"http://127.0.0.1:{port}"
@@ -113,7 +121,9 @@ def main() -> int:
             server.wait(30)
     medians = {name: statistics.median(values) for name, values in times.items()}
     baseline = medians["true"]
+    load = " / ".join(f"{value:.2f}" for value in os.getloadavg())
     print(f"monitor-run start-up, medians of {ROUNDS} (wall time from spawn to exit, both pings included)")
+    print(f"  load average (1/5/15 min): {load} on {os.cpu_count()} CPUs")
     for name, median in medians.items():
         extra = "" if name == "true" else f"  (+{median - baseline:.1f} ms over true)"
         print(f"  {name:<22} {median:8.1f} ms{extra}")

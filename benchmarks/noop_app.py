@@ -2,7 +2,7 @@
 
 It answers ``POST /ping/<uuid>`` with ``200 OK`` and does nothing else. The benchmark runs it
 as ``python benchmarks/noop_app.py PORT``: two uvicorn worker processes started exactly as
-``monitor serve --workers 2`` starts them (:func:`monitor.cli.run_uvicorn`). Plain
+``monitor serve --workers 2`` starts them (:func:`monitor.cli.serve.run_uvicorn`). Plain
 ``uvicorn noop_app:app --workers 2`` leaves ``TCP_NODELAY`` off (see ``run_uvicorn``) and
 measures the 40 ms delayed ACK instead of the app (about 720 requests/s); the benchmark's
 ``--noop-runner uvicorn-cli`` shows it.
@@ -23,7 +23,7 @@ app = Litestar(route_handlers=[ping])
 if __name__ == "__main__":
     import sys
 
-    from monitor.cli import run_uvicorn
+    from monitor.cli.serve import run_uvicorn
 
     run_uvicorn(
         "noop_app:app", factory=False, host="127.0.0.1", port=int(sys.argv[1]), workers=2, log_level="warning"

@@ -3,7 +3,7 @@
 Run: ``python benchmarks/schedules.py``. Issue #3's goals: ours <= 1.5x a reused croniter
 iterator; ``ticks_between`` over a year of ``*/5 * * * *`` in Europe/Berlin under 10 s.
 
-croniter does our iteration (``monitor.domain.schedules``): "ours" is croniter plus the
+croniter does our iteration (``monitor.domain.cron.iteration``): "ours" is croniter plus the
 wrapper's translation, filtering, DST rule and iterator reuse, looked up through the parse
 cache for every tick as the evaluator does. The first rows are the issue's typical expressions;
 the last ones exercise corrections (the OR with a ``#`` token, ``5L``, ``LW``), where croniter
@@ -26,7 +26,7 @@ from cronsim import CronSim
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout without installing
 
-from monitor.domain.schedules import parse_cron
+from monitor.domain.cron.schedules import parse_cron
 
 CASES = [
     ("*/5 * * * *", "UTC"),

@@ -27,10 +27,12 @@ from monitor import __version__
 from monitor.domain.clock import Clock, SystemClock
 from monitor.edge import Services
 from monitor.http import app as http_app
+from monitor.http import openapi
 from monitor.http.errors import EXCEPTION_HANDLERS
 from monitor.http.ping import PingApp
-from monitor.notify.apprise import AppriseChannelUrls, AppriseNotifier, install_egress_guard
+from monitor.notify.apprise import AppriseChannelUrls, AppriseNotifier
 from monitor.notify.base import Notifier
+from monitor.notify.egress import install_egress_guard
 from monitor.services.ingest import IngestWriter
 from monitor.services.retention import run_retention
 from monitor.settings import Settings
@@ -154,7 +156,7 @@ def create_app(
     handlers = http_app.route_handlers(ping_app, writer) + web_setup.route_handlers()
     # Healthchecks' v1 and v2 APIs: the same controllers (the dashboard's badges API too)
     handlers += http_app.older_versions({"badges": web_badges.BadgesApiController})
-    return Litestar(
+    app = Litestar(
         route_handlers=handlers,
         middleware=[http_app.api_cors],
         lifespan=[lifespan],
@@ -169,6 +171,9 @@ def create_app(
         debug=False,
         template_config=web_setup.template_config(),
     )
+    # what no handler's types state: the ping API, the error body on every route, X-Api-Key
+    openapi.amend(app.openapi_schema)
+    return app
 
 
 def app_from_env() -> Litestar:

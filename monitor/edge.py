@@ -14,11 +14,10 @@ from typing import Any
 
 from litestar import Request
 from litestar.datastructures import State
-from sqlalchemy.ext.asyncio import AsyncEngine
 
 from monitor.domain.clock import Clock
 from monitor.notify.base import ChannelUrls, Notifier
-from monitor.services import projects
+from monitor.services import Engine, projects
 from monitor.settings import Settings
 
 UUID_RE = re.compile(r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$")
@@ -41,7 +40,7 @@ class PayloadTooLarge(Exception):
 class Services:
     """What handlers need, put on ``app.state.services`` by the app's lifespan."""
 
-    engine: AsyncEngine
+    engine: Engine
     settings: Settings
     clock: Clock
     notifier: Notifier
@@ -69,14 +68,34 @@ async def authenticate(
             may not (401).
         Forbidden: ``write`` is set and the key is read-only (403).
     """
+    found = await resolve_api_key(request)
+    check_key(found, write=write, read_only_allowed=read_only_allowed)
+    return found
+
+
+async def resolve_api_key(request: Request[Any, Any, Any]) -> projects.ApiKey:
+    """The project key ``X-Api-Key`` (or a JSON body's ``api_key``) names, whatever its kind.
+
+    Raises:
+        NotAuthenticated: the key is missing or names no key (401).
+    """
     key = request.headers.get("x-api-key") or await _body_api_key(request)
     if not key:
         raise NotAuthenticated("X-Api-Key: missing (send the project's API key in the X-Api-Key header)")
     services = services_of(request.app.state)
-    async with services.engine.connect() as conn:
-        found = await projects.resolve_api_key(conn, key)
+    found = await projects.authenticate_key(services.engine, key)
     if found is None:
         raise NotAuthenticated("X-Api-Key: wrong api key")
+    return found
+
+
+def check_key(found: projects.ApiKey, *, write: bool, read_only_allowed: bool = True) -> None:
+    """What a resolved key may do (:func:`authenticate`'s rules).
+
+    Raises:
+        Forbidden: ``write`` is set and the key is read-only (403).
+        NotAuthenticated: ``read_only_allowed`` is unset and the key is read-only (401).
+    """
     if write and found.read_only:
         raise Forbidden("X-Api-Key: a read-only key cannot change anything")
     if not read_only_allowed and found.read_only:
@@ -84,7 +103,6 @@ async def authenticate(
             "X-Api-Key: a read-only key cannot read this (pings, ping bodies, alerts and channels "
             "need the read-write key)"
         )
-    return found
 
 
 BODY_KEY_LIMIT = 1_000_000

@@ -407,17 +407,6 @@ class Settings:
         doc="largest Sentry envelope accepted, as sent and decompressed (`413` beyond)",
     )
 
-    scheduler_pre_spawn_delay: float = setting(
-        0.0,
-        env="MONITOR_SCHEDULER_PRE_SPAWN_DELAY",
-        kind=float,
-        unit="s",
-        minimum=0,
-        listed=False,
-        doc="testing aid: the bundled scheduler's pause between recording a run's start and "
-        "spawning it, so a test can stall (SIGSTOP) a replica inside that gap",
-    )
-
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None, **overrides: Any) -> Settings:
         """Build settings from ``MONITOR_*`` variables, then apply non-None ``overrides``.

@@ -3,9 +3,11 @@
 #
 # Run COMMAND and report it to the monitor as one run, with POSIX sh and curl only (for machines
 # without Python; `monitor-run` of the Python client does the same):
-#   1. ping start (with a run id, and the tick from MONITOR_SCHEDULED_TIME when set);
+#   1. ping start (with a run id, and the tick from MONITOR_SCHEDULED_TIME when set), in the
+#      background: COMMAND starts at once, however slow the monitor is to answer;
 #   2. run COMMAND, its output passing through (stderr is merged into stdout here);
-#   3. ping its exit status with the last Ping-Body-Limit bytes of output (from the start
+#   3. when it ends, wait for the start ping to finish (so the monitor gets the pings in order),
+#      then ping its exit status with the last Ping-Body-Limit bytes of output (from the start
 #      ping's answer; 100000 by default) as the body;
 #   4. exit with COMMAND's status (128+N when signal N ended it).
 # SIGTERM and SIGHUP are forwarded to COMMAND, SIGINT as SIGTERM (a background command of a
@@ -43,11 +45,15 @@ base=${base%/}
 timeout=${MONITOR_TIMEOUT:-10}
 retries=${MONITOR_RETRIES:-3}
 
+# warn MESSAGE: one warning per wrapper run. The mark is a file, not a variable, because the
+# start ping runs in a background subshell; set before $work exists, it falls back to a variable.
 warned=0
+work=""
 warn() {
-    if [ "$warned" -eq 0 ]; then
+    if [ "$warned" -eq 0 ] && { [ -z "${work:-}" ] || [ ! -e "$work/warned" ]; }; then
         echo "monitor-run.sh: $1; the job goes on" >&2
         warned=1
+        [ -z "${work:-}" ] || : >"$work/warned"
     fi
 }
 
@@ -111,27 +117,27 @@ cleanup() {
 }
 trap cleanup EXIT
 
-# send_ping ACTION [BODY_FILE]: one ping, at most $timeout s per attempt; never fails the script.
+# send_ping ACTION NAME [BODY_FILE]: one ping, at most $timeout s per attempt, its answer's
+# headers kept in $work/NAME.headers; never fails the script.
 send_ping() {
     [ -n "$url" ] || return 0
     target="$url$1$query"
-    if [ "$#" -ge 2 ]; then
-        set -- --data-binary "@$2"
+    name=$2
+    if [ "$#" -ge 3 ]; then
+        set -- --data-binary "@$3"
     else
         set -- --data-binary ""
     fi
     if ! curl -fsS -m "$timeout" --retry "$retries" --retry-connrefused --retry-max-time "$timeout" \
-        -o /dev/null -D "$work/headers" -A "monitor-run.sh/0.1.0" "$@" "$target" 2>"$work/curl.err"; then
-        warn "ping not delivered ($(tr '\n' ' ' <"$work/curl.err"))"
+        -o /dev/null -D "$work/$name.headers" -A "monitor-run.sh/0.1.0" "$@" "$target" 2>"$work/$name.err"; then
+        warn "ping not delivered ($(tr '\n' ' ' <"$work/$name.err"))"
     fi
 }
 
-send_ping /start
-limit=""
-if [ -f "$work/headers" ]; then
-    limit=$(tr -d '\r' <"$work/headers" | sed -n 's/^[Pp]ing-[Bb]ody-[Ll]imit: *\([0-9][0-9]*\).*/\1/p' | tail -n 1)
-fi
-limit=${limit:-100000}
+# The start ping goes in the background: a monitor that is slow, or accepts connections and
+# never answers, holds up only the finish ping, never the job.
+send_ping /start start </dev/null &
+start_pid=$!
 
 # The command writes into a FIFO that tee copies to our stdout and to the log: so the command
 # runs in the background of this shell and its pid is known, for forwarding signals.
@@ -179,11 +185,21 @@ while :; do
     break
 done
 wait "$tee_pid" 2>/dev/null
+# the start ping has had the whole run to finish; the finish ping follows it, never overtakes it
+# (a trapped signal ends `wait` early: wait again while the ping runs)
+while kill -0 "$start_pid" 2>/dev/null; do
+    wait "$start_pid" 2>/dev/null
+done
 trap - TERM INT HUP
 
 if [ "$status" -gt 255 ]; then
     status=255
 fi
+limit=""
+if [ -f "$work/start.headers" ]; then
+    limit=$(tr -d '\r' <"$work/start.headers" | sed -n 's/^[Pp]ing-[Bb]ody-[Ll]imit: *\([0-9][0-9]*\).*/\1/p' | tail -n 1)
+fi
+limit=${limit:-100000}
 tail -c "$limit" "$work/log" >"$work/tail"
-send_ping "/$status" "$work/tail"
+send_ping "/$status" finish "$work/tail"
 exit "$status"

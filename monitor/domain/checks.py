@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from enum import StrEnum
 
-from monitor.domain import schedules
+from monitor.domain.cron import schedules
 
 
 class CheckKind(StrEnum):
@@ -31,22 +31,28 @@ class Status(StrEnum):
 
 
 class PingKind(StrEnum):
-    """What a ping says. *Run pings* are start, success, fail and skip."""
+    """What a ping says. *Run pings* are start, success, fail, unknown and skip.
+
+    ``unknown`` (our extension, like ``skip``) ends a run whose result nobody can tell: its
+    runner died with it (the bundled scheduler sends it for the runs of a replica found dead,
+    DESIGN §8). The run's outcome is ``unknown``: neither a failure nor a success.
+    """
 
     START = "start"
     SUCCESS = "success"
     FAIL = "fail"
+    UNKNOWN = "unknown"
     LOG = "log"
     SKIP = "skip"
     IGN = "ign"
 
     @property
     def is_run_ping(self) -> bool:
-        return self in (PingKind.START, PingKind.SUCCESS, PingKind.FAIL, PingKind.SKIP)
+        return self in (PingKind.START, PingKind.SUCCESS, PingKind.FAIL, PingKind.UNKNOWN, PingKind.SKIP)
 
     @property
     def is_finish(self) -> bool:
-        return self in (PingKind.SUCCESS, PingKind.FAIL)
+        return self in (PingKind.SUCCESS, PingKind.FAIL, PingKind.UNKNOWN)
 
 
 class Outcome(StrEnum):

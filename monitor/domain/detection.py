@@ -30,6 +30,7 @@ from monitor.domain.checks import (
 )
 from monitor.domain.errors import ValidationError
 from monitor.domain.runs import (
+    Binding,
     Run,
     RunBook,
     TickMark,
@@ -152,15 +153,8 @@ def apply_ping(
     """
     now = ping.received
     fx = Effects(stored_kind=ping.kind)
-    kind = ping.kind
-    if spec.post_only and not ping.post:
-        kind = PingKind.IGN
     snapshot = dataclasses.replace(state)
-    if state.paused and kind.is_run_ping:
-        if spec.manual_resume:
-            kind = PingKind.IGN
-        else:
-            _resume(state, fx, now)
+    kind = _effective_kind(spec, state, fx, ping)
     fx.stored_kind = kind
     if kind is PingKind.IGN:
         return fx
@@ -172,12 +166,7 @@ def apply_ping(
         ).tick
         return fx
 
-    try:
-        binding = bind(spec, state, book, kind=kind, received=now, scheduled=ping.scheduled, rid=ping.rid)
-    except ValidationError:
-        for name in CheckState.__dataclass_fields__:  # a rejected ping changes nothing
-            setattr(state, name, getattr(snapshot, name))
-        raise
+    binding = _bind_or_restore(spec, state, book, kind, ping, snapshot)
     _expire_runs(spec, state, book, fx, now)
     tick = binding.tick
     fx.tick = tick
@@ -186,40 +175,12 @@ def apply_ping(
         return fx
     first_run = state.is_new
     if first_run:
-        # Ticks after the first run's tick are watched, but never ticks before the ping
-        # arrived: a first ping naming an old tick (scheduled=...) must not make every tick
-        # since then missed.
-        latest = tick_at_or_before(spec, state, now)
-        state.watch_from = max(tick, latest) if latest is not None else tick
-        state.judged_until = state.watch_from
-        fx.flips.append(FlipDraft(at=now, up=True, reason=FlipReason.SUCCESS))
+        _start_watching(spec, state, fx, tick, now)
 
     if kind is PingKind.SKIP:
-        if not book.has_run(tick) and tick not in book.marks:
-            mark = TickMark(scheduled=tick, outcome=Outcome.SKIPPED)
-            book.marks[tick] = mark
-            fx.new_marks.append(mark)
+        _mark_skipped(book, fx, tick)
     elif kind is PingKind.START:
-        run = binding.run
-        if run is None:
-            run = _new_run(
-                spec,
-                state,
-                book,
-                fx,
-                tick=tick,
-                rid=ping.rid,
-                now=now,
-                first_run=first_run,
-                guard=guard,
-                early=binding.early,
-            )
-            run.started_at = now
-        elif run.started_at is None and run.is_open:
-            run.started_at = now
-            fx.touch(run)
-        # else: a retransmitted start (same rid and kind): stored, changes nothing
-        fx.run = run
+        fx.run = _apply_start(spec, state, book, fx, binding, ping, first_run=first_run, guard=guard)
     else:
         run = binding.run
         if run is not None and run.finish_kind is not None:
@@ -228,24 +189,111 @@ def apply_ping(
             _advance(spec, state, book, now)
             return fx
         if run is None:
-            run = _new_run(
-                spec,
-                state,
-                book,
-                fx,
-                tick=tick,
-                rid=ping.rid,
-                now=now,
-                first_run=first_run,
-                guard=guard,
-                early=binding.early,
-            )
+            run = _bound_new_run(spec, state, book, fx, binding, ping, first_run=first_run, guard=guard)
         _finish(spec, state, book, fx, run, kind=kind, exit_status=ping.exit_status, now=now)
         fx.run = run
 
     state.last_run_ping_at = now
     _advance(spec, state, book, now)
     return fx
+
+
+def _bind_or_restore(
+    spec: CheckSpec, state: CheckState, book: RunBook, kind: PingKind, ping: PingIn, snapshot: CheckState
+) -> Binding:
+    """Bind the ping; when it is rejected, put ``state`` back as ``snapshot`` (it changes nothing)."""
+    try:
+        return bind(
+            spec, state, book, kind=kind, received=ping.received, scheduled=ping.scheduled, rid=ping.rid
+        )
+    except ValidationError:
+        for name in CheckState.__dataclass_fields__:  # a rejected ping changes nothing
+            setattr(state, name, getattr(snapshot, name))
+        raise
+
+
+def _effective_kind(spec: CheckSpec, state: CheckState, fx: Effects, ping: PingIn) -> PingKind:
+    """The kind the ping acts as: ignored when the check takes POST only, or is paused with
+    manual resume; a run ping resumes a paused check otherwise (DESIGN §5)."""
+    kind = ping.kind
+    if spec.post_only and not ping.post:
+        kind = PingKind.IGN
+    if state.paused and kind.is_run_ping:
+        if spec.manual_resume:
+            kind = PingKind.IGN
+        else:
+            _resume(state, fx, ping.received)
+    return kind
+
+
+def _start_watching(spec: CheckSpec, state: CheckState, fx: Effects, tick: datetime, now: datetime) -> None:
+    """The first run of a ``new`` check: watch the ticks from it on (the check is up)."""
+    # Ticks after the first run's tick are watched, but never ticks before the ping
+    # arrived: a first ping naming an old tick (scheduled=...) must not make every tick
+    # since then missed.
+    latest = tick_at_or_before(spec, state, now)
+    state.watch_from = max(tick, latest) if latest is not None else tick
+    state.judged_until = state.watch_from
+    fx.flips.append(FlipDraft(at=now, up=True, reason=FlipReason.SUCCESS))
+
+
+def _mark_skipped(book: RunBook, fx: Effects, tick: datetime) -> None:
+    """A skip ping: the tick's outcome is ``skipped`` unless it already has a run or a mark."""
+    if not book.has_run(tick) and tick not in book.marks:
+        mark = TickMark(scheduled=tick, outcome=Outcome.SKIPPED)
+        book.marks[tick] = mark
+        fx.new_marks.append(mark)
+
+
+def _bound_new_run(
+    spec: CheckSpec,
+    state: CheckState,
+    book: RunBook,
+    fx: Effects,
+    binding: Binding,
+    ping: PingIn,
+    *,
+    first_run: bool,
+    guard: OutageGuard | None,
+) -> Run:
+    """A new run for the ping's bound tick."""
+    assert binding.tick is not None
+    return _new_run(
+        spec,
+        state,
+        book,
+        fx,
+        tick=binding.tick,
+        rid=ping.rid,
+        now=ping.received,
+        first_run=first_run,
+        guard=guard,
+        early=binding.early,
+    )
+
+
+def _apply_start(
+    spec: CheckSpec,
+    state: CheckState,
+    book: RunBook,
+    fx: Effects,
+    binding: Binding,
+    ping: PingIn,
+    *,
+    first_run: bool,
+    guard: OutageGuard | None,
+) -> Run:
+    """A start ping: a new run started now, or the bound run's start time if it had none."""
+    now = ping.received
+    run = binding.run
+    if run is None:
+        run = _bound_new_run(spec, state, book, fx, binding, ping, first_run=first_run, guard=guard)
+        run.started_at = now
+    elif run.started_at is None and run.is_open:
+        run.started_at = now
+        fx.touch(run)
+    # else: a retransmitted start (same rid and kind): stored, changes nothing
+    return run
 
 
 def _resume(state: CheckState, fx: Effects, now: datetime) -> None:
@@ -315,8 +363,23 @@ def _new_run(
         fx.new_runs.append(run)
         return run
     earlier = book.real_runs_of(tick)
-    # duplicate: the tick already has its expected_runs runs in progress or succeeded; after
-    # a failed or timed-out run it is a retry (DESIGN §5, fleets)
+    _flag_duplicate(spec, fx, run, earlier, now)
+    _flag_overlap(spec, book, fx, run, earlier, now)
+    if not earlier and tick == state.last_missed_tick and book.marks.get(tick) is not None:
+        # The newest tick judged missed ran after all: its miss no longer breaks the run of
+        # successes that recovery counts (DESIGN §2: runs that succeed "on time or late").
+        state.good_streak = state.good_before_miss
+    if not earlier:
+        _judge_lateness(spec, book, fx, run, now, guard)
+    book.add(run)
+    fx.new_runs.append(run)
+    return run
+
+
+def _flag_duplicate(spec: CheckSpec, fx: Effects, run: Run, earlier: list[Run], now: datetime) -> None:
+    """Duplicate: the tick already has its expected_runs runs in progress or succeeded; after
+    a failed or timed-out run it is a retry (DESIGN §5, fleets)."""
+    tick = run.scheduled
     satisfying = [r for r in earlier if r.satisfies(now, spec.max_runtime)]
     if len(satisfying) >= spec.expected_runs:
         already = any(r.duplicate for r in earlier)
@@ -330,11 +393,17 @@ def _new_run(
                 count=len(runs),
                 new=not already,
                 run_id=run.id,
-                rid=rid,
+                rid=run.rid,
                 run_ids=tuple(r.rid or r.id for r in runs),
             )
         )
-    # overlap: a run for an earlier tick is still in progress.
+
+
+def _flag_overlap(
+    spec: CheckSpec, book: RunBook, fx: Effects, run: Run, earlier: list[Run], now: datetime
+) -> None:
+    """Overlap: a run for an earlier tick is still in progress."""
+    tick = run.scheduled
     lapped = [
         r
         for r in book.runs.values()
@@ -351,34 +420,34 @@ def _new_run(
                 new=not any(r.overlap for r in earlier),
                 other_scheduled=oldest.scheduled,
                 run_id=run.id,
-                rid=rid,
+                rid=run.rid,
                 duration=now - (oldest.started_at or oldest.first_ping_at),
                 run_ids=tuple(r.rid or r.id for r in (*lapped, run)),
             )
         )
-    if not earlier and tick == state.last_missed_tick and book.marks.get(tick) is not None:
-        # The newest tick judged missed ran after all: its miss no longer breaks the run of
-        # successes that recovery counts (DESIGN §2: runs that succeed "on time or late").
-        state.good_streak = state.good_before_miss
-    # late: the tick's first run ping arrives after tick + grace (the tick's outcome). The
-    # alert waits for the run's success (DESIGN §5: never raised by a start).
-    if not earlier and now > tick + spec.grace:
-        mark = book.marks.get(tick)
-        if (guard is not None and guard.covers(tick + spec.grace)) or (
-            mark is not None and mark.outcome is Outcome.UNKNOWN
-        ):
-            # its grace ended inside a monitor outage: the ping may have been sent in time and
-            # waited for the monitor (a stalled process, the kernel's queue). DESIGN §2: the
-            # tick's outcome is unknown (it comes before late) and nothing is raised.
-            if mark is None:
-                mark = TickMark(scheduled=tick, outcome=Outcome.UNKNOWN)
-                book.marks[tick] = mark
-                fx.new_marks.append(mark)
-        else:
-            run.late = True
-    book.add(run)
-    fx.new_runs.append(run)
-    return run
+
+
+def _judge_lateness(
+    spec: CheckSpec, book: RunBook, fx: Effects, run: Run, now: datetime, guard: OutageGuard | None
+) -> None:
+    """Late: the tick's first run ping arrives after tick + grace (the tick's outcome). The
+    alert waits for the run's success (DESIGN §5: never raised by a start)."""
+    tick = run.scheduled
+    if now <= tick + spec.grace:
+        return
+    mark = book.marks.get(tick)
+    if (guard is not None and guard.covers(tick + spec.grace)) or (
+        mark is not None and mark.outcome is Outcome.UNKNOWN
+    ):
+        # its grace ended inside a monitor outage: the ping may have been sent in time and
+        # waited for the monitor (a stalled process, the kernel's queue). DESIGN §2: the
+        # tick's outcome is unknown (it comes before late) and nothing is raised.
+        if mark is None:
+            mark = TickMark(scheduled=tick, outcome=Outcome.UNKNOWN)
+            book.marks[tick] = mark
+            fx.new_marks.append(mark)
+    else:
+        run.late = True
 
 
 def _finish(
@@ -406,6 +475,10 @@ def _finish(
         and duration < spec.min_runtime
     )
     run.settle(too_fast=too_fast)
+    if kind is PingKind.UNKNOWN:
+        # its runner died with it: no longer in progress (later runs are not overlapped),
+        # and neither a bad nor a good outcome: no alert, both streaks as they were
+        return
     if run.early or state.paused or state.is_new:
         return  # an early run raises nothing by itself (DESIGN §5, rule 4c)
     if kind is PingKind.FAIL:

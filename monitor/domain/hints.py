@@ -24,7 +24,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from monitor.domain.schedules import validate_zone
+from monitor.domain.cron.schedules import validate_zone
 
 RUNS_CONSIDERED = 5
 """How many of the latest runs must agree (fewer runs: no hint)."""

@@ -17,7 +17,7 @@ from datetime import timedelta
 from enum import StrEnum
 from typing import Any
 
-from monitor.domain import schedules
+from monitor.domain.cron import schedules
 from monitor.domain.errors import ScheduleError, ValidationError, ZoneError
 
 NAME = re.compile(r"^[a-z0-9_-]+$")

@@ -26,7 +26,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from monitor.domain import schedules
+from monitor.domain.cron import schedules
 
 #: Longest occurrence of a recurring window (a week); longer mutes are one-off windows.
 MAX_DURATION = timedelta(days=7)

@@ -36,7 +36,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from enum import StrEnum
 
-from monitor.domain import schedules
+from monitor.domain.cron import schedules
 from monitor.domain.jobs import Catchup, ConcurrencyPolicy, Job
 
 
@@ -138,8 +138,33 @@ def plan(
     """
     if running < 0:
         raise ValueError("running must be >= 0")
-    pending = sorted(backlog)
     skips: list[tuple[Due, SkipReason]] = []
+    pending = _catch_up(rules, backlog, now, handover_window, skips)
+    candidates: list[Due] = []
+    for due in [*queued, *pending]:
+        if rules.starting_deadline is not None and now - due.tick > rules.starting_deadline:
+            skips.append((due, SkipReason.STARTING_DEADLINE))
+        else:
+            candidates.append(due)
+    start, queue, terminate = _by_policy(rules.policy, candidates, queued, running, skips)
+    return Plan(
+        start=tuple(start),
+        skip=tuple(sorted(skips, key=lambda s: s[0])),
+        queue=tuple(queue),
+        terminate_running=terminate,
+    )
+
+
+def _catch_up(
+    rules: Rules,
+    backlog: Sequence[Due],
+    now: datetime,
+    handover_window: timedelta,
+    skips: list[tuple[Due, SkipReason]],
+) -> list[Due]:
+    """The backlog ticks that may still run, oldest first: at most ``max_catchup``, and after
+    downtime only what the catch-up rule keeps (the rest are appended to ``skips``)."""
+    pending = sorted(backlog)
     if len(pending) > rules.max_catchup:
         cut = len(pending) - rules.max_catchup
         skips += [(d, SkipReason.MAX_CATCHUP) for d in pending[:cut]]
@@ -152,16 +177,21 @@ def plan(
         cut = len(pending) - keep
         skips += [(d, SkipReason.CATCHUP) for d in pending[:cut]]
         pending = pending[cut:]
-    candidates: list[Due] = []
-    for due in [*queued, *pending]:
-        if rules.starting_deadline is not None and now - due.tick > rules.starting_deadline:
-            skips.append((due, SkipReason.STARTING_DEADLINE))
-        else:
-            candidates.append(due)
+    return pending
+
+
+def _by_policy(
+    policy: ConcurrencyPolicy,
+    candidates: list[Due],
+    queued: Sequence[Due],
+    running: int,
+    skips: list[tuple[Due, SkipReason]],
+) -> tuple[list[Due], list[Due], bool]:
+    """The concurrency policy over the candidates: (start, queue, terminate running); the
+    ticks it skips are appended to ``skips``."""
     start: list[Due] = []
     queue: list[Due] = []
     terminate = False
-    policy = rules.policy
     if not candidates:
         pass
     elif policy is ConcurrencyPolicy.ALLOW and (
@@ -189,12 +219,7 @@ def plan(
             skips += [(d, SkipReason.BUFFER_FULL) for d in rest[1:]]
         else:
             queue = rest
-    return Plan(
-        start=tuple(start),
-        skip=tuple(sorted(skips, key=lambda s: s[0])),
-        queue=tuple(queue),
-        terminate_running=terminate,
-    )
+    return start, queue, terminate
 
 
 def overdue_ticks(
@@ -202,7 +227,7 @@ def overdue_ticks(
 ) -> tuple[list[datetime], bool]:
     """The newest ``limit`` ticks in ``(after, now]``, oldest first, through the schedule wrapper.
 
-    Walks back from ``now`` with :meth:`~monitor.domain.schedules.CronSchedule.prev_tick`, so the
+    Walks back from ``now`` with :meth:`~monitor.domain.cron.schedules.CronSchedule.prev_tick`, so the
     cost is bounded by ``limit`` however long the downtime was.
 
     Args:

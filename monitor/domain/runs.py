@@ -93,6 +93,8 @@ class Run:
             self.outcome = Outcome.TIMED_OUT
         elif self.finish_kind is PingKind.FAIL:
             self.outcome = Outcome.FAILED
+        elif self.finish_kind is PingKind.UNKNOWN:
+            self.outcome = Outcome.UNKNOWN
         elif too_fast:
             self.outcome = Outcome.TOO_FAST
         elif self.late:
@@ -285,33 +287,53 @@ def bind(
     if scheduled is not None and scheduled > received + spec.early_limit:
         raise ValidationError("scheduled", "is later than the ping's arrival plus the early tolerance")
     if isinstance(spec.schedule, SimpleSchedule):
-        # simple checks: the due instant current at the run's first ping (DESIGN §5).
-        if named is not None:
-            return Binding(tick=named.scheduled, run=named)
-        if kind.is_finish and rid is None:
-            oldest = _oldest_open_without_rid(spec, book, received)
-            if oldest is not None:
-                return Binding(tick=oldest.scheduled, run=oldest)
-        due = simple_due(spec, state)
-        return Binding(tick=due if due is not None else received)
+        return _bind_simple(spec, state, book, kind=kind, received=received, named=named, rid=rid)
 
     # Rule 1: an explicit logical run time.
     if scheduled is not None:
-        tick = tick_at_or_before(spec, state, scheduled)
-        if tick is None:
-            raise ValidationError("scheduled", "is before the schedule's first tick")
-        if named is not None and named.scheduled != tick:
-            raise ValidationError("scheduled", f"does not match run {rid}")
-        return Binding(tick=tick, run=named)
+        return _bind_scheduled(spec, state, scheduled, named, rid)
     # Rule 2: a rid that names a run.
     if named is not None:
         return Binding(tick=named.scheduled, run=named)
     # Rule 3: a finish while runs without rid are in progress -> the oldest such run.
-    if kind.is_finish and rid is None:
-        oldest = _oldest_open_without_rid(spec, book, received)
-        if oldest is not None:
-            return Binding(tick=oldest.scheduled, run=oldest)
-    # Rule 4: P, the latest tick <= received, or N, the next tick.
+    if kind.is_finish and rid is None and (oldest := _oldest_open_without_rid(spec, book, received)):
+        return Binding(tick=oldest.scheduled, run=oldest)
+    return _bind_nearest(spec, state, book, received)
+
+
+def _bind_scheduled(
+    spec: CheckSpec, state: CheckState, scheduled: datetime, named: Run | None, rid: str | None
+) -> Binding:
+    """Rule 1: the tick at or before the client's ``scheduled``, which the named run must share."""
+    tick = tick_at_or_before(spec, state, scheduled)
+    if tick is None:
+        raise ValidationError("scheduled", "is before the schedule's first tick")
+    if named is not None and named.scheduled != tick:
+        raise ValidationError("scheduled", f"does not match run {rid}")
+    return Binding(tick=tick, run=named)
+
+
+def _bind_simple(
+    spec: CheckSpec,
+    state: CheckState,
+    book: RunBook,
+    *,
+    kind: PingKind,
+    received: datetime,
+    named: Run | None,
+    rid: str | None,
+) -> Binding:
+    """Simple checks: the due instant current at the run's first ping (DESIGN §5)."""
+    if named is not None:
+        return Binding(tick=named.scheduled, run=named)
+    if kind.is_finish and rid is None and (oldest := _oldest_open_without_rid(spec, book, received)):
+        return Binding(tick=oldest.scheduled, run=oldest)
+    due = simple_due(spec, state)
+    return Binding(tick=due if due is not None else received)
+
+
+def _bind_nearest(spec: CheckSpec, state: CheckState, book: RunBook, received: datetime) -> Binding:
+    """Rule 4: P, the latest tick <= received, or N, the next tick (see :func:`bind`)."""
     previous = tick_at_or_before(spec, state, received)
     following = tick_after(spec, state, received)
     if previous is None:
@@ -341,9 +363,14 @@ def _oldest_open_without_rid(spec: CheckSpec, book: RunBook, received: datetime)
 def tick_outcome(book: RunBook, tick: datetime) -> Outcome | None:
     """A tick's outcome (DESIGN §2 precedence), or ``None`` while undecided.
 
-    skipped, unknown, missed (no run), duplicated, overlapped, the last run's timed_out or
-    failed, too_fast, incomplete (fewer than ``expected_runs``), late (first run ping after
-    tick + grace), else on_time. ``early`` runs are not runs of their tick here.
+    skipped, unknown, missed (no run), duplicated, overlapped, the last run's timed_out,
+    failed or unknown, too_fast, incomplete (fewer than ``expected_runs``), late (first run
+    ping after tick + grace), else on_time. ``early`` runs are not runs of their tick here.
+
+    A last run ended by an ``unknown`` ping (its runner died with it) leaves the tick
+    ``unknown``: it ran, so it is not missed, and nobody can say whether it did its work, so
+    it is neither failed nor a success (docs/design.md §5, as DESIGN §6 judges a tick the
+    monitor could not watch).
     """
     mark = book.marks.get(tick)
     if mark is not None and mark.outcome in (Outcome.SKIPPED, Outcome.UNKNOWN):
@@ -360,6 +387,8 @@ def tick_outcome(book: RunBook, tick: datetime) -> Outcome | None:
         return Outcome.TIMED_OUT
     if last.finish_kind is PingKind.FAIL:
         return Outcome.FAILED
+    if last.finish_kind is PingKind.UNKNOWN:
+        return Outcome.UNKNOWN
     if any(r.outcome is Outcome.TOO_FAST for r in runs):
         return Outcome.TOO_FAST
     if mark is not None and mark.outcome is Outcome.INCOMPLETE:

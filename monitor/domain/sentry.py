@@ -35,8 +35,8 @@ from enum import StrEnum
 from typing import Any
 from urllib.parse import urlsplit
 
-from monitor.domain import schedules
 from monitor.domain.checks import PingKind
+from monitor.domain.cron import schedules
 from monitor.domain.errors import ScheduleError, ZoneError
 
 SLUG_LENGTH = 50
@@ -465,59 +465,17 @@ def parse_monitor_config(config: Any) -> MonitorConfig:
     if not isinstance(schedule, dict):
         raise SentryError(400, "monitor_config.schedule", "is required (an object with type and value)")
     kind = schedule.get("type")
-    tz = config.get("timezone")
-    if tz is not None:
-        if not isinstance(tz, str):
-            raise SentryError(400, "monitor_config.timezone", f"must be a string, got {tz!r}")
-        try:
-            schedules.validate_zone(tz)
-        except ZoneError as error:
-            raise SentryError(400, "monitor_config.timezone", str(error)) from None
+    tz = _config_zone(config)
     parsed: tuple[str, str | int]
     if kind == "crontab":
-        value = schedule.get("value")
-        if not isinstance(value, str) or not value.strip():
-            raise SentryError(400, "monitor_config.schedule.value", "must be a crontab expression (a string)")
-        expression = " ".join(value.split())
-        try:
-            schedules.parse_cron(expression, "unix", tz or "UTC")
-        except ScheduleError as error:
-            raise SentryError(400, "monitor_config.schedule.value", str(error)) from None
-        except ZoneError as error:  # pragma: no cover - the zone was validated above
-            raise SentryError(400, "monitor_config.timezone", str(error)) from None
-        parsed = ("crontab", expression)
+        parsed = ("crontab", _crontab_value(schedule, tz))
     elif kind == "interval":
-        value = schedule.get("value")
-        if isinstance(value, str) and value.strip().isdigit():
-            value = int(value)  # Sentry's docs show "value": "2"
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise SentryError(
-                400, "monitor_config.schedule.value", f"must be a whole number at least 1, got {value!r}"
-            )
-        unit = schedule.get("unit")
-        if unit not in INTERVAL_UNITS:
-            raise SentryError(
-                400,
-                "monitor_config.schedule.unit",
-                f"must be one of {', '.join(INTERVAL_UNITS)}, got {unit!r}",
-            )
-        seconds = value * INTERVAL_UNITS[unit]
-        if seconds > MAX_PERIOD:
-            raise SentryError(400, "monitor_config.schedule", "an interval may be at most one year")
-        parsed = ("interval", seconds)
+        parsed = ("interval", _interval_seconds(schedule))
     else:
         raise SentryError(400, "monitor_config.schedule.type", f"must be crontab or interval, got {kind!r}")
     margin = _whole(config, "checkin_margin", 0, MINUTES_LIMIT)
     runtime = _whole(config, "max_runtime", 1, MINUTES_LIMIT)
-    owner = config.get("owner")
-    if owner is not None and (
-        not isinstance(owner, str)
-        or len(owner) > 200
-        or any(c.isspace() for c in owner)
-        or not owner.isprintable()
-        or not _encodable(owner)
-    ):
-        raise SentryError(400, "monitor_config.owner", "must be a string without spaces (user:… or team:…)")
+    owner = _owner(config)
     return MonitorConfig(
         schedule=parsed,
         # our grace is at least one second: a margin of 0 minutes is the smallest we have
@@ -528,6 +486,70 @@ def parse_monitor_config(config: Any) -> MonitorConfig:
         recovery_threshold=_whole(config, "recovery_threshold", 1, 1000),
         owner=owner or None,
     )
+
+
+def _config_zone(config: dict[str, Any]) -> str | None:
+    """``monitor_config.timezone``: an IANA zone name, or ``None`` when absent."""
+    tz = config.get("timezone")
+    if tz is not None:
+        if not isinstance(tz, str):
+            raise SentryError(400, "monitor_config.timezone", f"must be a string, got {tz!r}")
+        try:
+            schedules.validate_zone(tz)
+        except ZoneError as error:
+            raise SentryError(400, "monitor_config.timezone", str(error)) from None
+    return tz
+
+
+def _crontab_value(schedule: dict[str, Any], tz: str | None) -> str:
+    """A ``crontab`` schedule's expression (white space folded), as our ``unix`` dialect reads it."""
+    value = schedule.get("value")
+    if not isinstance(value, str) or not value.strip():
+        raise SentryError(400, "monitor_config.schedule.value", "must be a crontab expression (a string)")
+    expression = " ".join(value.split())
+    try:
+        schedules.parse_cron(expression, "unix", tz or "UTC")
+    except ScheduleError as error:
+        raise SentryError(400, "monitor_config.schedule.value", str(error)) from None
+    except ZoneError as error:  # pragma: no cover - the zone was validated above
+        raise SentryError(400, "monitor_config.timezone", str(error)) from None
+    return expression
+
+
+def _interval_seconds(schedule: dict[str, Any]) -> int:
+    """An ``interval`` schedule's period in seconds (``value`` times ``unit``), at most a year."""
+    value = schedule.get("value")
+    if isinstance(value, str) and value.strip().isdigit():
+        value = int(value)  # Sentry's docs show "value": "2"
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise SentryError(
+            400, "monitor_config.schedule.value", f"must be a whole number at least 1, got {value!r}"
+        )
+    unit = schedule.get("unit")
+    if unit not in INTERVAL_UNITS:
+        raise SentryError(
+            400,
+            "monitor_config.schedule.unit",
+            f"must be one of {', '.join(INTERVAL_UNITS)}, got {unit!r}",
+        )
+    seconds = value * INTERVAL_UNITS[unit]
+    if seconds > MAX_PERIOD:
+        raise SentryError(400, "monitor_config.schedule", "an interval may be at most one year")
+    return seconds
+
+
+def _owner(config: dict[str, Any]) -> str | None:
+    """``monitor_config.owner``: ``user:…`` or ``team:…`` without spaces, or ``None``."""
+    owner = config.get("owner")
+    if owner is not None and (
+        not isinstance(owner, str)
+        or len(owner) > 200
+        or any(c.isspace() for c in owner)
+        or not owner.isprintable()
+        or not _encodable(owner)
+    ):
+        raise SentryError(400, "monitor_config.owner", "must be a string without spaces (user:… or team:…)")
+    return owner
 
 
 def query_check_in(monitor_slug: str, query: dict[str, str]) -> CheckIn:

@@ -11,9 +11,10 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
+import msgspec
 from litestar import Controller, Request, Response, get
 from litestar.handlers import asgi
-from sqlalchemy import select, text
+from litestar.openapi.datastructures import ResponseSpec
 
 from monitor import __version__
 from monitor.http.api.channels import ChannelsController
@@ -24,20 +25,55 @@ from monitor.http.cron import CronController
 from monitor.http.metrics import metrics
 from monitor.http.ping import PingApp
 from monitor.http.sentry import route_handlers as sentry_routes
+from monitor.services import status
 from monitor.services.ingest import IngestWriter
-from monitor.storage import cluster, leases
-from monitor.storage import tables as t
 
 logger = logging.getLogger(__name__)
 
 
-@get("/health", summary="Process up", include_in_schema=True)
-async def health() -> dict[str, str]:
-    return {"status": "ok", "version": __version__}
+class Health(msgspec.Struct, frozen=True):
+    status: str
+    """Always ``ok``: the process answers."""
+    version: str
 
 
-@get("/ready", summary="Database reachable; leases", include_in_schema=True)
-async def ready(request: Request[Any, Any, Any]) -> Response[dict[str, Any]]:
+class Lease(msgspec.Struct, frozen=True):
+    name: str
+    holder: str | None
+    token: int | None
+    """The fencing token of the latest grant."""
+    expires_at: str | None
+    """ISO 8601 UTC (``Z``)."""
+
+
+class Readiness(msgspec.Struct, frozen=True):
+    database: str
+    """``ok``."""
+    shards: int
+    leases: list[Lease]
+    evaluator_lag_s: float
+
+
+class Unready(msgspec.Struct, frozen=True):
+    database: str
+    """``unreachable: <error type>``."""
+
+
+@get("/health", summary="Process up", include_in_schema=True, tags=["operations"])
+async def health() -> Health:
+    return Health(status="ok", version=__version__)
+
+
+@get(
+    "/ready",
+    summary="Database reachable; leases",
+    include_in_schema=True,
+    tags=["operations"],
+    responses={
+        503: ResponseSpec(Unready, description="The database does not answer", generate_examples=False)
+    },
+)
+async def ready(request: Request[Any, Any, Any]) -> Response[Readiness]:
     """``{"database": "ok", "shards", "leases", "evaluator_lag_s"}`` (DESIGN §6); 503 with
     ``{"database": "unreachable: …"}`` when the database does not answer.
 
@@ -50,30 +86,22 @@ async def ready(request: Request[Any, Any, Any]) -> Response[dict[str, Any]]:
     """
     services = services_of(request.app.state)
     try:
-        async with services.engine.connect() as conn:
-            await conn.execute(text("SELECT 1"))
-            oldest = (
-                await conn.execute(
-                    select(t.checks.c.next_due)
-                    .where(t.checks.c.next_due.is_not(None))
-                    .order_by(t.checks.c.next_due)
-                    .limit(1)
-                )
-            ).scalar_one_or_none()
-            # the count every evaluator uses is the database's, not this process's MONITOR_SHARDS
-            stored_shards = await cluster.stored_shard_count(conn)
-        lease_rows = await leases.list_leases(services.engine)
+        found = await status.readiness(services.engine)
     except Exception as error:
-        return Response({"database": f"unreachable: {type(error).__name__}"}, status_code=503)
+        unready = Unready(database=f"unreachable: {type(error).__name__}")
+        return Response(unready, status_code=503)  # type: ignore[arg-type]
     now = services.clock.now()
+    oldest = found.oldest_due
     lag = max(0.0, (now - oldest).total_seconds()) if oldest is not None else 0.0
+    # the count every evaluator uses is the database's, not this process's MONITOR_SHARDS
+    stored_shards = found.stored_shards
     return Response(
-        {
-            "database": "ok",
-            "shards": stored_shards if stored_shards is not None else services.settings.shards,
-            "leases": lease_rows,
-            "evaluator_lag_s": round(lag, 3),
-        }
+        Readiness(
+            database="ok",
+            shards=stored_shards if stored_shards is not None else services.settings.shards,
+            leases=msgspec.convert(found.leases, list[Lease]),
+            evaluator_lag_s=round(lag, 3),
+        )
     )
 
 
@@ -142,8 +170,7 @@ async def api_status(request: Request[Any, Any, Any]) -> Response[str]:
     probes); 503 when the database does not. No key. ``/ready`` tells more."""
     services = services_of(request.app.state)
     try:
-        async with services.engine.connect() as conn:
-            await conn.execute(text("SELECT 1"))
+        await status.database_answers(services.engine)
     except Exception as error:
         return Response(
             f"database unreachable: {type(error).__name__}", status_code=503, media_type="text/plain"

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import logging
+import re
 from typing import Any
 
 from litestar import MediaType, Request, Response
-from litestar.exceptions import HTTPException
+from litestar.exceptions import HTTPException, SerializationException
 from litestar.exceptions import ValidationException as LitestarValidation
 from litestar.response import Template
 
@@ -18,8 +19,8 @@ __all__ = ["EXCEPTION_HANDLERS", "Forbidden", "NotAuthenticated", "PayloadTooLar
 logger = logging.getLogger(__name__)
 
 
-def _json(status: int, message: str) -> Response[dict[str, str]]:
-    return Response({"error": message}, status_code=status, media_type=MediaType.JSON)
+def _json(status: int, message: str, headers: dict[str, str] | None = None) -> Response[dict[str, str]]:
+    return Response({"error": message}, status_code=status, media_type=MediaType.JSON, headers=headers)
 
 
 def handle_validation(_: Request[Any, Any, Any], exc: ValidationError) -> Response[dict[str, str]]:
@@ -57,11 +58,31 @@ def handle_too_large(_: Request[Any, Any, Any], exc: PayloadTooLarge) -> Respons
 def handle_litestar_validation(
     _: Request[Any, Any, Any], exc: LitestarValidation
 ) -> Response[dict[str, str]]:
+    """A typed parameter or body (a msgspec Struct) Litestar refused: the first problem, named
+    as our own errors name it (``url: Expected `str`, got `int```, ``body: must be a JSON
+    object``, ``url: is required``)."""
     detail = exc.extra if isinstance(exc.extra, list) and exc.extra else None
     if detail and isinstance(detail[0], dict):
-        key = detail[0].get("key") or detail[0].get("source") or "request"
-        return _json(400, f"{key}: {detail[0].get('message', exc.detail)}")
+        key = str(detail[0].get("key") or detail[0].get("source") or "request")
+        message = str(detail[0].get("message", exc.detail))
+        body = detail[0].get("source") == "body" or key == "data"
+        missing = MISSING_FIELD_RE.match(message)
+        if missing:
+            key, message = (missing[1] if key in ("data", "body") else f"{key}.{missing[1]}"), "is required"
+        elif body and key in ("data", "body"):
+            key = "body"
+            if message.startswith("Expected `object`"):
+                message = "must be a JSON object"
+            elif message == "'data'":  # no body at all
+                message = "is required: a JSON object"
+        field, bracket, rest = key.partition("[")
+        if bracket:  # kinds[0] → "kinds: [0] Expected …": the field first, as everywhere else
+            key, message = field, f"[{rest} {message}"
+        return _json(400, f"{key}: {message}")
     return _json(400, f"request: {exc.detail}")
+
+
+MISSING_FIELD_RE = re.compile(r"^Object missing required field `([^`]+)`")
 
 
 def _wants_page(request: Request[Any, Any, Any]) -> bool:
@@ -85,9 +106,27 @@ def handle_http(request: Request[Any, Any, Any], exc: HTTPException) -> Response
         )
     if exc.status_code == 404:
         return _json(404, f"path: no such resource {request.url.path}")
+    if isinstance(exc.__cause__, SerializationException):  # a typed body that is no JSON
+        return _json(400, f"body: invalid JSON ({exc.detail})")
     if exc.status_code == 405:
-        return _json(405, f"method: {request.method} is not allowed on {request.url.path}")
-    return _json(exc.status_code, f"request: {str(exc.detail).lower()}")
+        # RFC 9110 §15.5.6: a 405 names the methods the resource has (Litestar's routing puts them in
+        # the exception's headers)
+        allow = (exc.headers or {}).get("allow") or (exc.headers or {}).get("Allow")
+        return _json(
+            405,
+            f"method: {request.method} is not allowed on {request.url.path}",
+            {"Allow": allow} if allow else None,
+        )
+    headers = {k: v for k, v in (exc.headers or {}).items() if k.lower() in ("retry-after", "allow")}
+    return _json(exc.status_code, f"request: {str(exc.detail).lower()}", headers or None)
+
+
+def handle_recursion(request: Request[Any, Any, Any], exc: RecursionError) -> Response[dict[str, str]]:
+    """msgspec decoding a typed body nested thousands deep overflows the stack before any
+    handler runs: that body is bad input (as ``json_body`` says), not a server error."""
+    if request.headers.get("content-length", "0") not in ("", "0") or "transfer-encoding" in request.headers:
+        return _json(400, "body: invalid JSON (nested too deeply)")
+    return handle_unexpected(request, exc)
 
 
 def handle_unexpected(request: Request[Any, Any, Any], exc: Exception) -> Response[dict[str, str]]:
@@ -106,5 +145,6 @@ EXCEPTION_HANDLERS = {
     PayloadTooLarge: handle_too_large,
     LitestarValidation: handle_litestar_validation,
     HTTPException: handle_http,
+    RecursionError: handle_recursion,
     Exception: handle_unexpected,
 }

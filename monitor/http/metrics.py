@@ -60,19 +60,13 @@ from prometheus_client.metrics_core import (
     Metric,
     SummaryMetricFamily,
 )
-from sqlalchemy import case, func, select
-from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from monitor import __version__
-from monitor.domain import detection
 from monitor.domain.checks import Status
 from monitor.domain.shards import LEASE_PREFIX
 from monitor.http.api.common import services_of
-from monitor.services import checks as check_service
-from monitor.services import sweeps
+from monitor.services import Engine, status, sweeps
 from monitor.services.outages import outage_gap
-from monitor.storage import cluster, repositories
-from monitor.storage import tables as t
 
 logger = logging.getLogger(__name__)
 
@@ -120,128 +114,36 @@ class Snapshot:
     sweeps: sweeps.SweepStats | None = None
 
 
-def _status_case(now: datetime) -> Any:
-    """A check's status in SQL, as :func:`monitor.domain.detection.status` decides it."""
-    c = t.checks.c
-    return case(
-        (c.paused, Status.PAUSED.value),
-        (c.watch_from.is_(None), Status.NEW.value),
-        (c.episode_key.is_not(None), Status.DOWN.value),
-        (c.pending_tick.is_not(None) & (c.pending_tick <= now), Status.GRACE.value),
-        else_=Status.UP.value,
-    )
-
-
-async def _checks_by_status(conn: AsyncConnection, now: datetime) -> tuple[tuple[str, int], ...]:
-    status = _status_case(now).label("status")
-    rows = await conn.execute(select(status, func.count()).select_from(t.checks).group_by(status))
-    counts = {str(k): int(n) for k, n in rows}
-    return tuple((value.value, counts.get(value.value, 0)) for value in Status)
-
-
-async def _started_count(conn: AsyncConnection, now: datetime) -> int:
-    """Checks with a run in progress (open runs are few: the partial index ``ix_runs_open``)."""
-    rows = await conn.execute(
-        select(t.runs.c.check_id, t.runs.c.started_at, t.checks.c.max_runtime)
-        .join(t.checks, t.checks.c.id == t.runs.c.check_id)
-        .where(t.runs.c.outcome.is_(None))
-        .where(t.runs.c.started_at.is_not(None))
-    )
-    return len({cid for cid, at, limit in rows if (now - at).total_seconds() <= limit})
-
-
 async def read_snapshot(
-    engine: AsyncEngine, now: datetime, shards: int, ttl: timedelta, *, per_check: bool = False
+    engine: Engine, now: datetime, shards: int, ttl: timedelta, *, per_check: bool = False
 ) -> Snapshot:
-    """Read everything ``/metrics`` exports in one connection (each query is an index lookup
-    or a scan of a table with one row per lease or process).
+    """Read everything ``/metrics`` exports in one unit of work
+    (:func:`monitor.services.status.metric_counts`).
 
     Args:
         per_check: also read every check (``MONITOR_METRICS_PER_CHECK``); otherwise only their
             counts by status, grouped in the database, so a scrape stays small at 100k checks.
     """
-    async with engine.connect() as conn:
-        lease_rows = (
-            await conn.execute(
-                select(t.leases.c.name, t.leases.c.holder, t.leases.c.token, t.leases.c.expires_at).order_by(
-                    t.leases.c.name
-                )
-            )
-        ).all()
-        oldest = (
-            await conn.execute(
-                select(t.checks.c.next_due)
-                .where(t.checks.c.next_due.is_not(None))
-                .order_by(t.checks.c.next_due)
-                .limit(1)
-            )
-        ).scalar_one_or_none()
-        due = (
-            await conn.execute(select(func.count()).select_from(t.checks).where(t.checks.c.next_due < now))
-        ).scalar_one()
-        replicas = (
-            await conn.execute(
-                select(func.count())
-                .select_from(t.replicas)
-                .where(t.replicas.c.role == "evaluator")
-                .where(t.replicas.c.renewed_at >= now - ttl)
-            )
-        ).scalar_one()
-        live = (
-            await conn.execute(
-                select(func.count())
-                .select_from(t.liveness)
-                .where(t.liveness.c.renewed_at >= now - outage_gap(ttl))
-            )
-        ).scalar_one()
-        last_liveness = (await conn.execute(select(func.max(t.liveness.c.renewed_at)))).scalar_one_or_none()
-        outages = (await conn.execute(select(func.count()).select_from(t.outages))).scalar_one()
-        check_rows: list[dict[str, Any]] = []
-        started: set[int] = set()
-        if per_check:
-            check_rows = [dict(r) for r in (await conn.execute(select(t.checks))).mappings().all()]
-            started = await check_service.started_checks(conn, check_rows, now)
-        by_status = await _checks_by_status(conn, now)
-        started_count = await _started_count(conn, now)
-
-        async def grouped(column: Any) -> tuple[tuple[str, int], ...]:
-            rows = await conn.execute(select(column, func.count()).group_by(column).order_by(column))
-            return tuple((str(k), int(n)) for k, n in rows)
-
-        pings_by_kind = await grouped(t.pings.c.kind)
-        alerts_by_kind = await grouped(t.alerts.c.kind)
-        notifications_by_status = await grouped(t.notifications.c.status)
-        attempts = await grouped(t.notification_attempts.c.ok)
+    counts = await status.metric_counts(engine, now, ttl, per_check=per_check)
     return Snapshot(
         shards=shards,
         now=now,
-        leases=tuple(LeaseRow(r[0], r[1], int(r[2]), r[3]) for r in lease_rows),
-        oldest_due=oldest,
-        checks_due=int(due),
-        evaluator_replicas=int(replicas),
-        live_processes=int(live),
-        last_liveness=last_liveness,
-        outages=int(outages),
+        leases=tuple(LeaseRow(*lease) for lease in counts.leases),
+        oldest_due=counts.oldest_due,
+        checks_due=counts.checks_due,
+        evaluator_replicas=counts.evaluator_replicas,
+        live_processes=counts.live_processes,
+        last_liveness=counts.last_liveness,
+        outages=counts.outages,
         ttl=ttl,
-        checks=tuple(
-            CheckRow(
-                r["uuid"],
-                r["name"],
-                detection.status(repositories.state_of(r), now).value,
-                r["id"] in started,
-                r["last_ping_at"],
-            )
-            for r in check_rows
-        ),
+        checks=tuple(CheckRow(c.uuid, c.name, c.status, c.started, c.last_ping_at) for c in counts.checks),
         per_check=per_check,
-        checks_by_status=by_status,
-        checks_started=started_count,
-        pings_by_kind=pings_by_kind,
-        alerts_by_kind=alerts_by_kind,
-        notifications_by_status=notifications_by_status,
-        attempts_by_result=tuple(
-            ("ok" if key in ("True", "1", "true") else "error", n) for key, n in attempts
-        ),
+        checks_by_status=counts.checks_by_status,
+        checks_started=counts.checks_started,
+        pings_by_kind=counts.pings_by_kind,
+        alerts_by_kind=counts.alerts_by_kind,
+        notifications_by_status=counts.notifications_by_status,
+        attempts_by_result=counts.attempts_by_result,
         sweeps=sweeps.snapshot(),
     )
 
@@ -452,8 +354,8 @@ async def metrics(request: Request[Any, Any, Any]) -> Response[Any]:
             return refused
     ttl = timedelta(seconds=settings.lease_ttl)
     try:
-        async with services.engine.connect() as conn:  # the database's count, not MONITOR_SHARDS
-            shards = await cluster.stored_shard_count(conn) or settings.shards
+        # the database's count, not MONITOR_SHARDS
+        shards = await status.stored_shards(services.engine) or settings.shards
         snapshot = await read_snapshot(
             services.engine, services.clock.now(), shards, ttl, per_check=services.settings.metrics_per_check
         )

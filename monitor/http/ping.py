@@ -28,7 +28,13 @@ Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
 Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
 
 SLUG_RE = re.compile(r"^[a-z0-9_-]{1,100}$")
-ACTIONS = {"start": PingKind.START, "fail": PingKind.FAIL, "log": PingKind.LOG, "skip": PingKind.SKIP}
+ACTIONS = {
+    "start": PingKind.START,
+    "fail": PingKind.FAIL,
+    "unknown": PingKind.UNKNOWN,
+    "log": PingKind.LOG,
+    "skip": PingKind.SKIP,
+}
 
 
 class BadPing(Exception):

@@ -28,13 +28,22 @@ from datetime import datetime
 from typing import Any
 
 import brotli
+import msgspec
 from litestar import Request, Response, get, post, route
+from litestar.di import Provide
 from litestar.handlers import HTTPRouteHandler
 from sqlalchemy import select
 
 from monitor.domain import sentry as domain
 from monitor.domain.sentry import CheckIn, SentryError
-from monitor.http.api.common import authenticate, services_of
+from monitor.http.api.common import (
+    API_KEY,
+    API_KEY_SECURITY,
+    ApiKey,
+    error_responses,
+    provide_api_key,
+    services_of,
+)
 from monitor.services import sentry as service
 from monitor.services.ingest import IngestWriter, PingAnswer, PingRequest
 from monitor.settings import Settings
@@ -276,17 +285,31 @@ class SentryIngest:
         return Response({"id": check_in.answer_id}, status_code=202)
 
 
-@get("/api/v3/project", summary="The API key's project and its Sentry DSN")
-async def project_info(request: Request[Any, Any, Any]) -> dict[str, Any]:
+class ProjectInfo(msgspec.Struct, frozen=True):
+    id: int
+    name: str
+    sentry_dsn: str | None
+    """The DSN a Sentry SDK sends this project's check-ins to (null when the project has no key)."""
+
+
+@get(
+    "/api/v3/project",
+    summary="The API key's project and its Sentry DSN",
+    tags=["project"],
+    dependencies={API_KEY: Provide(provide_api_key)},
+    security=API_KEY_SECURITY,
+    responses=error_responses(401),
+)
+async def project_info(request: Request[Any, Any, Any], key: ApiKey) -> ProjectInfo:
     """``{"id", "name", "sentry_dsn"}`` of the key's project (read-only keys may ask)."""
-    found = await authenticate(request, write=False)
+    found = key
     services = services_of(request.app.state)
     async with services.engine.connect() as conn:
         name = (
             await conn.execute(select(t.projects.c.name).where(t.projects.c.id == found.project_id))
         ).scalar_one()
         dsn = await service.project_dsn(conn, found.project_id, services.settings.base_url)
-    return {"id": found.project_id, "name": name, "sentry_dsn": dsn}
+    return ProjectInfo(id=found.project_id, name=name, sentry_dsn=dsn)
 
 
 def route_handlers(writer: Callable[[], IngestWriter]) -> list[HTTPRouteHandler]:

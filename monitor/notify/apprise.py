@@ -13,12 +13,12 @@ is all a caller usually reads). :class:`AppriseNotifier` therefore
 * adds the message's ``json_fields`` to ``json://`` / ``jsons://`` payloads as top-level
   fields, through Apprise's ``:key=value`` URL tokens;
 * re-checks, when private targets are not allowed, that the target's host does not
-  resolve to a private, loopback, link-local or reserved address — before the send (a clear
-  error naming the host) and again at connect time: every socket the send opens checks the
-  *peer address it actually connects to* (after DNS resolution), so a name that resolved to a
-  public address for the check and to 127.0.0.1 a moment later (DNS rebinding) is refused.
+  resolve to a private, loopback, link-local or reserved address — before the send and again
+  at connect time (the egress guard, :mod:`monitor.notify.egress`).
 
-The module-level helpers validate, mask and vet channel URLs for the management API.
+:class:`AppriseChannelUrls` is the ``ChannelUrls`` port on Apprise's URL rules; the rules
+themselves live in :mod:`monitor.notify.urls` (validation, targets), :mod:`monitor.notify.masking`
+(secrets) and :mod:`monitor.notify.egress` (private targets).
 """
 
 from __future__ import annotations
@@ -26,31 +26,38 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
-import functools
 import importlib
-import ipaddress
 import logging
 import re
-import socket
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from http import HTTPStatus
 from typing import Any
-from urllib.parse import quote, unquote, urlsplit
 
 import apprise
 
 from monitor.domain.errors import ValidationError
 from monitor.domain.messages import Message
 from monitor.notify.base import DeliveryResult
+from monitor.notify.egress import Resolver, check_private_target, connect_guard, install_egress_guard
+from monitor.notify.masking import MASK, has_masked_secrets, mask_url, redact, url_secrets
+from monitor.notify.urls import (
+    ASSET,
+    EMAIL_SCHEMES,
+    FORM_SCHEMES,
+    JSON_SCHEMES,
+    plugin_for,
+    scheme_of,
+    service_label,
+    validate_apprise_url,
+    with_json_fields,
+)
+
+__all__ = ["AppriseChannelUrls", "AppriseNotifier"]
 
 logger = logging.getLogger(__name__)
-
-EMAIL_SCHEMES = frozenset({"mailto", "mailtos"})
-JSON_SCHEMES = frozenset({"json", "jsons"})
-FORM_SCHEMES = frozenset({"form", "forms", "xml", "xmls"})
 
 #: Plain text for these (email readers, JSON/form/XML consumers: a program, not a chat
 #: client, reads the body); Markdown for everything else.
@@ -72,367 +79,7 @@ _NOTIFY_TYPES = {
     "test": apprise.NotifyType.INFO,
 }
 
-# Memory-only storage: delivery must not write Apprise caches to disk.
-# Apprise 2.x runs a send with a deadline (its default service_timeout of 60 s, or
-# notify(timeout=...)) on a process-wide pool of cpu+4 threads, which a few hung targets fill
-# for every channel. With no deadline and async_mode off it sends in the calling thread, one of
-# ours; the plugin's socket timeouts and wait_for in send() bound it instead.
-_ASSET = apprise.AppriseAsset(storage_mode="memory", async_mode=False, service_timeout=0)
-
 _HTTP_ERROR = re.compile(r"error=(\d{3})\b")
-
-
-# --------------------------------------------------------------------------- URL helpers
-
-
-def _scheme(url: str) -> str:
-    return url.split("://", 1)[0].strip().lower() if "://" in url else ""
-
-
-def _instantiate(url: str) -> Any:
-    """The Apprise plugin for ``url``, or ``None`` when Apprise cannot parse it."""
-    return apprise.Apprise.instantiate(url, asset=_ASSET, suppress_exceptions=True)
-
-
-def validate_apprise_url(url: str) -> None:
-    """Check that Apprise can parse a channel URL.
-
-    Args:
-        url: an Apprise URL such as ``"json://hooks.example.com/alerts"`` or
-            ``"mailtos://user:pass@example.com?to=oncall@example.com"``.
-
-    Raises:
-        ValidationError: field ``"url"``: empty, no ``scheme://``, a scheme Apprise does not
-            know, a URL its plugin rejects, or a port outside 1-65535.
-    """
-    if not url or not url.strip():
-        raise ValidationError("url", "must not be empty")
-    scheme = _scheme(url)
-    if not scheme:
-        raise ValidationError("url", "not an Apprise URL (expected <service>://...)")
-    plugin = _instantiate(url)
-    if plugin is None:
-        raise ValidationError("url", f"Apprise cannot parse this {scheme}:// URL")
-    port = getattr(plugin, "port", None)
-    if isinstance(port, int) and not 1 <= port <= 65535:  # Apprise itself lets 99999 through
-        raise ValidationError("url", f"port {port} is out of range 1-65535")
-
-
-#: What a masked secret looks like in a channel URL (Apprise's privacy rendering uses it too).
-MASK = "****"
-
-#: Query parameter names that carry secrets (matched anywhere in the name, any case):
-#: ``token``, ``access_token``, ``apikey``, ``api_key``, ``secret``, ``password``, ``auth`` …
-_SECRET_PARAM = re.compile(r"token|key|secret|pass|pwd|auth|sig|credential|session|cookie|bearer", re.I)
-
-
-def _secret_param(name: str) -> bool:
-    """Whether a query parameter's value is a secret: an HTTP header (``+name`` on json/form/xml
-    URLs), a passed-through GET argument (``-name``), or a name that looks like a secret."""
-    name = unquote(name)
-    return name[:1] in ("+", "-") or _SECRET_PARAM.search(name) is not None
-
-
-def _mask_query(url: str) -> str:
-    """``url`` with the value of every secret-looking query parameter replaced by :data:`MASK`."""
-    base, hash_, fragment = url.partition("#")
-    head, question, query = base.partition("?")
-    if not question:
-        return url
-    parts = []
-    for item in query.split("&"):
-        name, equals, value = item.partition("=")
-        parts.append(f"{name}={MASK}" if equals and value and _secret_param(name) else item)
-    return f"{head}?{'&'.join(parts)}{hash_}{fragment}"
-
-
-def _secret_values(url: str) -> list[str]:
-    """The values (as written and percent-decoded) of ``url``'s secret-looking query parameters."""
-    query = url.partition("#")[0].partition("?")[2]
-    values: set[str] = set()
-    for item in query.split("&"):
-        name, equals, value = item.partition("=")
-        if equals and value and _secret_param(name):
-            values |= {value, unquote(value), unquote(value.replace("+", " "))}
-    return [v for v in values if len(v) >= 3]
-
-
-def mask_url(url: str) -> str:
-    """Render a channel URL with its secrets hidden, for API responses, the dashboard and logs.
-
-    Uses Apprise's privacy rendering (``plugin.url(privacy=True)``): passwords become
-    ``****`` and tokens keep only their first and last characters. On top of that,
-    the values of HTTP headers (``+Authorization=…``), passed-through arguments (``-X-Token=…``)
-    and of every query parameter whose name looks secret (``token``, ``key``, ``secret``,
-    ``password``, ``auth``, ``apikey`` …) become ``****``.
-
-    Args:
-        url: an Apprise URL, possibly holding passwords or tokens.
-
-    Returns:
-        The masked URL. A URL Apprise cannot parse is reduced to ``"<scheme>://****"``
-        (or ``"****"``), since any part of it might be a secret.
-    """
-    plugin = _instantiate(url)
-    if plugin is None:
-        scheme = _scheme(url)
-        return f"{scheme}://{MASK}" if scheme else MASK
-    return _mask_query(str(plugin.url(privacy=True)))
-
-
-def has_masked_secrets(url: str) -> bool:
-    """Whether ``url`` carries :data:`MASK` (a masked URL sent back by a client)."""
-    return MASK in url or quote(MASK, safe="") in url
-
-
-_URL_PARTS = re.compile(r"[/:@?&=#+,;]+")
-
-
-def url_secrets(url: str) -> list[str]:
-    """The parts of an Apprise URL that :func:`mask_url` hides (passwords, tokens, headers).
-
-    Every piece of ``url`` between delimiters (``/ : @ ? & = # + , ;``) that is 3+ characters
-    long and does not appear in :func:`mask_url`'s rendering counts as a secret, and so does
-    each secret-looking query parameter's whole value (``Bearer X`` as well as ``X``). Longest
-    first, so :func:`redact` replaces a token before any part of it.
-
-    Args:
-        url: an Apprise URL.
-    """
-    masked = mask_url(url)
-    parts = {unquote(p) for p in _URL_PARTS.split(url.split("://", 1)[-1]) if len(p) >= 3}
-    parts |= {p for p in _URL_PARTS.split(url.split("://", 1)[-1]) if len(p) >= 3}
-    found = {p for p in parts if p not in masked and unquote(p) not in unquote(masked)}
-    found |= set(_secret_values(url))
-    found.discard(MASK)
-    return sorted(found, key=len, reverse=True)
-
-
-def redact(text: str, secrets: list[str]) -> str:
-    """``text`` with every secret replaced by ``****`` (error texts and log lines)."""
-    for secret in secrets:
-        text = text.replace(secret, "****")
-    return text
-
-
-def _target_host(url: str) -> tuple[str, int | None] | None:
-    """The host (and port) a delivery to ``url`` connects to, if the URL chooses one.
-
-    Services whose endpoint is fixed by Apprise (``slack://``, ``discord://``, ``tgram://``
-    ...) return ``None``: their URL "host" is a token, not a place to connect to.
-    """
-    plugin = _instantiate(url)
-    if plugin is None:
-        parts = urlsplit(url)
-        return (parts.hostname, parts.port) if parts.hostname else None
-    smtp_host = getattr(plugin, "smtp_host", None)
-    if smtp_host:
-        return str(smtp_host), getattr(plugin, "port", None)
-    if "host" not in getattr(plugin, "template_tokens", {}):
-        return None
-    host = getattr(plugin, "host", None)
-    return (str(host), getattr(plugin, "port", None)) if host else None
-
-
-@functools.lru_cache(maxsize=4096)
-def target_key(url: str) -> str:
-    """Where a delivery to ``url`` goes, as a key for per-target concurrency limits.
-
-    ``host:port`` for URLs that name a host (``json://``, ``mailtos://`` …), else the scheme
-    (``slack``, ``discord``: one service endpoint). Cached: channels are few, sends many.
-    """
-    try:
-        target = _target_host(url)
-    except Exception:  # an unparseable URL fails at send time; any key will do here
-        target = None
-    if target is None:
-        return _scheme(url)
-    host, port = target
-    return f"{host}:{port}" if port else host
-
-
-def service_label(url: str) -> str:
-    """A short label for a channel URL: Apprise's service name plus the host it delivers to
-    (``"JSON hooks.example.com"``, ``"Email smtp.example.com"``, ``"Telegram"``). Never a
-    secret: fixed-endpoint services (whose URL "host" is a token) get the service name only."""
-    plugin = _instantiate(url)
-    if plugin is None:
-        return _scheme(url) or "channel"
-    service = str(getattr(plugin, "service_name", "") or _scheme(url) or "channel")
-    target = _target_host(url)
-    return f"{service} {target[0]}" if target else service
-
-
-def _non_public(ip: ipaddress.IPv4Address | ipaddress.IPv6Address) -> bool:
-    """Whether ``ip`` is not a public unicast address.
-
-    Covers loopback (127/8, ::1), private (10/8, 172.16/12, 192.168/16, fc00::/7 incl.
-    fd00::/8), link-local and cloud metadata (169.254/16 incl. 169.254.169.254, fe80::/10),
-    shared/CGNAT (100.64/10), unspecified (0.0.0.0, ::), reserved, documentation and
-    benchmarking ranges (``not is_global``, IANA special-purpose registries), multicast, and
-    IPv4 addresses embedded in IPv6 (mapped ``::ffff:a.b.c.d``, 6to4, NAT64 well-known).
-    """
-    if isinstance(ip, ipaddress.IPv6Address):
-        if ip.ipv4_mapped is not None:
-            ip = ip.ipv4_mapped
-        elif ip.sixtofour is not None:
-            ip = ip.sixtofour
-        elif ip in _NAT64:
-            ip = ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF)
-    return (
-        not ip.is_global
-        or ip.is_private
-        or ip.is_loopback
-        or ip.is_link_local
-        or ip.is_reserved
-        or ip.is_multicast
-        or ip.is_unspecified
-    )
-
-
-_NAT64 = ipaddress.IPv6Network("64:ff9b::/96")
-
-Resolver = Callable[..., list[Any]]
-"""``socket.getaddrinfo``'s shape: ``(host, port, type=...) -> [(family, type, proto, name, sockaddr)]``."""
-
-
-class PrivateTargetRefused(ConnectionRefusedError):
-    """A delivery tried to connect to a non-public address while private targets are off."""
-
-
-_guard = threading.local()
-_socket_connect = socket.socket.connect
-_socket_connect_ex = socket.socket.connect_ex
-
-
-def _vet_peer(sock: socket.socket, address: Any) -> None:
-    """Refuse a connection to a non-public peer when this thread runs a guarded send."""
-    refused: list[str] | None = getattr(_guard, "refused", None)
-    if refused is None or sock.family not in (socket.AF_INET, socket.AF_INET6):
-        return
-    try:
-        ip = ipaddress.ip_address(str(address[0]).split("%", 1)[0])
-    except (ValueError, IndexError, TypeError):
-        return
-    if _non_public(ip):
-        refused.append(str(ip))
-        raise PrivateTargetRefused(f"refused to connect to non-public address {ip}")
-
-
-def _guarded_connect(self: socket.socket, address: Any) -> None:
-    _vet_peer(self, address)
-    _socket_connect(self, address)
-
-
-def _guarded_connect_ex(self: socket.socket, address: Any) -> int:
-    _vet_peer(self, address)
-    return _socket_connect_ex(self, address)
-
-
-_install_lock = threading.Lock()
-
-
-def install_egress_guard() -> None:
-    """Install the connect-time egress guard for this process (DESIGN §7); idempotent.
-
-    The hook lives on ``socket.socket.connect``/``connect_ex`` (requests/urllib3 and smtplib
-    both connect through them, after their own DNS lookup) and vets a peer only in a thread
-    inside a guarded send (:class:`AppriseNotifier` with private targets refused): every other
-    socket of the process connects as before. The processes that send install it at start —
-    ``monitor serve`` (:func:`monitor.app.create_app`'s lifespan, which also serves the
-    channel test-send), ``monitor notify`` — and so does constructing a notifier that refuses
-    private targets, so no sender can run unguarded. Importing this module installs nothing.
-    """
-    with _install_lock:
-        if egress_guard_installed():
-            return
-        socket.socket.connect = _guarded_connect  # type: ignore[method-assign,assignment]
-        socket.socket.connect_ex = _guarded_connect_ex  # type: ignore[method-assign,assignment]
-
-
-def egress_guard_installed() -> bool:
-    """Whether :func:`install_egress_guard` has run in this process."""
-    return socket.socket.connect is _guarded_connect
-
-
-@contextmanager
-def _connect_guard(active: bool) -> Iterator[list[str]]:
-    """While active, every socket this thread connects must reach a public address.
-
-    Yields the list the refused addresses are appended to.
-    """
-    refused: list[str] = []
-    if not active:
-        yield refused
-        return
-    previous = getattr(_guard, "refused", None)
-    _guard.refused = refused
-    try:
-        yield refused
-    finally:
-        _guard.refused = previous
-
-
-def check_private_target(url: str, allow_private: bool, resolve: Resolver | None = None) -> None:
-    """Refuse channel URLs whose host resolves to a non-public address (DESIGN §7).
-
-    Blocking (it resolves the host); call it from a thread (``asyncio.to_thread``) in
-    async code. Services with a fixed public endpoint (Slack, Discord, Telegram ...)
-    pass without a lookup; email is judged by its SMTP server.
-
-    Args:
-        url: an Apprise URL.
-        allow_private: ``MONITOR_ALLOW_PRIVATE_TARGETS``; when true nothing is checked.
-        resolve: the resolver (default ``socket.getaddrinfo``; tests pass their own to act
-            as a rebinding DNS server).
-
-    Raises:
-        ValidationError: field ``"url"``: ``"<host> resolves to a private/loopback/link-local
-            address (<ip>)"`` when any resolved address is private, loopback, link-local,
-            reserved, multicast or unspecified; ``"cannot resolve host <host>"`` when the
-            name does not resolve.
-    """
-    if allow_private:
-        return
-    target = _target_host(url)
-    if target is None:
-        return
-    host, port = target
-    try:
-        infos = (resolve or socket.getaddrinfo)(host.strip("[]"), port, type=socket.SOCK_STREAM)
-    except (socket.gaierror, UnicodeError, OSError):
-        raise ValidationError("url", f"cannot resolve host {host}") from None
-    for info in infos:
-        address = str(info[4][0]).split("%", 1)[0]  # drop an IPv6 scope id ("fe80::1%eth0")
-        ip = ipaddress.ip_address(address)
-        if _non_public(ip):
-            raise ValidationError(
-                "url", f"{host} resolves to a private/loopback/link-local address ({address})"
-            )
-
-
-def with_json_fields(url: str, fields: dict[str, str]) -> str:
-    """Add ``fields`` to a ``json://`` URL as Apprise ``:key=value`` payload tokens.
-
-    Apprise's JSON plugin puts each ``:key=value`` query token into the payload as a
-    top-level field. Keys and values are percent-encoded, so any text survives.
-
-    Args:
-        url: an Apprise URL; returned unchanged unless its scheme is ``json``/``jsons``.
-        fields: field name → value.
-
-    Returns:
-        The URL with the tokens appended to its query string.
-    """
-    if _scheme(url) not in JSON_SCHEMES or not fields:
-        return url
-    base, hash_, fragment = url.partition("#")
-    tokens = "&".join(f":{quote(key, safe='')}={quote(value, safe='')}" for key, value in fields.items())
-    separator = "&" if "?" in base else "?"
-    return f"{base}{separator}{tokens}{hash_}{fragment}"
-
-
-# --------------------------------------------------------------------------- log capture
 
 _active: contextvars.ContextVar[_SendLog | None] = contextvars.ContextVar(
     "monitor_apprise_send", default=None
@@ -670,7 +317,7 @@ class AppriseNotifier:
 
     def _send_blocking(self, url: str, message: Message, timeout: float) -> DeliveryResult:
         deadline = time.monotonic() + timeout
-        scheme = _scheme(url)
+        scheme = scheme_of(url)
 
         if not self.allow_private_targets:
             # Checked again at send time: DNS may have changed since the channel was saved.
@@ -680,7 +327,7 @@ class AppriseNotifier:
                 return DeliveryResult.failed(str(exc), permanent=not exc.problem.startswith("cannot resolve"))
 
         target_url = with_json_fields(url, message.json_fields) if scheme in JSON_SCHEMES else url
-        plugin = _instantiate(target_url)
+        plugin = plugin_for(target_url)
         if plugin is None:
             return DeliveryResult.failed(f"url: Apprise cannot parse this {scheme}:// URL", permanent=True)
 
@@ -693,11 +340,11 @@ class AppriseNotifier:
             if hasattr(plugin, attribute):
                 setattr(plugin, attribute, min(float(getattr(plugin, attribute)), socket_limit))
 
-        sender = apprise.Apprise(asset=_ASSET)
+        sender = apprise.Apprise(asset=ASSET)
         sender.add(plugin)
         plain = scheme in _PLAIN_TEXT_SCHEMES
         secrets = url_secrets(url)
-        with _capture_apprise_log(secrets) as log, _connect_guard(not self.allow_private_targets) as refused:
+        with _capture_apprise_log(secrets) as log, connect_guard(not self.allow_private_targets) as refused:
             plugin.logger = _DetailLogger(plugin.logger, log.details)
             result = sender.notify(
                 body=message.body if plain else message.body_markdown,
@@ -768,7 +415,8 @@ class AppriseChannelUrls:
 
     ``monitor.services.channels`` validates, masks and names channel URLs through this object,
     which the edges (:func:`monitor.app.create_app`, the CLI) hand it; services never import
-    this module. Every method is a thin delegation to the module functions above.
+    this module. Every method is a thin delegation to the functions of :mod:`monitor.notify.urls`,
+    :mod:`monitor.notify.masking` and :mod:`monitor.notify.egress`.
 
     Args:
         resolve: the resolver of :meth:`check_target` (default ``socket.getaddrinfo``).

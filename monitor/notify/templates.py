@@ -38,14 +38,21 @@ def environment(templates_dir: str | None = None) -> SandboxedEnvironment:
         trim_blocks=True,
         lstrip_blocks=True,
         keep_trailing_newline=True,
+        auto_reload=False,  # as documented above: no stat() of every template file per render
     )
     env.filters["md"] = messages.md_escape
     return env
 
 
-def _render_part(env: SandboxedEnvironment, kind: str, part: str, context: dict[str, object]) -> str:
-    template = env.select_template([f"{kind}.{part}", part])
-    return template.render(context)
+@functools.lru_cache(maxsize=256)
+def _template(templates_dir: str | None, kind: str, part: str) -> jinja2.Template:
+    """The template for ``kind``'s ``part``: ``<kind>.<part>`` if a file has it, else the
+    generic ``<part>``; looked up once per process (a miss raises inside Jinja every time)."""
+    return environment(templates_dir).select_template([f"{kind}.{part}", part])
+
+
+def _render_part(templates_dir: str | None, kind: str, part: str, context: dict[str, object]) -> str:
+    return _template(templates_dir, kind, part).render(context)
 
 
 def render(facts: AlertFacts, *, templates_dir: str | None = None) -> Message:
@@ -62,11 +69,10 @@ def render(facts: AlertFacts, *, templates_dir: str | None = None) -> Message:
     Raises:
         jinja2.TemplateError: an override template is broken (the package's are tested).
     """
-    env = environment(templates_dir)
     context = messages.context(facts)
-    title = " ".join(_render_part(env, facts.kind, "title.j2", context).split())
-    body = _render_part(env, facts.kind, "body.txt.j2", context).strip("\n") + "\n"
-    body_md = _render_part(env, facts.kind, "body.md.j2", context).strip("\n") + "\n"
+    title = " ".join(_render_part(templates_dir, facts.kind, "title.j2", context).split())
+    body = _render_part(templates_dir, facts.kind, "body.txt.j2", context).strip("\n") + "\n"
+    body_md = _render_part(templates_dir, facts.kind, "body.md.j2", context).strip("\n") + "\n"
     return Message(
         title=title[:300], body=body, body_markdown=body_md, json_fields=messages.json_fields(facts)
     )

@@ -24,8 +24,8 @@ from pathlib import Path
 from typing import Any
 from zoneinfo import ZoneInfo
 
-from monitor.domain import schedules
 from monitor.domain.clock import SystemClock
+from monitor.domain.cron import schedules
 from monitor.domain.errors import ValidationError
 from monitor.domain.jobs import Job, parse_jobs
 from monitor.settings import Settings
@@ -105,7 +105,7 @@ def next_ticks_report(jobs: Sequence[Job], now: datetime, count: int = 5) -> dic
     """
     if not 1 <= count <= MAX_CHECK_COUNT:
         raise ValidationError("count", f"must be between 1 and {MAX_CHECK_COUNT}, got {count}")
-    from monitor.domain.explain import explain
+    from monitor.domain.cron.explain import explain
 
     out = []
     for job in jobs:
@@ -147,12 +147,18 @@ async def serve(
     shutdown_grace: float = 30.0,
     liveness_interval: float = 60.0,
     stop: asyncio.Event | None = None,
+    pre_spawn_delay: float = 0.0,
 ) -> None:
     """Run the scheduler until SIGTERM/SIGINT (or ``stop``), then shut down cleanly.
 
     Reads ``settings.database_url`` (claims, leases), ``settings.base_url`` and
     ``settings.api_key`` (checks and pings; without a key runs are not reported) and
     ``settings.lease_ttl``.
+
+    ``pre_spawn_delay`` (seconds, testing aid; no setting or flag sets it) is passed to
+    :class:`~monitor.scheduler.runner.Scheduler`: the failover tests run the scheduler through
+    ``tests/support/stalling_scheduler.py`` to stall a replica between a run's start record and
+    its spawn.
     """
     from monitor.scheduler.reporter import HttpReporter, NullReporter, Reporter
     from monitor.scheduler.runner import Scheduler
@@ -191,7 +197,7 @@ async def serve(
         SystemClock(),
         reporter,
         lease_ttl=timedelta(seconds=settings.lease_ttl),
-        pre_spawn_delay=settings.scheduler_pre_spawn_delay,
+        pre_spawn_delay=pre_spawn_delay,
     )
 
     async def liveness() -> None:

@@ -35,7 +35,7 @@ from datetime import datetime, timedelta
 
 import httpx
 
-from monitor.domain import schedules
+from monitor.domain.cron import schedules
 from monitor.domain.jobs import Job
 
 OUTPUT_TAIL = 100_000

@@ -38,7 +38,8 @@ from typing import Any, Protocol
 
 import httpx
 
-from monitor.domain import schedules
+from monitor.domain import retry
+from monitor.domain.cron import schedules
 from monitor.domain.jobs import LIVENESS_SLUG, Job
 
 logger = logging.getLogger(__name__)
@@ -61,6 +62,11 @@ class Reporter(Protocol):
     def finish(
         self, job: Job, tick: datetime, attempt: int, rid: str, exit_status: int, output: bytes
     ) -> None: ...
+
+    def lost(self, job: Job, tick: datetime, attempt: int, rid: str, output: bytes) -> None:
+        """The run ``rid`` ended with nobody to tell how (its scheduler died): an ``unknown``
+        ping, so its outcome is ``unknown``."""
+        ...
 
     def skip(self, job: Job, tick: datetime, attempt: int, reason: str) -> None: ...
 
@@ -98,6 +104,9 @@ class NullReporter:
     def finish(
         self, job: Job, tick: datetime, attempt: int, rid: str, exit_status: int, output: bytes
     ) -> None:
+        pass
+
+    def lost(self, job: Job, tick: datetime, attempt: int, rid: str, output: bytes) -> None:
         pass
 
     def skip(self, job: Job, tick: datetime, attempt: int, reason: str) -> None:
@@ -197,6 +206,18 @@ class HttpReporter:
                 exit_status=exit_status,
                 body=output,
                 key=idempotency_key(job.name, tick, attempt, kind),
+            )
+        )
+
+    def lost(self, job: Job, tick: datetime, attempt: int, rid: str, output: bytes) -> None:
+        self._put(
+            _Ping(
+                slug=job.name,
+                kind="unknown",
+                scheduled=tick,
+                rid=rid,
+                body=output,
+                key=idempotency_key(job.name, tick, attempt, "unknown"),
             )
         )
 
@@ -367,5 +388,6 @@ def _refused(status: int) -> bool:
 
 
 def _backoff(attempt: int) -> float:
-    """Seconds before the next attempt: 0.5, 1, 2 … up to :data:`OUTAGE_BACKOFF_MAX`."""
-    return min(OUTAGE_BACKOFF_MAX, 0.5 * 2.0 ** min(attempt, 10))
+    """Seconds before the next attempt: 0.5, 1, 2 … up to :data:`OUTAGE_BACKOFF_MAX` (no jitter:
+    one reporter per scheduler process, its retries never come in herds)."""
+    return retry.backoff(attempt + 1, base=0.5, cap=OUTAGE_BACKOFF_MAX)

@@ -43,8 +43,9 @@ from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from monitor.domain import planning, schedules
+from monitor.domain import planning
 from monitor.domain.clock import Clock
+from monitor.domain.cron import schedules
 from monitor.domain.errors import StaleLease
 from monitor.domain.jobs import Job
 from monitor.scheduler import executor
@@ -72,8 +73,6 @@ died (its job died with it, see :mod:`monitor.scheduler.executor`); its outcome 
 FENCE_WINDOW = 0.9
 """Fraction of the lease TTL after a fence check within which a run may still be spawned
 (PostgreSQL; the server may end the checking transaction one TTL after it went idle)."""
-DIED_WITH_HOLDER = 128 + 9
-"""Exit status reported for a run whose scheduler died (SIGKILL, the parent-death signal)."""
 ROLE = "scheduler"
 """The role scheduler replicas announce in the ``replicas`` table (fair share of the jobs)."""
 
@@ -449,9 +448,10 @@ class Scheduler:
     async def _settle_stranded(self, slot: Slot) -> None:
         """Forget a previous holder's runs that finished meanwhile; close those whose holder is
         dead: claim ``finished`` with no exit status (outcome unknown, reason
-        :data:`HOLDER_DIED`) and a ``fail`` ping with exit status 137 (128 + SIGKILL: the run
-        died with its scheduler), so the monitor does not keep it in progress until
-        ``max_runtime`` and flag every later run ``overlapped``."""
+        :data:`HOLDER_DIED`) and an ``unknown`` ping (the run died with its scheduler, nobody can
+        tell how it ended: outcome ``unknown``, no failure alert; the dead scheduler is an alert
+        of its own, through its liveness check), so the monitor does not keep it in progress
+        until ``max_runtime`` and flag every later run ``overlapped``."""
         async with self.engine.connect() as conn:
             current = await claims.states(conn, slot.job.name, list(slot.stranded))
             live = await replicas.live(conn, ROLE, self.clock.now(), self.ttl)
@@ -477,12 +477,11 @@ class Scheduler:
                 extra={"action": "run_closed", "job": slot.job.name, "rid": claim.run_id},
             )
             if claim.run_id is not None:
-                self.reporter.finish(
+                self.reporter.lost(
                     slot.job,
                     tick,
                     claim.attempt,
                     claim.run_id,
-                    DIED_WITH_HOLDER,
                     (
                         f"[monitor scheduler: the scheduler running this job ({claim.holder}, "
                         f"token {claim.token}) died; the run was killed with it; its outcome is "

@@ -1,3 +1,11 @@
-"""services layer."""
+"""services layer.
+
+``Engine`` is the database handle the use cases take (each opens its own unit of work on it,
+:mod:`monitor.storage.unit_of_work`); the edges hold one without importing storage.
+"""
 
 from __future__ import annotations
+
+from monitor.storage.unit_of_work import Engine
+
+__all__ = ["Engine"]

@@ -7,15 +7,12 @@ import uuid as uuid_module
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import delete, select, update
-from sqlalchemy.ext.asyncio import AsyncConnection
-
 from monitor.domain import messages
 from monitor.domain.checks import AlertKind
 from monitor.domain.errors import Conflict, NotFound, ValidationError
 from monitor.domain.messages import Message
 from monitor.notify.base import ChannelUrls, DeliveryResult, Notifier
-from monitor.storage import tables as t
+from monitor.storage.unit_of_work import Connection, UnitOfWork
 
 #: What a channel's ``kinds`` filter may name: the alert kinds (DESIGN §2) plus the reminders,
 #: escalations and maintenance summaries.
@@ -171,65 +168,44 @@ def channel_to_dict(row: Any, urls: ChannelUrls) -> dict[str, Any]:
     }
 
 
-async def create_channel(
-    conn: AsyncConnection, project_id: int, values: dict[str, Any], now: datetime
-) -> str:
+async def create_channel(conn: Connection, project_id: int, values: dict[str, Any], now: datetime) -> str:
+    """Store a validated channel (:func:`validate_channel`'s values); returns its new id."""
     channel_id = str(uuid_module.uuid4())
-    await conn.execute(
-        t.channels.insert().values(
-            id=channel_id,
-            project_id=project_id,
-            name=values.get("name", ""),
-            url=values["url"],
-            kinds=values.get("kinds", ""),
-            is_default=values.get("is_default", False),
-            created_at=now,
-        )
+    await UnitOfWork.joining(conn).channels.insert(
+        {
+            "id": channel_id,
+            "project_id": project_id,
+            "name": values.get("name", ""),
+            "url": values["url"],
+            "kinds": values.get("kinds", ""),
+            "is_default": values.get("is_default", False),
+            "created_at": now,
+        }
     )
     return channel_id
 
 
-async def get_channel(conn: AsyncConnection, project_id: int, channel_id: str) -> dict[str, Any]:
+async def get_channel(conn: Connection, project_id: int, channel_id: str) -> dict[str, Any]:
     if "\x00" in channel_id:  # PostgreSQL text cannot hold it; no channel has it
         raise NotFound("id: no channel with this id in this project")
-    row = (
-        (
-            await conn.execute(
-                select(t.channels)
-                .where(t.channels.c.id == channel_id)
-                .where(t.channels.c.project_id == project_id)
-            )
-        )
-        .mappings()
-        .first()
-    )
+    row = await UnitOfWork.joining(conn).channels.get(project_id, channel_id)
     if row is None:
         raise NotFound("id: no channel with this id in this project")
-    return dict(row)
+    return row
 
 
-async def list_channels(conn: AsyncConnection, project_id: int, urls: ChannelUrls) -> list[dict[str, Any]]:
+async def list_channels(conn: Connection, project_id: int, urls: ChannelUrls) -> list[dict[str, Any]]:
     """The project's channels as JSON (:func:`channel_to_dict`), oldest first."""
-    rows = (
-        (
-            await conn.execute(
-                select(t.channels)
-                .where(t.channels.c.project_id == project_id)
-                .order_by(t.channels.c.created_at)
-            )
-        )
-        .mappings()
-        .all()
-    )
+    rows = await UnitOfWork.joining(conn).channels.of_project(project_id)
     return [channel_to_dict(r, urls) for r in rows]
 
 
-async def update_channel(conn: AsyncConnection, channel_id: str, values: dict[str, Any]) -> None:
-    if values:
-        await conn.execute(update(t.channels).where(t.channels.c.id == channel_id).values(values))
+async def update_channel(conn: Connection, channel_id: str, values: dict[str, Any]) -> None:
+    """Set the validated columns of one channel (nothing when ``values`` is empty)."""
+    await UnitOfWork.joining(conn).channels.update(channel_id, values)
 
 
-async def delete_channel(conn: AsyncConnection, project_id: int, channel_id: str) -> None:
+async def delete_channel(conn: Connection, project_id: int, channel_id: str) -> None:
     """Delete a channel, its routes and its delivery history.
 
     A channel's notifications (and their attempts) go with it: the outbox rows reference the
@@ -241,26 +217,15 @@ async def delete_channel(conn: AsyncConnection, project_id: int, channel_id: str
             checks — change their ``escalate_to`` first, so escalation is never switched off
             silently.
     """
-    escalating = (
-        await conn.execute(
-            select(t.checks.c.uuid, t.checks.c.name, t.checks.c.escalate_to)
-            .where(t.checks.c.project_id == project_id)
-            .where(t.checks.c.escalate_to.contains(channel_id))
-        )
-    ).all()
+    uow = UnitOfWork.joining(conn)
+    escalating = await uow.checks.escalating_to(project_id, channel_id)
     names = [name or uuid for uuid, name, targets in escalating if channel_id in targets.split(",")]
     if names:
         raise Conflict(
             f"id: checks escalate to this channel ({', '.join(repr(n) for n in names[:10])}"
             f"{', …' if len(names) > 10 else ''}); change their escalate_to first"
         )
-    notification_ids = select(t.notifications.c.id).where(t.notifications.c.channel_id == channel_id)
-    await conn.execute(
-        delete(t.notification_attempts).where(t.notification_attempts.c.notification_id.in_(notification_ids))
-    )
-    await conn.execute(delete(t.notifications).where(t.notifications.c.channel_id == channel_id))
-    await conn.execute(delete(t.check_channels).where(t.check_channels.c.channel_id == channel_id))
-    await conn.execute(delete(t.channels).where(t.channels.c.id == channel_id))
+    await uow.channels.delete(channel_id)
 
 
 async def test_channel(notifier: Notifier, row: dict[str, Any], *, timeout: float) -> DeliveryResult:  # noqa: ASYNC109

@@ -10,23 +10,23 @@ import hashlib
 import re
 import unicodedata
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import delete, func, select, update
-from sqlalchemy.exc import IntegrityError
-from sqlalchemy.ext.asyncio import AsyncConnection
-
-from monitor.domain import detection, keywords, schedules
+from monitor.domain import detection, keywords
 from monitor.domain.checks import CheckKind
+from monitor.domain.cron import schedules
 from monitor.domain.errors import Conflict, NotFound, ScheduleError, ValidationError, ZoneError
 from monitor.domain.runs import simple_due, tick_after
-from monitor.services import zone_names
+from monitor.services import hints as hint_service
+from monitor.services import history, zone_names
 from monitor.services.effects import PendingWrites
 from monitor.services.ingest import lock_checks, new_check_values
 from monitor.settings import Settings
 from monitor.storage import cluster, repositories
-from monitor.storage import tables as t
+from monitor.storage.ports import DuplicateKey
+from monitor.storage.unit_of_work import Connection, Engine, UnitOfWork
 
 SLUG = re.compile(r"^[a-z0-9_-]*$")
 UUID_TEXT = re.compile(r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$")
@@ -150,6 +150,53 @@ def parse_check_fields(data: Any) -> dict[str, Any]:
     return out
 
 
+def field_errors(data: Mapping[str, Any], now: datetime) -> list[ValidationError]:
+    """Every field's error in a create/update body at once, for a form that shows each next to
+    its field (:func:`create_or_upsert` stops at the first).
+
+    Each field is judged alone by :func:`parse_check_fields`; then, when ``schedule``, ``tz``
+    and ``dialect`` each pass, the schedule with its zone and dialect (as the check service
+    plans it), and ``min_runtime`` against ``max_runtime``. Rules that need the database
+    (channel names, a free slug, escalation targets) are left to the write itself.
+
+    Args:
+        data: the body as :func:`parse_check_fields` takes it; now: the instant a schedule
+            must still fire after.
+
+    Returns:
+        The errors in the order of ``data``'s fields; empty when every field passes.
+    """
+    errors: list[ValidationError] = []
+    parsed: dict[str, Any] = {}
+    for name, value in data.items():
+        try:
+            parsed.update(parse_check_fields({name: value}))
+        except ValidationError as error:
+            errors.append(error)
+    failed = {e.field for e in errors}
+    try:
+        if "schedule" in data and not failed & {"schedule", "tz", "dialect"}:
+            _validate_schedule(
+                {
+                    "kind": "cron",
+                    "schedule": parsed["schedule"],
+                    "tz": parsed.get("tz", "UTC"),
+                    "dialect": parsed.get("dialect", "unix"),
+                },
+                now,
+            )
+        elif "tz" in parsed and "tz" not in failed:
+            _validate_schedule({"kind": "simple", "tz": parsed["tz"]}, now)
+    except ValidationError as error:
+        errors.append(error)
+    if not failed & {"min_runtime", "max_runtime"}:
+        try:
+            _check_runtimes(parsed)
+        except ValidationError as error:
+            errors.append(error)
+    return errors
+
+
 KEYWORD_FLAGS = ("filter_subject", "filter_body", "filter_http_body", "filter_default_fail")
 KEYWORD_LISTS = ("start_kw", "success_kw", "failure_kw")
 LEGACY_SUBJECT = "_legacy_subject"
@@ -212,15 +259,12 @@ def _apply_kind(values: dict[str, Any], given: Mapping[str, Any]) -> None:
         values.setdefault("tz", "UTC")
 
 
-async def _project_channels(conn: AsyncConnection, project_id: int) -> list[tuple[str, str]]:
-    rows = await conn.execute(
-        select(t.channels.c.id, t.channels.c.name).where(t.channels.c.project_id == project_id)
-    )
-    return [(r[0], r[1]) for r in rows]
+async def _project_channels(conn: Connection, project_id: int) -> list[tuple[str, str]]:
+    return await UnitOfWork.joining(conn).channels.names(project_id)
 
 
 async def _resolve_channels(
-    conn: AsyncConnection,
+    conn: Connection,
     project_id: int,
     text: str,
     field: str = "channels",
@@ -284,20 +328,14 @@ def _check_escalation(values: Mapping[str, Any]) -> None:
 
 
 async def _set_channels(
-    conn: AsyncConnection, check_id: int, channel_ids: Sequence[str], *, new: bool = False
+    conn: Connection, check_id: int, channel_ids: Sequence[str], *, new: bool = False
 ) -> None:
     """Link the check to exactly ``channel_ids`` (``new``: it has no links yet)."""
-    if not new:
-        await conn.execute(delete(t.check_channels).where(t.check_channels.c.check_id == check_id))
-    if channel_ids:
-        await conn.execute(
-            t.check_channels.insert(),
-            [{"check_id": check_id, "channel_id": c} for c in dict.fromkeys(channel_ids)],
-        )
+    await UnitOfWork.joining(conn).channels.assign(check_id, channel_ids, replace=not new)
 
 
 async def create_or_upsert(
-    conn: AsyncConnection, project_id: int, data: Any, now: datetime, *, shards: int
+    conn: Connection, project_id: int, data: Any, now: datetime, *, shards: int
 ) -> tuple[int, bool]:
     """Create a check, or with ``unique`` update the first match.
 
@@ -318,18 +356,14 @@ async def create_or_upsert(
         fields["escalate_to"] = ",".join(
             await _resolve_channels(conn, project_id, fields["escalate_to"], "escalate_to")
         )
+    uow = UnitOfWork.joining(conn)
     if unique:
-        if conn.dialect.name == "postgresql":
-            # Replicas upserting one check at once (DESIGN §8) must see each other's row: serialise
-            # upserts per project (SQLite's BEGIN IMMEDIATE already does).
-            await conn.execute(select(t.projects.c.id).where(t.projects.c.id == project_id).with_for_update())
-        query = select(t.checks.c.id).where(t.checks.c.project_id == project_id)
-        for name in unique:
-            if name not in fields:
-                continue
-            query = query.where(t.checks.c[name] == fields[name])
-        if any(name in fields for name in unique):
-            existing = (await conn.execute(query.order_by(t.checks.c.id).limit(1))).scalar_one_or_none()
+        # Replicas upserting one check at once (DESIGN §8) must see each other's row: serialise
+        # upserts per project (PostgreSQL locks the project row; SQLite's BEGIN IMMEDIATE already does).
+        await uow.projects.lock(project_id)
+        match = {name: fields[name] for name in unique if name in fields}
+        if match:
+            existing = await uow.checks.first_match(project_id, match)
             if existing is not None:
                 await update_check(conn, project_id, existing, {**data, **{"unique": []}}, now)
                 return existing, False
@@ -345,11 +379,8 @@ async def create_or_upsert(
     _check_escalation(values)
     await _check_slug_free(conn, project_id, values.get("slug"), None)
     try:
-        async with conn.begin_nested():
-            check_id = (
-                await conn.execute(t.checks.insert().values(values).returning(t.checks.c.id))
-            ).scalar_one()
-    except IntegrityError:  # a concurrent transaction took the slug after our check
+        check_id = await uow.checks.insert(values)
+    except DuplicateKey:  # a concurrent transaction took the slug after our check
         raise _slug_taken(values.get("slug")) from None
     if channels is not None:
         await _set_channels(conn, check_id, await _resolve_channels(conn, project_id, channels), new=True)
@@ -363,7 +394,7 @@ MAX_BULK = 1000
 
 
 async def create_many(
-    conn: AsyncConnection, project_id: int, items: Sequence[Any], now: datetime, *, shards: int
+    conn: Connection, project_id: int, items: Sequence[Any], now: datetime, *, shards: int
 ) -> list[int]:
     """Create several checks in the caller's transaction, all or none (a list body).
 
@@ -422,75 +453,34 @@ async def create_many(
     slugs = [r["slug"] for r in rows if r.get("slug")]
     if len(slugs) != len(set(slugs)):
         raise Conflict("slug: the list gives one slug to two checks")
-    if slugs:
-        taken = (
-            (
-                await conn.execute(
-                    select(t.checks.c.slug)
-                    .where(t.checks.c.project_id == project_id)
-                    .where(t.checks.c.slug.in_(slugs))
-                )
-            )
-            .scalars()
-            .first()
-        )
-        if taken is not None:
-            raise _slug_taken(taken)
-    # one column set for every row (a multi-row INSERT needs it)
-    columns = set().union(*(r.keys() for r in rows))
-    filled = [{c: r.get(c, _column_default(c)) for c in columns} for r in rows]
+    uow = UnitOfWork.joining(conn)
+    taken = await uow.checks.first_taken_slug(project_id, slugs)
+    if taken is not None:
+        raise _slug_taken(taken)
     try:
-        async with conn.begin_nested():
-            inserted = (
-                await conn.execute(
-                    t.checks.insert().returning(t.checks.c.id, t.checks.c.uuid, sort_by_parameter_order=True),
-                    filled,
-                )
-            ).all()
-    except IntegrityError:  # a concurrent transaction took a slug after our check
+        ids = await uow.checks.insert_many(rows)
+    except DuplicateKey:  # a concurrent transaction took a slug after our check
         raise Conflict("slug: a slug in the list was taken meanwhile") from None
-    ids = [int(r[0]) for r in inserted]
-    pairs = [
-        {"check_id": check_id, "channel_id": c}
-        for check_id, wanted in zip(ids, links, strict=True)
-        for c in dict.fromkeys(wanted)
-    ]
-    if pairs:
-        await conn.execute(t.check_channels.insert(), pairs)
+    await uow.channels.assign_many(
+        [(check_id, c) for check_id, wanted in zip(ids, links, strict=True) for c in dict.fromkeys(wanted)]
+    )
     return ids
 
 
-def _column_default(name: str) -> Any:
-    """The Python-side default of a ``checks`` column (for rows of a multi-row insert)."""
-    default = t.checks.c[name].default
-    if default is None:
-        return None
-    value = getattr(default, "arg", None)
-    return None if callable(value) else value
-
-
-async def _default_channels(conn: AsyncConnection, project_id: int) -> list[str]:
+async def _default_channels(conn: Connection, project_id: int) -> list[str]:
     """The project's default channels (``"default": true``), routed to checks created without
     a ``channels`` field."""
-    query = (
-        select(t.channels.c.id).where(t.channels.c.project_id == project_id).where(t.channels.c.is_default)
-    )
-    return list((await conn.execute(query)).scalars().all())
+    return await UnitOfWork.joining(conn).channels.default_ids(project_id)
 
 
 def _slug_taken(slug: str | None) -> Conflict:
     return Conflict(f"slug: {slug!r} is already used by another check in this project")
 
 
-async def _check_slug_free(
-    conn: AsyncConnection, project_id: int, slug: str | None, check_id: int | None
-) -> None:
+async def _check_slug_free(conn: Connection, project_id: int, slug: str | None, check_id: int | None) -> None:
     if not slug:
         return
-    query = select(t.checks.c.id).where(t.checks.c.project_id == project_id).where(t.checks.c.slug == slug)
-    if check_id is not None:
-        query = query.where(t.checks.c.id != check_id)
-    if (await conn.execute(query)).first() is not None:
+    if await UnitOfWork.joining(conn).checks.slug_taken(project_id, slug, except_id=check_id):
         raise _slug_taken(slug)
 
 
@@ -512,7 +502,7 @@ def unique_key(uuid: str) -> str:
 
 
 async def find_check_row(
-    conn: AsyncConnection, project_id: int, ident: str, *, unique_key_allowed: bool = False
+    conn: Connection, project_id: int, ident: str, *, unique_key_allowed: bool = False
 ) -> dict[str, Any]:
     """The check named by ``ident``: its uuid (any case), or with ``unique_key_allowed`` its
     :func:`unique_key` (what a read-only key sees instead of the uuid).
@@ -525,8 +515,7 @@ async def find_check_row(
         return await get_check_row(conn, project_id, ident.lower())
     if unique_key_allowed and UNIQUE_KEY_TEXT.match(ident):
         # Healthchecks also scans the project's checks: the key is not stored
-        rows = await conn.execute(select(t.checks.c.uuid).where(t.checks.c.project_id == project_id))
-        for (uuid,) in rows:
+        for uuid in await UnitOfWork.joining(conn).checks.uuids(project_id):
             if unique_key(uuid) == ident:
                 return await get_check_row(conn, project_id, uuid)
         raise NotFound("unique_key: no check with this unique_key in this project")
@@ -534,21 +523,16 @@ async def find_check_row(
 
 
 async def get_check_row(
-    conn: AsyncConnection, project_id: int, uuid: str, *, lock: bool = False
+    conn: Connection, project_id: int, uuid: str, *, lock: bool = False
 ) -> dict[str, Any]:
     """The check row, or NotFound (also for another project's check: existence is not revealed)."""
-    query = select(t.checks).where(t.checks.c.uuid == uuid).where(t.checks.c.project_id == project_id)
-    if lock and conn.dialect.name == "postgresql":
-        query = query.with_for_update()
-    row = (await conn.execute(query)).mappings().first()
+    row = await UnitOfWork.joining(conn).checks.get(project_id, uuid, lock=lock)
     if row is None:
         raise NotFound("uuid: no check with this uuid in this project")
-    return dict(row)
+    return row
 
 
-async def update_check(
-    conn: AsyncConnection, project_id: int, check_id: int, data: Any, now: datetime
-) -> None:
+async def update_check(conn: Connection, project_id: int, check_id: int, data: Any, now: datetime) -> None:
     """Partial update: only the given fields change; a changed schedule re-plans ``next_due``."""
     fields = parse_check_fields(data)
     fields.pop("unique", None)
@@ -580,15 +564,14 @@ async def update_check(
     changes = {k: v for k, v in values.items() if k in fields or k == "kind"}
     changes.update(repositories.state_values(state))
     try:
-        async with conn.begin_nested():
-            await conn.execute(update(t.checks).where(t.checks.c.id == check_id).values(changes))
-    except IntegrityError:  # a concurrent transaction took the slug after our check
+        await UnitOfWork.joining(conn).checks.update(check_id, changes)
+    except DuplicateKey:  # a concurrent transaction took the slug after our check
         raise _slug_taken(values.get("slug")) from None
     if channels is not None:
         await _set_channels(conn, check_id, await _resolve_channels(conn, project_id, channels))
 
 
-async def pause_check(conn: AsyncConnection, project_id: int, uuid: str, now: datetime) -> None:
+async def pause_check(conn: Connection, project_id: int, uuid: str, now: datetime) -> None:
     """Pause a check (a no-op if it is paused already): no tick is watched until it resumes.
 
     Raises:
@@ -597,7 +580,7 @@ async def pause_check(conn: AsyncConnection, project_id: int, uuid: str, now: da
     await _change_state(conn, project_id, uuid, now, resume=False)
 
 
-async def resume_check(conn: AsyncConnection, project_id: int, uuid: str, now: datetime) -> None:
+async def resume_check(conn: Connection, project_id: int, uuid: str, now: datetime) -> None:
     """Resume a paused check (status ``new``).
 
     Raises:
@@ -606,9 +589,7 @@ async def resume_check(conn: AsyncConnection, project_id: int, uuid: str, now: d
     await _change_state(conn, project_id, uuid, now, resume=True)
 
 
-async def _change_state(
-    conn: AsyncConnection, project_id: int, uuid: str, now: datetime, *, resume: bool
-) -> None:
+async def _change_state(conn: Connection, project_id: int, uuid: str, now: datetime, *, resume: bool) -> None:
     row = await get_check_row(conn, project_id, uuid, lock=True)
     state = repositories.state_of(row)
     if resume and not state.paused:
@@ -617,51 +598,30 @@ async def _change_state(
     pending = PendingWrites.empty()
     pending.add(row["id"], fx)
     await pending.write(conn)
-    await conn.execute(
-        update(t.checks).where(t.checks.c.id == row["id"]).values(repositories.state_values(state))
-    )
+    await UnitOfWork.joining(conn).checks.update(row["id"], repositories.state_values(state))
 
 
-async def delete_check(conn: AsyncConnection, check_id: int) -> None:
-    for table in (t.pings, t.runs, t.tick_marks, t.flips, t.check_channels):
-        await conn.execute(delete(table).where(table.c.check_id == check_id))
-    alert_ids = select(t.alerts.c.id).where(t.alerts.c.check_id == check_id)
-    notification_ids = select(t.notifications.c.id).where(t.notifications.c.alert_id.in_(alert_ids))
-    await conn.execute(
-        delete(t.notification_attempts).where(t.notification_attempts.c.notification_id.in_(notification_ids))
-    )
-    await conn.execute(delete(t.notifications).where(t.notifications.c.alert_id.in_(alert_ids)))
-    await conn.execute(delete(t.alerts).where(t.alerts.c.check_id == check_id))
-    await conn.execute(delete(t.checks).where(t.checks.c.id == check_id))
+async def delete_check(conn: Connection, check_id: int) -> None:
+    """Delete a check with its history (pings, runs, flips, alerts and their notifications)."""
+    await UnitOfWork.joining(conn).checks.delete(check_id)
 
 
 def iso(instant: datetime | None) -> str | None:
     return detection.iso(instant) if instant is not None else None
 
 
-async def started_checks(conn: AsyncConnection, rows: Sequence[Mapping[str, Any]], now: datetime) -> set[int]:
+async def started_checks(conn: Connection, rows: Sequence[Mapping[str, Any]], now: datetime) -> set[int]:
     """Ids of the checks among ``rows`` with a run in progress."""
     ids = [r["id"] for r in rows]
     if not ids:
         return set()
-    found = await conn.execute(
-        select(t.runs.c.check_id, t.runs.c.started_at)
-        .where(t.runs.c.check_id.in_(ids))
-        .where(t.runs.c.outcome.is_(None))
-        .where(t.runs.c.started_at.is_not(None))
-    )
+    uow = UnitOfWork.joining(conn)
+    found = await uow.checks.started_runs(ids)
     # Pausing forgets runs in progress, as Healthchecks clears last_start: a run started before
     # the check's last pause no longer counts as started (nor before its last resume; a run
     # started at the instant of a resume is the ping that resumed it).
     changed: dict[int, datetime] = {}
-    for cid, reason, at in (
-        await conn.execute(
-            select(t.flips.c.check_id, t.flips.c.reason, func.max(t.flips.c.created_at))
-            .where(t.flips.c.check_id.in_(ids))
-            .where(t.flips.c.reason.in_(("paused", "resumed")))
-            .group_by(t.flips.c.check_id, t.flips.c.reason)
-        )
-    ).all():
+    for cid, reason, at in await uow.checks.last_pauses(ids):
         # strictly after a pause; at or after a resume
         bound = at if reason == "paused" else at - timedelta(microseconds=1)
         changed[cid] = max(changed.get(cid, bound), bound)
@@ -674,17 +634,9 @@ async def started_checks(conn: AsyncConnection, rows: Sequence[Mapping[str, Any]
     }
 
 
-async def channels_of(conn: AsyncConnection, ids: Sequence[int]) -> dict[int, list[str]]:
-    out: dict[int, list[str]] = {i: [] for i in ids}
-    if ids:
-        rows = await conn.execute(
-            select(t.check_channels.c.check_id, t.check_channels.c.channel_id).where(
-                t.check_channels.c.check_id.in_(ids)
-            )
-        )
-        for cid, channel in rows:
-            out[cid].append(channel)
-    return out
+async def channels_of(conn: Connection, ids: Sequence[int]) -> dict[int, list[str]]:
+    """Per check id (every one given), the ids of its channels."""
+    return await UnitOfWork.joining(conn).channels.of_checks(ids)
 
 
 def check_to_dict(
@@ -769,3 +721,212 @@ def check_to_dict(
             del out[name]
         out["unique_key"] = unique_key(uuid)
     return out
+
+
+# -- the management API's use cases: each opens its own unit of work --------------------------
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class View:
+    """How a caller shows checks (:func:`check_to_dict`): at ``now``, with the service's
+    ``settings`` (its ``base_url``), as a ``readonly`` key sees them, as API ``version`` 1-3."""
+
+    now: datetime
+    settings: Settings
+    readonly: bool = False
+    version: int = 3
+
+
+async def render(conn: Connection, rows: Sequence[Mapping[str, Any]], view: View) -> list[dict[str, Any]]:
+    """The checks' JSON (:func:`check_to_dict`) with their ``hints`` (advice from the latest
+    runs, :mod:`monitor.domain.hints`), in the order of ``rows``, read in the caller's unit of work."""
+    started = await started_checks(conn, rows, view.now)
+    channels = await channels_of(conn, [r["id"] for r in rows])
+    hints = await hint_service.hints_of(conn, rows)
+    return [
+        {
+            **check_to_dict(
+                r,
+                now=view.now,
+                settings=view.settings,
+                started=r["id"] in started,
+                channels=channels[r["id"]],
+                readonly=view.readonly,
+                version=view.version,
+            ),
+            "hints": hints[r["id"]],
+        }
+        for r in rows
+    ]
+
+
+def _no_nul(name: str, value: str) -> None:
+    if "\x00" in value:  # PostgreSQL text cannot hold U+0000
+        raise ValidationError(name, "must not contain NUL characters")
+
+
+async def list_checks(
+    engine: Engine,
+    project_id: int,
+    view: View,
+    *,
+    tags: Sequence[str] = (),
+    slug: str | None = None,
+    after_id: int | None = None,
+    limit: int | None = None,
+) -> list[tuple[int, dict[str, Any]]]:
+    """The project's checks, oldest first, as ``(check id, JSON)``: each of ``tags`` a whole
+    word of the check's tags, ``slug`` equal, id above ``after_id`` (a page cursor), at most
+    ``limit`` (the filters run in SQL).
+
+    Raises:
+        ValidationError: ``slug`` or ``tag`` holds a NUL character.
+    """
+    if slug is not None:
+        _no_nul("slug", slug)
+    for tag in tags:
+        _no_nul("tag", tag)
+    async with UnitOfWork.read(engine) as uow:
+        rows = await uow.checks.query(project_id, tags=tags, slug=slug, after_id=after_id, limit=limit)
+        shown = await render(uow.connection, rows, view)
+    return [(int(r["id"]), d) for r, d in zip(rows, shown, strict=True)]
+
+
+async def show_check(engine: Engine, project_id: int, ident: str, view: View) -> dict[str, Any]:
+    """One check's JSON, named by uuid or (with ``view.readonly`` or not) its ``unique_key``.
+
+    Raises:
+        NotFound: see :func:`find_check_row`.
+    """
+    async with UnitOfWork.read(engine) as uow:
+        row = await find_check_row(uow.connection, project_id, ident, unique_key_allowed=True)
+        return (await render(uow.connection, [row], view))[0]
+
+
+async def check_uuid(engine: Engine, project_id: int, ident: str) -> str:
+    """The uuid of the project's check ``ident`` (a uuid, any case).
+
+    Raises:
+        NotFound: malformed or unknown (:func:`find_check_row`).
+    """
+    async with UnitOfWork.read(engine) as uow:
+        return str((await find_check_row(uow.connection, project_id, ident))["uuid"])
+
+
+async def create_check(
+    engine: Engine, project_id: int, data: Any, view: View, *, shards: int
+) -> tuple[dict[str, Any], bool]:
+    """Create a check or upsert (:func:`create_or_upsert`) at ``view.now`` in one transaction;
+    returns ``(its JSON, created)``."""
+    async with UnitOfWork.begin(engine) as uow:
+        check_id, created = await create_or_upsert(uow.connection, project_id, data, view.now, shards=shards)
+        rows = await uow.checks.by_ids([check_id])
+        return (await render(uow.connection, [rows[check_id]], view))[0], created
+
+
+async def create_checks(
+    engine: Engine, project_id: int, items: Sequence[Any], view: View, *, shards: int
+) -> list[dict[str, Any]]:
+    """Create a list of checks, all or none (:func:`create_many`); their JSON in the order given."""
+    async with UnitOfWork.begin(engine) as uow:
+        ids = await create_many(uow.connection, project_id, items, view.now, shards=shards)
+        by_id = await uow.checks.by_ids(ids)
+        return await render(uow.connection, [by_id[i] for i in ids], view)
+
+
+async def change_check(engine: Engine, project_id: int, uuid: str, data: Any, view: View) -> dict[str, Any]:
+    """Update the given fields of a check (:func:`update_check`) at ``view.now``; its new JSON.
+
+    Raises:
+        NotFound, ValidationError, Conflict: as :func:`update_check`.
+    """
+    async with UnitOfWork.begin(engine) as uow:
+        row = await get_check_row(uow.connection, project_id, uuid)
+        await update_check(uow.connection, project_id, row["id"], data, view.now)
+        fresh = await get_check_row(uow.connection, project_id, uuid)
+        return (await render(uow.connection, [fresh], view))[0]
+
+
+async def remove_check(engine: Engine, project_id: int, uuid: str, view: View) -> dict[str, Any]:
+    """Delete a check (:func:`delete_check`); its JSON as it was just before.
+
+    Raises:
+        NotFound: no such check in the project.
+    """
+    async with UnitOfWork.begin(engine) as uow:
+        row = await get_check_row(uow.connection, project_id, uuid, lock=True)
+        body = (await render(uow.connection, [row], view))[0]
+        await delete_check(uow.connection, row["id"])
+        return body
+
+
+async def set_paused(
+    engine: Engine, project_id: int, uuid: str, view: View, *, paused: bool
+) -> dict[str, Any]:
+    """Pause (:func:`pause_check`) or resume (:func:`resume_check`) at ``view.now``; the new JSON.
+
+    Raises:
+        NotFound: no such check. Conflict: resuming a check that is not paused.
+    """
+    async with UnitOfWork.begin(engine) as uow:
+        change = pause_check if paused else resume_check
+        await change(uow.connection, project_id, uuid, view.now)
+        row = await get_check_row(uow.connection, project_id, uuid)
+        return (await render(uow.connection, [row], view))[0]
+
+
+async def pings_of(
+    engine: Engine, project_id: int, ident: str, base_url: str, limit: int, *, before: int | None = None
+) -> list[dict[str, Any]]:
+    """The check's (named by uuid) pings, newest first (:func:`monitor.services.history.list_pings`)."""
+    async with UnitOfWork.read(engine) as uow:
+        row = await find_check_row(uow.connection, project_id, ident)
+        return await history.list_pings(
+            uow.connection, row["id"], row["uuid"], base_url, limit, before=before
+        )
+
+
+async def ping_body_of(engine: Engine, project_id: int, ident: str, n: int) -> bytes:
+    """Ping ``n``'s stored body (:func:`monitor.services.history.ping_body`)."""
+    async with UnitOfWork.read(engine) as uow:
+        row = await find_check_row(uow.connection, project_id, ident)
+        return await history.ping_body(uow.connection, row["id"], n)
+
+
+async def flips_of(
+    engine: Engine,
+    project_id: int,
+    ident: str,
+    limit: int,
+    before: int | None,
+    *,
+    window: history.FlipWindow,
+) -> tuple[list[dict[str, Any]], list[int]]:
+    """The check's (uuid or unique_key) flips page (:func:`monitor.services.history.flips_page`)."""
+    async with UnitOfWork.read(engine) as uow:
+        row = await find_check_row(uow.connection, project_id, ident, unique_key_allowed=True)
+        return await history.flips_page(uow.connection, row["id"], limit, before, window=window)
+
+
+async def runs_of(
+    engine: Engine,
+    project_id: int,
+    ident: str,
+    limit: int,
+    since: datetime | None,
+    until: datetime | None,
+    after: tuple[datetime, datetime, str] | None,
+) -> tuple[list[dict[str, Any]], list[tuple[datetime, datetime, str]]]:
+    """The check's (uuid or unique_key) runs page (:func:`monitor.services.history.runs_page`)."""
+    async with UnitOfWork.read(engine) as uow:
+        row = await find_check_row(uow.connection, project_id, ident, unique_key_allowed=True)
+        return await history.runs_page(uow.connection, row["id"], limit, since, until, after)
+
+
+async def alerts_of(
+    engine: Engine, project_id: int, ident: str, limit: int, *, before: int | None = None
+) -> list[dict[str, Any]]:
+    """The check's (uuid) alerts with notifications (:func:`monitor.services.history.list_alerts`)."""
+    async with UnitOfWork.read(engine) as uow:
+        row = await find_check_row(uow.connection, project_id, ident)
+        return await history.list_alerts(uow.connection, row["id"], limit, before=before)

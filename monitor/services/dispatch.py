@@ -1,6 +1,7 @@
 """Deliver notifications from the outbox (DESIGN §6 "Notifier", §7).
 
-No lease. Each notification (alert × channel, unique) moves through these statuses:
+No lease. Each notification (alert × channel, unique) moves through these statuses
+(:class:`monitor.storage.outbox.OutboxStatus`; the SQL is in that storage port):
 
 ``pending``  due at ``next_attempt_at``; claimed by one sender at a time;
 ``held``     over the rate limit (per channel and check: a flapping check cannot flood a
@@ -30,50 +31,45 @@ import asyncio
 import logging
 import random
 import uuid as uuid_module
+from collections import defaultdict
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from sqlalchemy import exists, func, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from monitor.domain import maintenance, messages
+from monitor.domain import maintenance, messages, retry
 from monitor.domain.messages import Message, humanize_duration
 from monitor.notify import templates
 from monitor.notify.base import DeliveryResult, Notifier
 from monitor.settings import Settings
-from monitor.storage import tables as t
+from monitor.storage import outbox
+from monitor.storage.outbox import OutboxStatus
 
 logger = logging.getLogger(__name__)
 
-MAX_BACKOFF = timedelta(hours=1)
+MAX_BACKOFF_S = 3600.0
+"""The longest wait between two attempts of one notification, seconds."""
 
-PENDING, HELD, SENT, FAILED, SUPPRESSED, COALESCED = (
-    "pending",
-    "held",
-    "sent",
-    "failed",
-    "suppressed",
-    "coalesced",
-)
-OPEN_STATUSES = (PENDING, HELD)
+BACKOFF_JITTER = 0.25
+"""Retry delays are spread ±25 % (rows that failed together are not retried together)."""
 
 #: Most held rows folded into one digest (the rest follow in the next one).
 DIGEST_LIMIT = 100
 
 
-def backoff(attempts: int, base: float, rng: random.Random | None = None) -> timedelta:
-    """Delay before attempt ``attempts + 1``: ``base × 2^(attempts-1)``, ±25 % jitter, capped at 1 h.
+def retry_delay(attempts: int, settings: Settings, rng: random.Random | None = None) -> timedelta:
+    """Wait before attempt ``attempts + 1`` of a notification (DESIGN §6: exponential, jittered).
 
-    Args:
-        attempts: attempts made so far (≥ 1).
-        base: the first delay, seconds.
-        rng: the jitter's source (tests pass a seeded one).
+    :func:`monitor.domain.retry.backoff` with base ``MONITOR_NOTIFY_BACKOFF`` seconds, factor 2,
+    ±25 % jitter, capped at 1 h.
     """
-    rng = rng or random.Random()
-    delay = base * (2 ** max(0, attempts - 1)) * rng.uniform(0.75, 1.25)
-    return min(timedelta(seconds=delay), MAX_BACKOFF)
+    return timedelta(
+        seconds=retry.backoff(
+            attempts, base=settings.notify_backoff, cap=MAX_BACKOFF_S, jitter=BACKOFF_JITTER, rng=rng
+        )
+    )
 
 
 def claim_length(settings: Settings) -> timedelta:
@@ -104,40 +100,10 @@ class Job:
     riders: tuple[int, ...] = ()
     rider_token: str = ""
 
-
-def _due(now: datetime) -> Any:
-    n = t.notifications.c
-    return (
-        n.status.in_(OPEN_STATUSES)
-        & (n.next_attempt_at <= now)
-        & or_(n.claimed_until.is_(None), n.claimed_until < now)
-    )
-
-
-def _first_in_line(now: datetime) -> Any:
-    """No earlier notification of the same check to the same channel is still open.
-
-    Per check and channel, notifications go out in the order their alerts were raised (alert
-    ids grow with raising): a later one waits until every earlier one is sent, coalesced,
-    suppressed or has finally failed — a ``recovered`` can never overtake the ``missed`` it
-    answers while that one is being retried. Project-level alerts (no check) are not ordered.
-    """
-    n = t.notifications.c
-    earlier = t.notifications.alias("earlier")
-    earlier_alert = t.alerts.alias("earlier_alert")
-    return ~exists(
-        select(earlier.c.id)
-        .select_from(earlier.join(earlier_alert, earlier_alert.c.id == earlier.c.alert_id))
-        .where(earlier_alert.c.check_id == t.alerts.c.check_id)
-        .where(earlier.c.channel_id == n.channel_id)
-        .where(earlier.c.alert_id < n.alert_id)
-        # A held (rate-limited) earlier one does not block unless a sender holds it: a later
-        # one is then over the limit too and held, or has room and carries it as a rider in
-        # its digest — either way it is not delivered before the earlier one.
-        .where(
-            (earlier.c.status == PENDING) | ((earlier.c.status == HELD) & (earlier.c.claimed_until >= now))
-        )
-    )
+    @property
+    def source(self) -> outbox.Source:
+        """The rate limit's unit: this channel and this check (or the project's project-level alerts)."""
+        return outbox.Source(channel_id=self.channel_id, project_id=self.project_id, check_id=self.check_id)
 
 
 async def claim_due(
@@ -151,10 +117,9 @@ async def claim_due(
 ) -> list[Job]:
     """Claim up to ``limit`` due notifications for this sender, in one transaction.
 
-    Only the first open notification per check and channel is due (:func:`_first_in_line`).
-    PostgreSQL: ``SELECT … FOR UPDATE SKIP LOCKED`` then one update; SQLite: one conditional
-    update over the candidates whose ``RETURNING`` says which rows are ours. Every claimed row
-    gets this call's ``claim_token``.
+    Only the first open notification per check and channel is due (order per check and
+    channel, :func:`monitor.storage.outbox.claim`). Every claimed row gets this call's
+    ``claim_token``.
 
     Args:
         now: the claim instant (aware UTC); a claim lasts :func:`claim_length`.
@@ -168,103 +133,33 @@ async def claim_due(
     """
     if limit <= 0:
         return []
-    n = t.notifications.c
     token = uuid_module.uuid4().hex
-    claim = {"claimed_until": now + claim_length(settings), "claim_token": token}
     async with engine.begin() as conn:
-        candidates = (
-            select(n.id)
-            .join(t.alerts, t.alerts.c.id == n.alert_id)
-            .where(_due(now))
-            .where(_first_in_line(now))
-            .order_by(n.next_attempt_at, n.id)
-            .limit(limit)
+        rows = await outbox.claim(
+            conn,
+            now,
+            until=now + claim_length(settings),
+            token=token,
+            limit=limit,
+            skip_channels=skip_channels,
+            skip_notifications=skip_notifications,
         )
-        if skip_channels:
-            candidates = candidates.where(n.channel_id.not_in(list(skip_channels)))
-        if skip_notifications:
-            candidates = candidates.where(n.id.not_in(list(skip_notifications)))
-        if conn.dialect.name == "postgresql":
-            ids = list(
-                (await conn.execute(candidates.with_for_update(skip_locked=True, of=t.notifications)))
-                .scalars()
-                .all()
-            )
-            if ids:
-                await conn.execute(update(t.notifications).where(n.id.in_(ids)).values(claim))
-        else:
-            ids = list((await conn.execute(candidates)).scalars().all())
-            if ids:
-                # conditional: a row another sender claimed since the select stays theirs
-                won = set(
-                    (
-                        await conn.execute(
-                            update(t.notifications)
-                            .where(n.id.in_(ids))
-                            .where(_due(now))
-                            .values(claim)
-                            .returning(n.id)
-                        )
-                    )
-                    .scalars()
-                    .all()
-                )
-                ids = [i for i in ids if i in won]
-        if not ids:
-            return []
-        rows = (
-            (await conn.execute(_job_query().where(n.id.in_(ids)).where(n.claim_token == token)))
-            .mappings()
-            .all()
-        )
-    order = {notification_id: index for index, notification_id in enumerate(ids)}
-    jobs = [_job(row, token, settings) for row in rows]
-    jobs.sort(key=lambda j: order[j.notification_id])
-    return jobs
+    return [_job(row, token, settings) for row in rows]
+
+
+def _claims(jobs: Sequence[Job]) -> dict[str, set[int]]:
+    claims: dict[str, set[int]] = defaultdict(set)
+    for job in jobs:
+        claims[job.token].add(job.notification_id)
+    return claims
 
 
 async def release_claims(engine: AsyncEngine, jobs: Sequence[Job]) -> None:
     """Give back claimed, unsent jobs (their rows become claimable at once), under their tokens."""
     if not jobs:
         return
-    n = t.notifications.c
     async with engine.begin() as conn:
-        for token in {job.token for job in jobs}:
-            await conn.execute(
-                update(t.notifications)
-                .where(n.id.in_([job.notification_id for job in jobs if job.token == token]))
-                .where(n.claim_token == token)
-                .values(claimed_until=None, claim_token=None)
-            )
-
-
-def _job_query() -> Any:
-    return (
-        select(
-            t.notifications.c.id,
-            t.notifications.c.attempts,
-            t.notifications.c.alert_id,
-            t.notifications.c.channel_id,
-            t.channels.c.url,
-            t.alerts.c.project_id,
-            t.alerts.c.check_id,
-            t.alerts.c.title,
-            t.alerts.c.message,
-            t.alerts.c.facts,
-            t.alerts.c.kind,
-            t.alerts.c.scheduled,
-            t.alerts.c.created_at,
-            t.checks.c.uuid,
-            t.checks.c.slug,
-            t.checks.c.name,
-            t.checks.c.episode_key,
-            t.checks.c.paused,
-            t.checks.c.watch_from,
-        )
-        .join(t.channels, t.channels.c.id == t.notifications.c.channel_id)
-        .join(t.alerts, t.alerts.c.id == t.notifications.c.alert_id)
-        .outerjoin(t.checks, t.checks.c.id == t.alerts.c.check_id)
-    )
+        await outbox.release(conn, _claims(jobs))
 
 
 def _job(row: Mapping[Any, Any], token: str, settings: Settings) -> Job:
@@ -328,16 +223,6 @@ def _json_fields(row: Mapping[Any, Any]) -> dict[str, str]:
 # --------------------------------------------------------------------------- before sending
 
 
-async def _windows(conn: AsyncConnection, project_id: int, check_id: int | None) -> list[maintenance.Window]:
-    w = t.maintenance_windows.c
-    query = select(t.maintenance_windows).where(w.project_id == project_id)
-    query = query.where(
-        w.check_id.is_(None) if check_id is None else or_(w.check_id.is_(None), w.check_id == check_id)
-    )
-    rows = (await conn.execute(query)).mappings().all()
-    return [window_of(r) for r in rows]
-
-
 def window_of(row: Mapping[Any, Any]) -> maintenance.Window:
     """A ``maintenance_windows`` row as a domain :class:`~monitor.domain.maintenance.Window`."""
     return maintenance.Window(
@@ -351,15 +236,6 @@ def window_of(row: Mapping[Any, Any]) -> maintenance.Window:
         dialect=row["dialect"],
         tz=row["tz"],
         duration=timedelta(seconds=row["duration"]) if row["duration"] is not None else None,
-    )
-
-
-async def _release(conn: AsyncConnection, job: Job, values: dict[str, Any]) -> None:
-    await conn.execute(
-        update(t.notifications)
-        .where(t.notifications.c.id == job.notification_id)
-        .where(t.notifications.c.claim_token == job.token)
-        .values(claimed_until=None, claim_token=None, **values)
     )
 
 
@@ -380,8 +256,7 @@ async def prepare(engine: AsyncEngine, job: Job, now: datetime, *, settings: Set
         The job to send (possibly with riders and a digest message), or ``None`` when there
         is nothing to send now.
     """
-    async with engine.begin() as conn:
-        return await _prepare(conn, job, now, settings)
+    return (await prepare_many(engine, [job], now, settings=settings))[0]
 
 
 async def prepare_many(
@@ -389,155 +264,153 @@ async def prepare_many(
 ) -> list[Job | None]:
     """:func:`prepare` for several jobs in one transaction (the notifier's batches).
 
-    Jobs are prepared in channel order, so two senders' batches lock channel rows in the same
-    order (PostgreSQL) and never deadlock. Returns one entry per job, in the order given.
+    A fixed number of statements per batch, whatever its size: lock the channels (PostgreSQL,
+    in id order, so two senders' batches never deadlock), renew every claim, read the
+    projects' maintenance windows and the sources' recent sends once; then the jobs are judged
+    in channel order, each counting against the rate limit the ones accepted before it.
+
+    Returns:
+        One entry per job, in the order given: the job to send, or ``None``.
     """
-    order = sorted(range(len(jobs)), key=lambda i: (jobs[i].channel_id, jobs[i].notification_id))
-    ready: list[Job | None] = [None] * len(jobs)
+    if not jobs:
+        return []
     async with engine.begin() as conn:
-        for index in order:
-            ready[index] = await _prepare(conn, jobs[index], now, settings)
-    return ready
+        return await _prepare_batch(conn, jobs, now, settings)
 
 
-async def _prepare(conn: AsyncConnection, job: Job, now: datetime, settings: Settings) -> Job | None:
-    n = t.notifications.c
-    if conn.dialect.name == "postgresql":
-        # Serialise preparations per channel (the rate-limit count, taking riders): always the
-        # channel row first, then notification rows, so two preparations never deadlock.
-        await conn.execute(
-            # NO KEY UPDATE: inserts of notifications (a foreign-key share lock) are not held up
-            select(t.channels.c.id).where(t.channels.c.id == job.channel_id).with_for_update(key_share=True)
-        )
-    renewed = await conn.execute(
-        update(t.notifications)
-        .where(n.id == job.notification_id)
-        .where(n.claim_token == job.token)
-        .where(n.status.in_(OPEN_STATUSES))
-        .values(claimed_until=now + claim_length(settings))
-    )
-    if renewed.rowcount != 1:
-        logger.warning(
-            "claim lost before sending; another sender took the notification over",
-            extra={"action": "claim_lost", "notification_id": job.notification_id},
-        )
-        return None
-    if job.alert_kind != messages.MAINTENANCE and job.alert_created_at is not None:
-        window = maintenance.covering(
-            await _windows(conn, job.project_id, job.check_id), job.check_id, job.alert_created_at
-        )
-        if window is not None:
-            await _release(
-                conn,
-                job,
-                {
-                    "status": SUPPRESSED,
-                    "last_error": f"held back by maintenance window {window.name or window.id!r}",
-                },
+async def _prepare_batch(
+    conn: AsyncConnection, jobs: Sequence[Job], now: datetime, settings: Settings
+) -> list[Job | None]:
+    """The batch's jobs that go out now (``None`` where not), in four steps: still claimed,
+    not held back by a maintenance window, within the rate limit, with their digest riders."""
+    until = now + claim_length(settings)
+    await outbox.lock_channels(conn, {job.channel_id for job in jobs})
+    live = _still_claimed(jobs, await outbox.renew(conn, _claims(jobs), until=until))
+    unmuted = await _not_in_maintenance(conn, jobs, live)
+    accepted = await _within_rate_limit(conn, jobs, unmuted, now, settings)
+    return await _with_riders(conn, jobs, accepted, now=now, until=until, settings=settings)
+
+
+def _still_claimed(jobs: Sequence[Job], renewed: Collection[int]) -> list[int]:
+    """Indexes of the jobs whose claim was renewed, by (channel, notification)."""
+    order = sorted(range(len(jobs)), key=lambda i: (jobs[i].channel_id, jobs[i].notification_id))
+    live = []
+    for index in order:
+        if jobs[index].notification_id in renewed:
+            live.append(index)
+        else:
+            logger.warning(
+                "claim lost before sending; another sender took the notification over",
+                extra={"action": "claim_lost", "notification_id": jobs[index].notification_id},
             )
-            return None
-    # Project-level alerts (monitor_unavailable, project maintenance summaries) are limited
-    # too, as one more "check" per channel (a flood of them must not reach a channel).
-    window_start = now - timedelta(seconds=settings.notify_rate_window)
-    # Sent ones about this check, plus those being sent right now (marked below; a dead
-    # sender's mark lapses with its claim).
-    sent_count, oldest = (
-        await conn.execute(
-            select(func.count(), func.min(n.sent_at))
-            .select_from(t.notifications.join(t.alerts, t.alerts.c.id == n.alert_id))
-            .where(n.channel_id == job.channel_id)
-            .where(_same_source(job))
-            .where(n.id != job.notification_id)
-            .where(n.sent_at > window_start)
-            .where(or_(n.status == SENT, n.status.in_(OPEN_STATUSES) & (n.claimed_until >= now)))
-        )
-    ).one()
-    if sent_count >= settings.notify_rate_limit:
-        room_at = (oldest or now) + timedelta(seconds=settings.notify_rate_window)
-        await _release(
+    return live
+
+
+async def _not_in_maintenance(conn: AsyncConnection, jobs: Sequence[Job], live: list[int]) -> list[int]:
+    """``live`` without the jobs a maintenance window holds back (those are suppressed)."""
+    windows: dict[int, list[maintenance.Window]] = defaultdict(list)
+    for row in await outbox.maintenance_windows(conn, {jobs[i].project_id for i in live}):
+        windows[row["project_id"]].append(window_of(row))
+    unmuted = []
+    for index in live:
+        job = jobs[index]
+        window = None
+        if job.alert_kind != messages.MAINTENANCE and job.alert_created_at is not None:
+            window = maintenance.covering(windows[job.project_id], job.check_id, job.alert_created_at)
+        if window is None:
+            unmuted.append(index)
+            continue
+        await outbox.reschedule(
             conn,
-            job,
-            {
-                "status": HELD,
-                "next_attempt_at": max(room_at, now),
-                "last_error": (
+            job.notification_id,
+            job.token,
+            status=OutboxStatus.SUPPRESSED,
+            last_error=f"held back by maintenance window {window.name or window.id!r}",
+        )
+    return unmuted
+
+
+async def _within_rate_limit(
+    conn: AsyncConnection, jobs: Sequence[Job], unmuted: list[int], now: datetime, settings: Settings
+) -> list[int]:
+    """``unmuted`` without the jobs over the rate limit (held for a digest), marked sending.
+
+    Project-level alerts (monitor_unavailable, project maintenance summaries) are limited too,
+    as one more "check" per channel (a flood of them must not reach a channel). Counted: sent
+    ones, plus those being sent right now (stamped here; a dead sender's stamp lapses with its
+    claim)."""
+    rate_window = timedelta(seconds=settings.notify_rate_window)
+    sends = await outbox.recent_sends(
+        conn,
+        {jobs[i].source for i in unmuted},
+        since=now - rate_window,
+        now=now,
+        exclude={jobs[i].notification_id for i in unmuted},
+    )
+    accepted = []
+    for index in unmuted:
+        job = jobs[index]
+        count, oldest = sends[job.source]
+        if count >= settings.notify_rate_limit:
+            room_at = (oldest or now) + rate_window
+            await outbox.reschedule(
+                conn,
+                job.notification_id,
+                job.token,
+                status=OutboxStatus.HELD,
+                next_attempt_at=max(room_at, now),
+                last_error=(
                     f"held back: rate limit of {settings.notify_rate_limit} notifications about one "
                     f"check per channel in {humanize_duration(settings.notify_rate_window)}; "
                     "goes out in a digest"
                 ),
-            },
-        )
-        return None
-    await conn.execute(update(t.notifications).where(n.id == job.notification_id).values(sent_at=now))
-    rider_token = uuid_module.uuid4().hex
-    riders = await _claim_riders(conn, job, rider_token, now, settings)
-    if not riders:
-        return job
-    rows = (
-        (
-            await conn.execute(
-                select(t.alerts.c.title, t.alerts.c.message, t.alerts.c.kind, t.alerts.c.created_at)
-                .join(t.notifications, t.notifications.c.alert_id == t.alerts.c.id)
-                .where(t.notifications.c.id.in_([job.notification_id, *riders]))
-                .order_by(t.alerts.c.created_at)
             )
+            continue
+        sends[job.source] = (count + 1, min(oldest, now) if oldest is not None else now)
+        accepted.append(index)
+    await outbox.mark_sending(conn, {jobs[i].notification_id for i in accepted}, now)
+    return accepted
+
+
+async def _with_riders(
+    conn: AsyncConnection,
+    jobs: Sequence[Job],
+    accepted: list[int],
+    *,
+    now: datetime,
+    until: datetime,
+    settings: Settings,
+) -> list[Job | None]:
+    """The accepted jobs, each carrying the held notifications of its source as a digest."""
+    ready: list[Job | None] = [None] * len(jobs)
+    sending = {jobs[i].notification_id for i in accepted}
+    held = await outbox.held_sources(conn, {jobs[i].source for i in accepted})
+    for index in accepted:
+        job = jobs[index]
+        ready[index] = job
+        if job.source not in held:
+            continue
+        rider_token = uuid_module.uuid4().hex
+        riders = await outbox.claim_riders(
+            conn,
+            job.source,
+            owner=job.notification_id,
+            owner_token=job.token,
+            exclude=sending,
+            token=rider_token,
+            until=until,
+            now=now,
+            limit=DIGEST_LIMIT,
         )
-        .mappings()
-        .all()
-    )
-    return replace(
-        job, riders=tuple(riders), rider_token=rider_token, message=digest(job.message, rows, settings)
-    )
-
-
-def _same_source(job: Job) -> Any:
-    """Alerts about the job's check, or — for a project-level alert — the project's other
-    project-level alerts (the rate limit's unit)."""
-    a = t.alerts.c
-    if job.check_id is None:
-        return a.check_id.is_(None) & (a.project_id == job.project_id)
-    return a.check_id == job.check_id
-
-
-async def _claim_riders(
-    conn: AsyncConnection, job: Job, rider_token: str, now: datetime, settings: Settings
-) -> list[int]:
-    """Take the other held rows of this channel and check into this delivery.
-
-    Rows claimed by nobody, or by this job's own claim batch, qualify; they get ``rider_token``,
-    so their own jobs of the batch (if any) find their claim gone and send nothing.
-    """
-    n = t.notifications.c
-    free = or_(n.claimed_until.is_(None), n.claimed_until < now, n.claim_token == job.token)
-    held = (
-        (
-            await conn.execute(
-                select(n.id)
-                .join(t.alerts, t.alerts.c.id == n.alert_id)
-                .where(_same_source(job))
-                .where(n.channel_id == job.channel_id)
-                .where(n.status == HELD)
-                .where(n.id != job.notification_id)
-                .where(free)
-                .order_by(n.id)
-                .limit(DIGEST_LIMIT)
+        if riders:
+            rows = await outbox.alert_texts(conn, [job.notification_id, *riders])
+            ready[index] = replace(
+                job,
+                riders=tuple(riders),
+                rider_token=rider_token,
+                message=digest(job.message, rows, settings),
             )
-        )
-        .scalars()
-        .all()
-    )
-    riders = []
-    for rider in held:
-        result = await conn.execute(
-            update(t.notifications)
-            .where(n.id == rider)
-            .where(n.status == HELD)
-            .where(free)
-            .values(claimed_until=now + claim_length(settings), claim_token=rider_token)
-        )
-        if result.rowcount == 1:
-            riders.append(rider)
-    return riders
+    return ready
 
 
 def digest(first: Message, alerts: Sequence[Mapping[Any, Any]], settings: Settings) -> Message:
@@ -673,13 +546,44 @@ async def record_many(
     settings: Settings,
     rng: random.Random | None = None,
 ) -> None:
-    """:func:`record` for several attempts in one transaction (the notifier's recorder)."""
-    logged = []
+    """:func:`record` for several attempts in one transaction (the notifier's recorder).
+
+    Each attempt is recorded only under its claim token (a sender that stalled past its
+    claim, whose row another notifier took over, adds no attempt row and changes no status):
+    :func:`monitor.storage.outbox.record_attempts`.
+    """
+    outcomes = [_outcome_of(attempt, settings, rng) for attempt in attempts]
     async with engine.begin() as conn:
-        for attempt in attempts:
-            logged.append((attempt, await _record(conn, attempt, settings, rng)))
-    for attempt, recorded in logged:
-        _log_attempt(attempt, recorded)
+        recorded = await outbox.record_attempts(conn, outcomes)
+    for attempt in attempts:
+        _log_attempt(attempt, recorded.get(attempt.job.notification_id))
+
+
+def _outcome_of(attempt: Attempt, settings: Settings, rng: random.Random | None) -> outbox.Outcome:
+    """The row's next status after an attempt: sent; failed for good (a permanent error or the
+    last allowed attempt); else pending again after :func:`retry_delay`."""
+    job, result, now = attempt.job, attempt.result, attempt.at
+    attempts = job.attempts + 1
+    next_attempt_at = None
+    if result.ok:
+        status = OutboxStatus.SENT
+    elif result.permanent or attempts >= settings.notify_max_attempts:
+        status = OutboxStatus.FAILED
+    else:
+        status = OutboxStatus.PENDING
+        next_attempt_at = now + retry_delay(attempts, settings, rng)
+    return outbox.Outcome(
+        notification_id=job.notification_id,
+        token=job.token,
+        attempts=attempts,
+        at=now,
+        ok=result.ok,
+        error=result.error,
+        status=status,
+        next_attempt_at=next_attempt_at,
+        riders=job.riders,
+        rider_token=job.rider_token,
+    )
 
 
 def _outcome(result: DeliveryResult) -> str:
@@ -723,86 +627,8 @@ def _log_attempt(attempt: Attempt, recorded: int | None) -> None:
     )
 
 
-async def _record(
-    conn: AsyncConnection, attempt: Attempt, settings: Settings, rng: random.Random | None
-) -> int | None:
-    """Record one attempt inside ``conn``'s transaction; the rows recorded, or ``None`` when the
-    claim was taken over (nothing is written)."""
-    job, result, now = attempt.job, attempt.result, attempt.at
-    attempts = job.attempts + 1
-    values: dict[str, Any] = {"attempts": attempts, "claimed_until": None, "claim_token": None}
-    if result.ok:
-        values.update(status=SENT, sent_at=now, last_error=None)
-    else:
-        values.update(last_error=result.error, sent_at=None)
-        if result.permanent or attempts >= settings.notify_max_attempts:
-            values["status"] = FAILED
-        else:
-            values.update(
-                status=PENDING, next_attempt_at=now + backoff(attempts, settings.notify_backoff, rng)
-            )
-    n = t.notifications.c
-    # Only the claim's holder records: a sender that stalled past its claim, whose
-    # row another notifier took over, must not add attempt rows or overwrite the status.
-    mine = (
-        await conn.execute(
-            update(t.notifications)
-            .where(n.id == job.notification_id)
-            .where(n.claim_token == job.token)
-            .values(values)
-        )
-    ).rowcount == 1
-    if not mine:
-        return None
-    recorded = [job.notification_id]
-    if job.riders:
-        rider_values: dict[str, Any] = {
-            "claimed_until": None,
-            "claim_token": None,
-            "attempts": n.attempts + 1,
-        }
-        if result.ok:
-            rider_values.update(
-                status=COALESCED,
-                sent_at=now,
-                last_error=f"sent in the digest of notification {job.notification_id}",
-            )
-        elif values.get("status") == FAILED:
-            rider_values.update(status=FAILED, last_error=result.error)
-        else:
-            rider_values.update(
-                status=HELD, next_attempt_at=values["next_attempt_at"], last_error=result.error
-            )
-        riders = (
-            (
-                await conn.execute(
-                    update(t.notifications)
-                    .where(n.id.in_(job.riders))
-                    .where(n.claim_token == job.rider_token)
-                    .values(rider_values)
-                    .returning(n.id)
-                )
-            )
-            .scalars()
-            .all()
-        )
-        recorded.extend(riders)
-    await conn.execute(
-        t.notification_attempts.insert(),
-        [{"notification_id": i, "at": now, "ok": result.ok, "error": result.error} for i in recorded],
-    )
-    return len(recorded)
-
-
 async def next_delivery_at(engine: AsyncEngine) -> datetime | None:
     """When the earliest open (pending or held) notification becomes due (the notifier's sleep)."""
     async with engine.connect() as conn:
-        value = (
-            await conn.execute(
-                select(t.notifications.c.next_attempt_at)
-                .where(t.notifications.c.status.in_(OPEN_STATUSES))
-                .order_by(t.notifications.c.next_attempt_at)
-                .limit(1)
-            )
-        ).scalar_one_or_none()
+        value = await outbox.next_due_at(conn)
     return value if value is None else value.astimezone(UTC)

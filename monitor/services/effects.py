@@ -12,14 +12,14 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import bindparam, select, update
+from sqlalchemy import bindparam, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from monitor.domain import messages
 from monitor.domain.checks import AlertKind, FlipReason, Status
 from monitor.domain.detection import AlertDraft, Effects
 from monitor.notify import templates
-from monitor.storage import repositories
+from monitor.storage import outbox, repositories
 from monitor.storage import tables as t
 
 PAUSE_REASONS = frozenset({FlipReason.PAUSED.value, FlipReason.RESUMED.value})
@@ -115,6 +115,25 @@ class PendingWrites:
             await conn.execute(t.flips.insert(), self.flips)
 
 
+@dataclass(frozen=True, kw_only=True, slots=True)
+class CheckAlerts:
+    """One check's alert drafts from one decision, with what their messages need.
+
+    Attributes:
+        status: the check's status after the decision (shown in the messages).
+        log_tail: the ping body that raised them, if any (shown in the messages).
+        recovering: the ping closed a down episode. Its ``late`` alert is then the recovery
+            notice (DESIGN §5), so it also goes to channels whose ``kinds`` accept
+            ``recovered`` but not ``late``.
+    """
+
+    check: CheckIdentity
+    drafts: Sequence[AlertDraft]
+    status: Status
+    log_tail: str | None = None
+    recovering: bool = False
+
+
 async def record_alerts(
     conn: AsyncConnection,
     check: CheckIdentity,
@@ -127,7 +146,9 @@ async def record_alerts(
     token: int | None = None,
     recovering: bool = False,
 ) -> list[int]:
-    """Insert new alerts (queueing one notification per routed channel) and raise counts.
+    """Insert one check's new alerts (queueing one notification per routed channel) and raise counts.
+
+    :func:`record_alerts_many` for one check.
 
     Args:
         recovering: the ping closed a down episode. Its ``late`` alert is then the recovery
@@ -137,102 +158,129 @@ async def record_alerts(
     Returns:
         Ids of the alerts this call inserted.
     """
-    inserted: list[int] = []
-    for draft in drafts:
-        facts = messages.AlertFacts(
-            kind=draft.kind.value,
-            check_name=check.name,
-            check_uuid=check.uuid,
-            slug=check.slug,
-            tz=check.tz,
-            status=status.value,
-            scheduled=draft.scheduled,
-            count=draft.count,
-            late_by_s=draft.late_by.total_seconds() if draft.late_by is not None else None,
-            duration_s=draft.duration.total_seconds() if draft.duration is not None else None,
-            exit_status=draft.exit_status,
-            run_ids=draft.run_ids,
-            other_scheduled=draft.other_scheduled,
-            log_tail=log_tail,
-            check_url=f"{base_url}/checks/{check.uuid}",  # the dashboard's page
-            simple=check.simple,
-            superseded=draft.superseded,
-            runs_seen=draft.runs_seen,
-            runs_expected=draft.runs_expected,
-            min_runtime_s=draft.min_runtime.total_seconds() if draft.min_runtime is not None else None,
-        )
-        if not draft.new:
-            values: dict[str, object] = {"count": draft.count}
-            if draft.scheduled is not None:
-                # a bump that carries the whole story (a third run of a duplicated tick): the
-                # message says "ran 3 times", not what it said when the alert was raised
-                message = templates.render(facts)
-                values.update(
-                    title=message.title[:300], message=message.body, facts=messages.facts_to_json(facts)
-                )
-            await conn.execute(
-                update(t.alerts)
-                .where(t.alerts.c.project_id == check.project_id)
-                .where(t.alerts.c.check_id == check.id)
-                .where(t.alerts.c.key == draft.key)
-                .where(t.alerts.c.count < draft.count)
-                .values(values)
+    batch = CheckAlerts(check=check, drafts=drafts, status=status, log_tail=log_tail, recovering=recovering)
+    return await record_alerts_many(conn, [batch], now=now, base_url=base_url, token=token)
+
+
+async def record_alerts_many(
+    conn: AsyncConnection,
+    batches: Sequence[CheckAlerts],
+    *,
+    now: datetime,
+    base_url: str,
+    token: int | None = None,
+) -> list[int]:
+    """Insert the new alerts of many checks, queue their notifications, and raise counts.
+
+    A fixed number of statements however many checks: one multi-row insert of the new alerts
+    (:func:`monitor.storage.outbox.insert_alerts`, ``ON CONFLICT DO NOTHING``), one read of
+    the checks' channels, one insert of the notifications (:func:`monitor.storage.outbox.enqueue`);
+    plus one update per count raised (a bump of an alert that exists). An alert that was not
+    inserted (another writer raised it first) queues nothing.
+
+    Args:
+        batches: per check, its drafts (a check may appear more than once).
+        now: the decision's instant (aware UTC): the alerts' ``created_at`` and the
+            notifications' first due time.
+        base_url: ``MONITOR_BASE_URL``, for the links in the messages.
+        token: the fencing token that wrote them (evaluator), recorded on the alerts.
+
+    Returns:
+        Ids of the alerts inserted, in the order given.
+    """
+    new: list[outbox.NewAlert] = []
+    raised: list[tuple[CheckAlerts, AlertDraft]] = []
+    for batch in batches:
+        for draft in batch.drafts:
+            facts = _facts(batch, draft, base_url)
+            if draft.new:
+                new.append(_new_alert(batch, draft, facts, now=now, token=token))
+                raised.append((batch, draft))
+            else:
+                await _raise_count(conn, batch, draft, facts)
+    ids = await outbox.insert_alerts(conn, new)
+    inserted = [
+        (alert_id, batch, draft) for alert_id, (batch, draft) in zip(ids, raised, strict=True) if alert_id
+    ]
+    routes = await outbox.check_routes(conn, {batch.check.id for _, batch, _ in inserted})
+    await outbox.enqueue(
+        conn,
+        [
+            outbox.Notice(alert_id=alert_id, channel_id=route.channel_id, due_at=now)
+            for alert_id, batch, draft in inserted
+            for route in routes.get(batch.check.id, [])
+            if route.accepts(
+                draft.kind.value,
+                also=AlertKind.RECOVERED.value if batch.recovering and draft.kind is AlertKind.LATE else None,
             )
-            continue
+        ],
+    )
+    return [alert_id for alert_id, _, _ in inserted]
+
+
+def _new_alert(
+    batch: CheckAlerts, draft: AlertDraft, facts: messages.AlertFacts, *, now: datetime, token: int | None
+) -> outbox.NewAlert:
+    """The row of a new alert, its message rendered from ``facts``."""
+    message = templates.render(facts)
+    return outbox.NewAlert(
+        project_id=batch.check.project_id,
+        check_id=batch.check.id,
+        key=draft.key,
+        kind=draft.kind.value,
+        scheduled=draft.scheduled,
+        run_id=draft.run_id,
+        rid=draft.rid,
+        count=draft.count,
+        created_at=now,
+        title=message.title,
+        message=message.body,
+        facts=messages.facts_to_json(facts),
+        token=token,
+    )
+
+
+async def _raise_count(
+    conn: AsyncConnection, batch: CheckAlerts, draft: AlertDraft, facts: messages.AlertFacts
+) -> None:
+    """Bump an alert that exists. A bump that carries the whole story (a third run of a
+    duplicated tick) rewrites the message: it says "ran 3 times", not what it said when the
+    alert was raised."""
+    text = None
+    if draft.scheduled is not None:
         message = templates.render(facts)
-        stmt = (
-            repositories.insert_ignoring_conflicts(conn, t.alerts)
-            .values(
-                project_id=check.project_id,
-                check_id=check.id,
-                key=draft.key,
-                kind=draft.kind.value,
-                scheduled=draft.scheduled,
-                run_id=draft.run_id,
-                rid=draft.rid,
-                count=draft.count,
-                created_at=now,
-                title=message.title[:300],
-                message=message.body,
-                facts=messages.facts_to_json(facts),
-                token=token,
-            )
-            .returning(t.alerts.c.id)
-        )
-        alert_id = (await conn.execute(stmt)).scalar_one_or_none()
-        if alert_id is None:
-            continue  # another writer raised it first
-        inserted.append(alert_id)
-        channels = (
-            await conn.execute(
-                select(t.channels.c.id, t.channels.c.kinds)
-                .join(t.check_channels, t.check_channels.c.channel_id == t.channels.c.id)
-                .where(t.check_channels.c.check_id == check.id)
-            )
-        ).all()
-        rows = [
-            {
-                "alert_id": alert_id,
-                "channel_id": channel_id,
-                "status": "pending",
-                "attempts": 0,
-                "next_attempt_at": now,
-                "created_at": now,
-            }
-            for channel_id, kinds in channels
-            if channel_wants(kinds, draft.kind.value)
-            or (
-                recovering
-                and draft.kind is AlertKind.LATE
-                and channel_wants(kinds, AlertKind.RECOVERED.value)
-            )
-        ]
-        if rows:
-            await conn.execute(t.notifications.insert(), rows)
-    return inserted
+        text = (message.title, message.body, messages.facts_to_json(facts))
+    await outbox.raise_count(
+        conn,
+        project_id=batch.check.project_id,
+        check_id=batch.check.id,
+        key=draft.key,
+        count=draft.count,
+        text=text,
+    )
 
 
-def channel_wants(kinds: str, kind: str) -> bool:
-    """A channel's ``kinds`` filter: empty means every kind; else a comma-separated list."""
-    wanted = {k.strip() for k in kinds.split(",") if k.strip()}
-    return not wanted or kind in wanted
+def _facts(batch: CheckAlerts, draft: AlertDraft, base_url: str) -> messages.AlertFacts:
+    check = batch.check
+    return messages.AlertFacts(
+        kind=draft.kind.value,
+        check_name=check.name,
+        check_uuid=check.uuid,
+        slug=check.slug,
+        tz=check.tz,
+        status=batch.status.value,
+        scheduled=draft.scheduled,
+        count=draft.count,
+        late_by_s=draft.late_by.total_seconds() if draft.late_by is not None else None,
+        duration_s=draft.duration.total_seconds() if draft.duration is not None else None,
+        exit_status=draft.exit_status,
+        run_ids=draft.run_ids,
+        other_scheduled=draft.other_scheduled,
+        log_tail=batch.log_tail,
+        check_url=f"{base_url}/checks/{check.uuid}",  # the dashboard's page
+        simple=check.simple,
+        superseded=draft.superseded,
+        runs_seen=draft.runs_seen,
+        runs_expected=draft.runs_expected,
+        min_runtime_s=draft.min_runtime.total_seconds() if draft.min_runtime is not None else None,
+    )

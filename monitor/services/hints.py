@@ -16,8 +16,8 @@ from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from monitor.domain import hints as hint_rules
+from monitor.domain.cron.explain import explain
 from monitor.domain.errors import NotFound, ValidationError
-from monitor.domain.explain import explain
 from monitor.storage import tables as t
 
 UUID_RE = re.compile(r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$")
@@ -75,7 +75,7 @@ async def explain_check(
         after: list ticks strictly after this instant (aware).
 
     Returns:
-        :func:`monitor.domain.explain.explain`'s document (``schedule``, ``tz``, ``dialect``,
+        :func:`monitor.domain.cron.explain.explain`'s document (``schedule``, ``tz``, ``dialect``,
         ``fields``, ``description``, ``warnings``, ``next``) plus ``check``
         (``{"uuid", "name", "slug"}``) and ``hints`` (a list of strings, empty when none).
 

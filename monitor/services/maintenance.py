@@ -20,12 +20,14 @@ from typing import Any
 from sqlalchemy import delete, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from monitor.domain import maintenance, messages, pings, schedules
+from monitor.domain import maintenance, messages, pings
+from monitor.domain.cron import schedules
 from monitor.domain.errors import NotFound, ScheduleError, ValidationError, ZoneError
 from monitor.services import reminders
 from monitor.services.dispatch import window_of
 from monitor.settings import Settings
 from monitor.storage import tables as t
+from monitor.storage.outbox import OPEN_STATUSES, OutboxStatus
 
 MAX_DURATION_S = int(maintenance.MAX_DURATION.total_seconds())
 
@@ -226,10 +228,10 @@ async def delete_window(
         await conn.execute(
             update(t.notifications)
             .where(n.alert_id.in_(in_scope))
-            .where(n.status.in_(("pending", "held")))
+            .where(n.status.in_(OPEN_STATUSES))
             .where(or_(n.claimed_until.is_(None), n.claimed_until < now))
             .values(
-                status="suppressed",
+                status=OutboxStatus.SUPPRESSED,
                 last_error=f"held back by maintenance window {window.name or window.id!r} (deleted)",
             )
         )

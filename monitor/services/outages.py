@@ -21,7 +21,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from monitor.domain.checks import AlertKind
 from monitor.domain.detection import OutageGuard, iso
 from monitor.domain.messages import format_utc, humanize_duration
-from monitor.storage import repositories
+from monitor.storage import outbox, repositories
 from monitor.storage import tables as t
 
 logger = logging.getLogger(__name__)
@@ -123,48 +123,33 @@ async def _record_outage(conn: AsyncConnection, started: datetime, ended: dateti
         "Ticks whose grace window ended in that span are marked unknown instead of missed; "
         "check the jobs that should have run then.\n"
     )
-    projects = (await conn.execute(select(t.projects.c.id))).scalars().all()
-    for project_id in projects:
-        alert_id = (
-            await conn.execute(
-                t.alerts.insert()
-                .values(
-                    project_id=project_id,
-                    check_id=None,
-                    key=f"{AlertKind.MONITOR_UNAVAILABLE.value}:{iso(started)}",
-                    kind=AlertKind.MONITOR_UNAVAILABLE.value,
-                    scheduled=None,
-                    count=1,
-                    created_at=ended,
-                    title=title,
-                    message=message,
-                )
-                .returning(t.alerts.c.id)
+    projects = (await conn.execute(select(t.projects.c.id).order_by(t.projects.c.id))).scalars().all()
+    kind = AlertKind.MONITOR_UNAVAILABLE.value
+    ids = await outbox.insert_alerts(
+        conn,
+        [
+            outbox.NewAlert(
+                project_id=project_id,
+                check_id=None,
+                key=f"{kind}:{iso(started)}",
+                kind=kind,
+                created_at=ended,
+                title=title,
+                message=message,
             )
-        ).scalar_one()
-        channels = (
-            (
-                await conn.execute(
-                    select(t.channels.c.id, t.channels.c.kinds).where(t.channels.c.project_id == project_id)
-                )
-            )
-            .tuples()
-            .all()
+            for project_id in projects
+        ],
+    )
+    notices: list[outbox.Notice] = []
+    for project_id, alert_id in zip(projects, ids, strict=True):
+        if alert_id is None:
+            continue
+        notices.extend(
+            outbox.Notice(alert_id=alert_id, channel_id=route.channel_id, due_at=ended)
+            for route in await outbox.project_routes(conn, project_id)
+            if route.accepts(kind)
         )
-        rows = [
-            {
-                "alert_id": alert_id,
-                "channel_id": cid,
-                "status": "pending",
-                "attempts": 0,
-                "next_attempt_at": ended,
-                "created_at": ended,
-            }
-            for cid, kinds in channels
-            if not kinds or AlertKind.MONITOR_UNAVAILABLE.value in kinds.split(",")
-        ]
-        if rows:
-            await conn.execute(t.notifications.insert(), rows)
+    await outbox.enqueue(conn, notices)
     return True
 
 

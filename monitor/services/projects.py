@@ -6,13 +6,10 @@ import secrets
 from dataclasses import dataclass
 from datetime import datetime
 
-from sqlalchemy import func, select
-from sqlalchemy.ext.asyncio import AsyncConnection
-
 from monitor.domain import sentry
 from monitor.domain.errors import ValidationError
 from monitor.storage import repositories
-from monitor.storage import tables as t
+from monitor.storage.unit_of_work import Connection, Engine, UnitOfWork
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -30,7 +27,7 @@ def validate_api_key_text(key: str) -> None:
 
 
 async def create_project(
-    conn: AsyncConnection,
+    conn: Connection,
     name: str,
     now: datetime,
     *,
@@ -51,21 +48,17 @@ async def create_project(
     ro = "ro_" + secrets.token_urlsafe(24)
     ping_key = secrets.token_urlsafe(16)
     sentry_key = secrets.token_hex(16)  # 32 hex digits, as Sentry's public keys
-    project_id = (
-        await conn.execute(
-            t.projects.insert()
-            .values(
-                name=name,
-                ping_key=ping_key,
-                badge_key=secrets.token_urlsafe(16),
-                sentry_key=sentry_key,
-                created_at=now,
-            )
-            .returning(t.projects.c.id)
-        )
-    ).scalar_one()
-    await conn.execute(
-        t.api_keys.insert(),
+    uow = UnitOfWork.joining(conn)
+    project_id = await uow.projects.insert(
+        {
+            "name": name,
+            "ping_key": ping_key,
+            "badge_key": secrets.token_urlsafe(16),
+            "sentry_key": sentry_key,
+            "created_at": now,
+        }
+    )
+    await uow.projects.insert_keys(
         [
             {
                 "project_id": project_id,
@@ -95,18 +88,21 @@ async def create_project(
     return out
 
 
-async def count_projects(conn: AsyncConnection) -> int:
-    return int((await conn.execute(select(func.count()).select_from(t.projects))).scalar_one())
+async def count_projects(conn: Connection) -> int:
+    """How many projects exist."""
+    return await UnitOfWork.joining(conn).projects.count()
 
 
-async def resolve_api_key(conn: AsyncConnection, key: str) -> ApiKey | None:
-    row = (
-        await conn.execute(
-            select(t.api_keys.c.project_id, t.api_keys.c.read_only).where(
-                t.api_keys.c.key_hash == repositories.hash_key(key)
-            )
-        )
-    ).first()
-    if row is None:
+async def resolve_api_key(conn: Connection, key: str) -> ApiKey | None:
+    """The project and access of an API key given in clear (it is looked up by its SHA-256),
+    or ``None`` for a key no project has."""
+    found = await UnitOfWork.joining(conn).projects.key(repositories.hash_key(key))
+    if found is None:
         return None
-    return ApiKey(project_id=row[0], read_only=bool(row[1]))
+    return ApiKey(project_id=found[0], read_only=found[1])
+
+
+async def authenticate_key(engine: Engine, key: str) -> ApiKey | None:
+    """:func:`resolve_api_key` in a read unit of work of its own (the edges' key check)."""
+    async with UnitOfWork.read(engine) as uow:
+        return await resolve_api_key(uow.connection, key)

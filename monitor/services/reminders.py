@@ -34,26 +34,13 @@ from monitor.domain.messages import AlertFacts
 from monitor.notify import templates
 from monitor.services.dispatch import window_of
 from monitor.settings import Settings
-from monitor.storage import repositories
+from monitor.storage import outbox, repositories
 from monitor.storage import tables as t
 
 logger = logging.getLogger(__name__)
 
 #: Most alerts named one by one in a maintenance summary.
 SUMMARY_LINES = 50
-
-
-def wants(kinds: str, kind: str, *, also: str | None = None) -> bool:
-    """A channel's ``kinds`` filter: empty accepts everything; else ``kind`` or ``also`` must be listed.
-
-    Args:
-        kinds: the channel's comma-separated filter.
-        kind: the notification's kind (``nag``, ``maintenance`` …).
-        also: a second kind that qualifies (a nag's episode kind: a pager that takes ``missed``
-            also takes the reminders of a missed episode).
-    """
-    wanted = {k.strip() for k in kinds.split(",") if k.strip()}
-    return not wanted or kind in wanted or (also is not None and also in wanted)
 
 
 async def raise_due(engine: AsyncEngine, now: datetime, *, settings: Settings) -> int:
@@ -115,7 +102,8 @@ async def _repeats(conn: AsyncConnection, now: datetime, settings: Settings) -> 
             if n >= 1:
                 key = f"{messages.NAG}:{row['episode_key']}:{n}"
                 facts = _facts(row, messages.NAG, settings, down_for_s=down_for, reminder=n)
-                if await _raise(conn, row, key, facts, now, channels=await _check_channels(conn, row["id"])):
+                channels = await _check_channels(conn, row["id"])
+                if await _raise(conn, row, key, facts, now, channels=channels):
                     raised += 1
         if row["escalate_after"] and down_for >= row["escalate_after"] and row["escalate_to"]:
             key = f"{messages.ESCALATION}:{row['episode_key']}"
@@ -142,8 +130,7 @@ def _facts(row: Mapping[Any, Any], kind: str, settings: Settings, **extra: Any) 
 
 
 async def _check_channels(conn: AsyncConnection, check_id: int) -> list[str]:
-    query = select(t.check_channels.c.channel_id).where(t.check_channels.c.check_id == check_id)
-    return list((await conn.execute(query)).scalars().all())
+    return [route.channel_id for route in (await outbox.check_routes(conn, [check_id])).get(check_id, [])]
 
 
 async def _raise(
@@ -157,15 +144,7 @@ async def _raise(
     explicit: bool = False,
 ) -> bool:
     """Insert one alert (unless its key exists) and queue it to ``channels``; True if inserted."""
-    exists = (
-        await conn.execute(
-            select(t.alerts.c.id)
-            .where(t.alerts.c.project_id == row["project_id"])
-            .where(t.alerts.c.check_id == row["id"])
-            .where(t.alerts.c.key == key)
-        )
-    ).first()
-    if exists is not None:
+    if await outbox.alert_exists(conn, row["project_id"], row["id"], key):
         return False
     return await insert_alert(
         conn,
@@ -200,48 +179,33 @@ async def insert_alert(
         True if the alert was inserted (False: its key existed already).
     """
     message = templates.render(facts)
-    alert_id = (
-        await conn.execute(
-            repositories.insert_ignoring_conflicts(conn, t.alerts)
-            .values(
+    (alert_id,) = await outbox.insert_alerts(
+        conn,
+        [
+            outbox.NewAlert(
                 project_id=project_id,
                 check_id=check_id,
                 key=key,
                 kind=facts.kind,
                 scheduled=facts.scheduled,
-                count=1,
                 created_at=now,
                 title=message.title,
                 message=message.body,
                 facts=messages.facts_to_json(facts),
             )
-            .returning(t.alerts.c.id)
-        )
-    ).scalar_one_or_none()
+        ],
+    )
     if alert_id is None:
         return False
-    if channels:
-        found = (
-            await conn.execute(
-                select(t.channels.c.id, t.channels.c.kinds)
-                .where(t.channels.c.project_id == project_id)
-                .where(t.channels.c.id.in_(list(channels)))
-            )
-        ).all()
-        rows = [
-            {
-                "alert_id": alert_id,
-                "channel_id": channel_id,
-                "status": "pending",
-                "attempts": 0,
-                "next_attempt_at": now,
-                "created_at": now,
-            }
-            for channel_id, kinds in found
-            if explicit or wants(kinds, facts.kind, also=facts.episode_kind)
-        ]
-        if rows:
-            await conn.execute(t.notifications.insert(), rows)
+    routes = await outbox.project_routes(conn, project_id, channels)
+    await outbox.enqueue(
+        conn,
+        [
+            outbox.Notice(alert_id=alert_id, channel_id=route.channel_id, due_at=now)
+            for route in routes
+            if explicit or route.accepts(facts.kind, also=facts.episode_kind)
+        ],
+    )
     logger.info(
         "notification raised", extra={"action": "notification_raised", "kind": facts.kind, "key": key}
     )
@@ -295,23 +259,10 @@ async def held_back(
     routed to no channel were not held back by anything. ``since`` (the end of the span last
     summarised) keeps an alert out of a second summary when merged spans overlap.
     """
-    a, n = t.alerts.c, t.notifications.c
     start = max(occurrence.start, since) if since is not None else occurrence.start
-    waiting = (
-        select(n.id).where(n.alert_id == a.id).where(n.status.in_(("suppressed", "pending", "held"))).exists()
+    return await outbox.held_back_alerts(
+        conn, project_id, window.check_id, start=start, end=occurrence.end, except_kind=messages.MAINTENANCE
     )
-    query = (
-        select(a.created_at, a.title)
-        .where(a.project_id == project_id)
-        .where(a.created_at >= start)
-        .where(a.created_at < occurrence.end)
-        .where(a.kind != messages.MAINTENANCE)
-        .where(waiting)
-        .order_by(a.created_at, a.id)
-    )
-    if window.check_id is not None:
-        query = query.where(a.check_id == window.check_id)
-    return [(at, title) for at, title in (await conn.execute(query)).all()]
 
 
 async def summarise(

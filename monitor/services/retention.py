@@ -34,6 +34,7 @@ from monitor.domain.clock import Clock
 from monitor.failures import FailureLog
 from monitor.settings import Settings
 from monitor.storage import tables as t
+from monitor.storage.outbox import OPEN_STATUSES
 
 logger = logging.getLogger(__name__)
 
@@ -49,9 +50,9 @@ IDEMPOTENCY_WINDOW = timedelta(days=7)
 PAUSE_BETWEEN_TRANSACTIONS = 0.02
 """Seconds the background task yields between transactions (ingest's writer goes first)."""
 
-OPEN_NOTIFICATION_STATUSES = ("pending", "held")
+OPEN_NOTIFICATION_STATUSES = OPEN_STATUSES
 
-RUN_PING_KINDS = ("start", "success", "fail", "skip")
+RUN_PING_KINDS = ("start", "success", "fail", "unknown", "skip")
 """Pings that can satisfy a tick (DESIGN §2 "run pings")."""
 
 

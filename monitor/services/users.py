@@ -27,12 +27,10 @@ from typing import Any
 
 from argon2 import PasswordHasher
 from argon2.exceptions import InvalidHashError, VerificationError
-from sqlalchemy import delete, func, select, update
-from sqlalchemy.exc import IntegrityError
-from sqlalchemy.ext.asyncio import AsyncConnection
 
 from monitor.domain.errors import Conflict, NotFound, ValidationError
-from monitor.storage import tables as t
+from monitor.storage.ports import DuplicateKey
+from monitor.storage.unit_of_work import Connection, UnitOfWork
 
 SESSION_TTL = timedelta(days=14)
 MAX_FAILED_LOGINS = 5
@@ -145,20 +143,16 @@ def validate_password(password: str) -> None:
         raise ValidationError("password", f"must be {MIN_PASSWORD}-1024 characters long")
 
 
-async def project_ids_by_names(conn: AsyncConnection, names: list[str]) -> list[int]:
+async def project_ids_by_names(conn: Connection, names: list[str]) -> list[int]:
     """Ids of the projects with these names (every project of a repeated name).
 
     Raises:
         ValidationError: ``project: no project named …``.
     """
     out: list[int] = []
+    uow = UnitOfWork.joining(conn)
     for name in names:
-        ids = [
-            r[0]
-            for r in await conn.execute(
-                select(t.projects.c.id).where(t.projects.c.name == name).order_by(t.projects.c.id)
-            )
-        ]
+        ids = await uow.projects.ids_named(name)
         if not ids:
             raise ValidationError(
                 "project", f"no project named {name!r} (create it with `monitor project create`)"
@@ -168,7 +162,7 @@ async def project_ids_by_names(conn: AsyncConnection, names: list[str]) -> list[
 
 
 async def create_user(
-    conn: AsyncConnection,
+    conn: Connection,
     email: str,
     password: str,
     project_ids: list[int],
@@ -184,38 +178,20 @@ async def create_user(
     """
     email = validate_email(email)
     validate_password(password)
+    uow = UnitOfWork.joining(conn)
     try:
-        async with conn.begin_nested():
-            user_id = (
-                await conn.execute(
-                    t.users.insert()
-                    .values(
-                        email=email,
-                        password_hash=_hasher.hash(password),
-                        created_at=now,
-                        failed_logins=0,
-                    )
-                    .returning(t.users.c.id)
-                )
-            ).scalar_one()
-    except IntegrityError:
+        user_id = await uow.users.insert(
+            {"email": email, "password_hash": _hasher.hash(password), "created_at": now, "failed_logins": 0}
+        )
+    except DuplicateKey:
         raise Conflict("email: a user with this email exists") from None
-    if project_ids:
-        await conn.execute(
-            t.user_projects.insert(),
-            [{"user_id": user_id, "project_id": p, "is_admin": admin} for p in project_ids],
-        )
-    names = [
-        r[0]
-        for r in await conn.execute(
-            select(t.projects.c.name).where(t.projects.c.id.in_(project_ids)).order_by(t.projects.c.id)
-        )
-    ]
+    await uow.users.add_memberships(user_id, project_ids, admin=admin)
+    names = await uow.projects.names(project_ids)
     return {"id": user_id, "email": email, "projects": names}
 
 
 async def log_in(
-    conn: AsyncConnection,
+    conn: Connection,
     email: str,
     password: str,
     now: datetime,
@@ -227,11 +203,8 @@ async def log_in(
     is throttled alike through ``throttle`` (default: one per process), so a 429 does not tell
     that an account exists.
     """
-    row = (
-        (await conn.execute(select(t.users).where(t.users.c.email == email.strip().lower())))
-        .mappings()
-        .first()
-    )
+    uow = UnitOfWork.joining(conn)
+    row = await uow.users.by_email(email.strip().lower())
     wrong = LoginResult(error="wrong email or password")
     if row is None:
         unknown = throttle if throttle is not None else _PROCESS_THROTTLE
@@ -249,48 +222,32 @@ async def log_in(
         _hasher.verify(row["password_hash"], password)
     except (VerificationError, InvalidHashError):
         failed = row["failed_logins"] + 1
-        await conn.execute(
-            update(t.users)
-            .where(t.users.c.id == row["id"])
-            .values(failed_logins=failed, locked_until=_lock_for(failed, now))
-        )
+        await uow.users.update(row["id"], {"failed_logins": failed, "locked_until": _lock_for(failed, now)})
         return wrong
     changes: dict[str, object] = {"failed_logins": 0, "locked_until": None}
     if _hasher.check_needs_rehash(row["password_hash"]):
         changes["password_hash"] = _hasher.hash(password)
-    await conn.execute(update(t.users).where(t.users.c.id == row["id"]).values(changes))
+    await uow.users.update(row["id"], changes)
     token = secrets.token_urlsafe(32)
-    await conn.execute(
-        t.web_sessions.insert().values(
-            token_hash=token_hash(token),
-            user_id=row["id"],
-            csrf_token=secrets.token_urlsafe(32),
-            created_at=now,
-            expires_at=now + SESSION_TTL,
-        )
+    await uow.users.add_session(
+        {
+            "token_hash": token_hash(token),
+            "user_id": row["id"],
+            "csrf_token": secrets.token_urlsafe(32),
+            "created_at": now,
+            "expires_at": now + SESSION_TTL,
+        }
     )
     return LoginResult(token=token)
 
 
-async def session_of(conn: AsyncConnection, token: str, now: datetime) -> Session | None:
+async def session_of(conn: Connection, token: str, now: datetime) -> Session | None:
     """The live session of a cookie token, or ``None`` (unknown or expired)."""
-    row = (
-        await conn.execute(
-            select(t.web_sessions.c.user_id, t.web_sessions.c.csrf_token, t.users.c.email, t.users.c.tz)
-            .join(t.users, t.users.c.id == t.web_sessions.c.user_id)
-            .where(t.web_sessions.c.token_hash == token_hash(token))
-            .where(t.web_sessions.c.expires_at > now)
-        )
-    ).first()
+    uow = UnitOfWork.joining(conn)
+    row = await uow.users.session(token_hash(token), now)
     if row is None:
         return None
-    memberships = (
-        await conn.execute(
-            select(t.user_projects.c.project_id, t.user_projects.c.is_admin)
-            .where(t.user_projects.c.user_id == row[0])
-            .order_by(t.user_projects.c.project_id)
-        )
-    ).all()
+    memberships = await uow.users.memberships(row[0])
     user = User(
         id=row[0],
         email=row[2],
@@ -301,48 +258,26 @@ async def session_of(conn: AsyncConnection, token: str, now: datetime) -> Sessio
     return Session(user=user, csrf_token=row[1])
 
 
-async def log_out(conn: AsyncConnection, token: str, now: datetime) -> None:
+async def log_out(conn: Connection, token: str, now: datetime) -> None:
     """End the cookie's session, and drop every expired session while at it."""
-    await conn.execute(delete(t.web_sessions).where(t.web_sessions.c.token_hash == token_hash(token)))
-    await conn.execute(delete(t.web_sessions).where(t.web_sessions.c.expires_at <= now))
+    await UnitOfWork.joining(conn).users.end_session(token_hash(token), now)
 
 
 # -- project membership, managed by project admins (the dashboard's users page) -----------------
 
 
-async def list_members(conn: AsyncConnection, project_ids: Sequence[int]) -> list[dict[str, Any]]:
+async def list_members(conn: Connection, project_ids: Sequence[int]) -> list[dict[str, Any]]:
     """The users of ``project_ids``: ``[{"id", "email", "projects": {project_id: is_admin}}]``
     (only memberships of those projects), ordered by email."""
-    if not project_ids:
-        return []
-    rows = await conn.execute(
-        select(t.users.c.id, t.users.c.email, t.user_projects.c.project_id, t.user_projects.c.is_admin)
-        .join(t.user_projects, t.user_projects.c.user_id == t.users.c.id)
-        .where(t.user_projects.c.project_id.in_(list(project_ids)))
-        .order_by(t.users.c.email, t.user_projects.c.project_id)
-    )
     out: dict[int, dict[str, Any]] = {}
-    for user_id, email, project_id, is_admin in rows:
+    for user_id, email, project_id, is_admin in await UnitOfWork.joining(conn).users.members(project_ids):
         entry = out.setdefault(user_id, {"id": user_id, "email": email, "projects": {}})
         entry["projects"][project_id] = bool(is_admin)
     return list(out.values())
 
 
-async def _admins_left(conn: AsyncConnection, project_id: int, without_user: int) -> int:
-    count: int = (
-        await conn.execute(
-            select(func.count())
-            .select_from(t.user_projects)
-            .where(t.user_projects.c.project_id == project_id)
-            .where(t.user_projects.c.is_admin)
-            .where(t.user_projects.c.user_id != without_user)
-        )
-    ).scalar_one()
-    return count
-
-
 async def set_membership(
-    conn: AsyncConnection, user_id: int, project_id: int, *, member: bool, admin: bool = False
+    conn: Connection, user_id: int, project_id: int, *, member: bool, admin: bool = False
 ) -> None:
     """Add ``user_id`` to ``project_id`` (as admin when ``admin``), change their role, or remove
     them (``member=False``). A user left without any project is deleted with their sessions.
@@ -351,63 +286,40 @@ async def set_membership(
         NotFound: no such user. Conflict: the change would leave the project without an admin
             (every project keeps one, so its users can still be managed).
     """
-    exists = (await conn.execute(select(t.users.c.id).where(t.users.c.id == user_id))).first()
-    if exists is None:
+    uow = UnitOfWork.joining(conn)
+    if not await uow.users.exists(user_id):
         raise NotFound("user: no such user")
-    current = (
-        await conn.execute(
-            select(t.user_projects.c.is_admin)
-            .where(t.user_projects.c.user_id == user_id)
-            .where(t.user_projects.c.project_id == project_id)
-        )
-    ).first()
-    losing_admin = current is not None and bool(current[0]) and (not member or not admin)
-    if losing_admin and await _admins_left(conn, project_id, user_id) == 0:
+    current = await uow.users.membership(user_id, project_id)
+    losing_admin = bool(current) and (not member or not admin)
+    if losing_admin and await uow.users.admins_other_than(project_id, user_id) == 0:
         raise Conflict(
             "user: the project's last admin cannot be removed or demoted; make another admin first"
         )
     if not member:
-        await conn.execute(
-            delete(t.user_projects)
-            .where(t.user_projects.c.user_id == user_id)
-            .where(t.user_projects.c.project_id == project_id)
-        )
-        left = (
-            await conn.execute(
-                select(t.user_projects.c.project_id).where(t.user_projects.c.user_id == user_id)
-            )
-        ).first()
-        if left is None:
-            await conn.execute(delete(t.web_sessions).where(t.web_sessions.c.user_id == user_id))
-            await conn.execute(delete(t.users).where(t.users.c.id == user_id))
+        await uow.users.remove_membership(user_id, project_id)
+        if not await uow.users.memberships(user_id):
+            await uow.users.delete(user_id)
         return
     if current is None:
-        await conn.execute(
-            t.user_projects.insert().values(user_id=user_id, project_id=project_id, is_admin=admin)
-        )
+        await uow.users.add_memberships(user_id, [project_id], admin=admin)
     else:
-        await conn.execute(
-            update(t.user_projects)
-            .where(t.user_projects.c.user_id == user_id)
-            .where(t.user_projects.c.project_id == project_id)
-            .values(is_admin=admin)
-        )
+        await uow.users.set_admin(user_id, project_id, admin)
 
 
-async def user_id_by_email(conn: AsyncConnection, email: str) -> int:
+async def user_id_by_email(conn: Connection, email: str) -> int:
     """The id of the user with this email.
 
     Raises:
         ValidationError: a malformed ``email``. NotFound: no user has it.
     """
     value = validate_email(email)
-    found = (await conn.execute(select(t.users.c.id).where(t.users.c.email == value))).scalar_one_or_none()
+    found = await UnitOfWork.joining(conn).users.by_email(value)
     if found is None:
         raise NotFound("email: no user with this email; create the user instead")
-    return int(found)
+    return int(found["id"])
 
 
-async def set_zone(conn: AsyncConnection, user_id: int, tz: str) -> None:
+async def set_zone(conn: Connection, user_id: int, tz: str) -> None:
     """Store the zone the user's pages show times in: an IANA name, or ``""`` / ``UTC``.
 
     Raises:
@@ -423,4 +335,4 @@ async def set_zone(conn: AsyncConnection, user_id: int, tz: str) -> None:
             raise ValidationError(
                 "tz", f"unknown time zone {value!r}; use an IANA name such as Europe/Berlin"
             ) from None
-    await conn.execute(update(t.users).where(t.users.c.id == user_id).values(tz=value))
+    await UnitOfWork.joining(conn).users.update(user_id, {"tz": value})

@@ -11,6 +11,8 @@ from __future__ import annotations
 import functools
 from importlib import resources
 
+from monitor.domain.cron import zones
+
 # Kept as written although tzdata lists them as links to Etc/UTC / Etc/GMT: they are the names
 # everyone uses (and our default), and Healthchecks keeps them too.
 KEPT = frozenset({"UTC", "GMT"})
@@ -49,3 +51,11 @@ def canonical_zone(name: str) -> str:
         return name
     target = links().get(name, name)
     return "UTC" if target == "Etc/UTC" else target
+
+
+@functools.cache
+def offered_zones() -> tuple[str, ...]:
+    """The zones a form offers, sorted: every name the API accepts
+    (:func:`monitor.domain.zones.zone_names`) under its current name, so no legacy link
+    (``US/Eastern``) nor a non-zone (``localtime``, ``Factory``) is listed."""
+    return tuple(sorted(n for n in zones.zone_names() if canonical_zone(n) == n))

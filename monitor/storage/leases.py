@@ -63,6 +63,18 @@ HELD_ADVISORY_KEYS = (
 bigint key's high half in ``classid`` and its low half in ``objid``, with ``objsubid`` 1."""
 
 
+SESSION_ERRORS: tuple[type[BaseException], ...] = (
+    OSError,
+    TimeoutError,
+    asyncpg.PostgresError,
+    asyncpg.InterfaceError,
+    asyncpg.InternalClientError,
+)
+"""What a failing lease session raises: refused or reset, timed out, refused by the server,
+closed, or out of step with its protocol (``InternalClientError``, after a SIGSTOP). Any of
+them means the server may have freed the session's locks."""
+
+
 def lock_key(name: str) -> int:
     """A stable signed 64-bit advisory lock key for lease ``name`` (BLAKE2b, never ``hash()``)."""
     digest = hashlib.blake2b(LOCK_KEY_NAMESPACE + name.encode(), digest_size=8).digest()
@@ -278,13 +290,7 @@ class PostgresLeases(Leases):
                     # A fenced transaction of the previous holder still reads the row: try later.
                     await conn.execute("SELECT pg_advisory_unlock($1)", key, timeout=timeout)
                     return None
-            except (
-                OSError,
-                TimeoutError,
-                asyncpg.PostgresError,
-                asyncpg.InterfaceError,
-                asyncpg.InternalClientError,
-            ) as error:
+            except SESSION_ERRORS as error:
                 # A client-side timeout leaves the session busy cancelling ("another operation is
                 # in progress") and this lock possibly taken: end the session, which frees every
                 # lock it holds, rather than hold a lock nobody sweeps for.
@@ -310,13 +316,7 @@ class PostgresLeases(Leases):
                 before = {r[0]: r[1] for r in await conn.fetch(rows, list(names), timeout=timeout)}
                 locked = {int(r[0]) for r in await conn.fetch(HELD_ADVISORY_KEYS, timeout=timeout)}
                 after = {r[0]: r[1] for r in await conn.fetch(rows, list(names), timeout=timeout)}
-            except (
-                OSError,
-                TimeoutError,
-                asyncpg.PostgresError,
-                asyncpg.InterfaceError,
-                asyncpg.InternalClientError,
-            ) as error:
+            except SESSION_ERRORS as error:
                 self._failures.failed(error)
                 self._lose(f"lease survey failed: {type(error).__name__}: {error}")
                 return []
@@ -349,13 +349,7 @@ class PostgresLeases(Leases):
                     )
                 else:
                     await conn.execute("SELECT 1", timeout=self._statement_timeout_s)
-            except (
-                OSError,
-                TimeoutError,
-                asyncpg.PostgresError,
-                asyncpg.InterfaceError,
-                asyncpg.InternalClientError,
-            ) as error:
+            except SESSION_ERRORS as error:
                 # any failure of the session (InternalClientError: its protocol is out of step after
                 # a SIGSTOP) means the server may have freed the locks: step down at once
                 self._failures.failed(error)
@@ -366,10 +360,23 @@ class PostgresLeases(Leases):
     async def release(self, name: str) -> None:
         async with self._lock:
             token = self._held.pop(name, None)
-            if token is None or self._conn is None or self._conn.is_closed():
-                return
-            conn = self._conn
-            try:
+            if token is not None:
+                await self._give_back(name, token, "release")
+
+    async def step_down(self, name: str) -> None:
+        async with self._lock:
+            if self._held.pop(name, None) is not None:
+                await self._give_back(name, None, "step down")
+
+    async def _give_back(self, name: str, token: int | None, what: str) -> None:
+        """Unlock ``name``'s advisory lock on our session (if it is still open); with ``token``
+        (a release) first clear the row's holder and expiry when they are still ours. A
+        session error ends the session (:meth:`_lose`), which frees its locks anyway."""
+        conn = self._conn
+        if conn is None or conn.is_closed():
+            return
+        try:
+            if token is not None:
                 # on a lock timeout the next holder overwrites holder and expiry anyway
                 with contextlib.suppress(asyncpg.LockNotAvailableError, TimeoutError):
                     await conn.execute(
@@ -380,35 +387,11 @@ class PostgresLeases(Leases):
                         token,
                         timeout=self._statement_timeout_s,
                     )
-                await conn.execute(
-                    "SELECT pg_advisory_unlock($1)", lock_key(name), timeout=self._statement_timeout_s
-                )
-            except (
-                OSError,
-                TimeoutError,
-                asyncpg.PostgresError,
-                asyncpg.InterfaceError,
-                asyncpg.InternalClientError,
-            ) as error:
-                self._lose(f"release failed: {type(error).__name__}: {error}")
-
-    async def step_down(self, name: str) -> None:
-        async with self._lock:
-            if self._held.pop(name, None) is None:
-                return
-            if self._conn is not None and not self._conn.is_closed():
-                try:
-                    await self._conn.execute(
-                        "SELECT pg_advisory_unlock($1)", lock_key(name), timeout=self._statement_timeout_s
-                    )
-                except (
-                    OSError,
-                    TimeoutError,
-                    asyncpg.PostgresError,
-                    asyncpg.InterfaceError,
-                    asyncpg.InternalClientError,
-                ) as error:
-                    self._lose(f"step down failed: {type(error).__name__}: {error}")
+            await conn.execute(
+                "SELECT pg_advisory_unlock($1)", lock_key(name), timeout=self._statement_timeout_s
+            )
+        except SESSION_ERRORS as error:
+            self._lose(f"{what} failed: {type(error).__name__}: {error}")
 
     async def close(self) -> None:
         await super().close()
@@ -434,15 +417,18 @@ class SqliteLeases(Leases):
         super().__init__(holder, ttl)
         self._engine = engine
 
-    async def free(self, names: Sequence[str], now: datetime) -> list[str]:
+    async def _rows(self, names: Sequence[str]) -> list[tuple[str, str | None, datetime | None]]:
+        """(name, holder, expires_at) of the lease rows named (a missing row: no tuple)."""
         async with self._engine.connect() as conn:
-            rows = (
-                await conn.execute(
-                    select(t.leases.c.name, t.leases.c.holder, t.leases.c.expires_at).where(
-                        t.leases.c.name.in_(list(names))
-                    )
+            result = await conn.execute(
+                select(t.leases.c.name, t.leases.c.holder, t.leases.c.expires_at).where(
+                    t.leases.c.name.in_(list(names))
                 )
-            ).all()
+            )
+            return [(row[0], row[1], row[2]) for row in result.all()]
+
+    async def free(self, names: Sequence[str], now: datetime) -> list[str]:
+        rows = await self._rows(names)
         taken = {
             name
             for name, holder, expires_at in rows
@@ -452,14 +438,7 @@ class SqliteLeases(Leases):
 
     async def vacancies(self, names: Sequence[str], now: datetime) -> list[Vacancy]:
         """Leases whose row is missing, released or expired; an expired row names its last holder."""
-        async with self._engine.connect() as conn:
-            rows = (
-                await conn.execute(
-                    select(t.leases.c.name, t.leases.c.holder, t.leases.c.expires_at).where(
-                        t.leases.c.name.in_(list(names))
-                    )
-                )
-            ).all()
+        rows = await self._rows(names)
         state = {name: (holder, expires_at) for name, holder, expires_at in rows}
         found = []
         for name in names:

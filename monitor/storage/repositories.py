@@ -12,12 +12,13 @@ from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import Table, bindparam, select, union, update
+from sqlalchemy import Select, Table, bindparam, select, union, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from monitor.domain import keywords, schedules
+from monitor.domain import keywords
 from monitor.domain.checks import CheckSpec, CheckState, Outcome, PingKind, SimpleSchedule
+from monitor.domain.cron import schedules
 from monitor.domain.runs import Run, RunBook, TickMark
 from monitor.storage import tables as t
 
@@ -183,28 +184,7 @@ async def load_books(
         )
 
     for chunk in _chunks(list(cutoffs), 500):
-        # One SELECT per condition, UNIONed: each arm uses its own index (the open-runs partial
-        # index, or a range on (check_id, scheduled)); an OR of them would scan every run of
-        # the checks, which grows with their history.
-        in_chunk = t.runs.c.check_id.in_(chunk)
-        arms = [select(t.runs).where(in_chunk).where(t.runs.c.outcome.is_(None))]
-        mark_arms = []
-        if floor is not None:
-            arms.append(select(t.runs).where(in_chunk).where(t.runs.c.scheduled >= floor))
-            mark_arms.append(
-                select(t.tick_marks)
-                .where(t.tick_marks.c.check_id.in_(chunk))
-                .where(t.tick_marks.c.scheduled >= floor)
-            )
-        if all_rids:
-            arms.append(select(t.runs).where(in_chunk).where(t.runs.c.rid.in_(all_rids)))
-        if all_ticks:
-            arms.append(select(t.runs).where(in_chunk).where(t.runs.c.scheduled.in_(all_ticks)))
-            mark_arms.append(
-                select(t.tick_marks)
-                .where(t.tick_marks.c.check_id.in_(chunk))
-                .where(t.tick_marks.c.scheduled.in_(all_ticks))
-            )
+        arms, mark_arms = _book_selects(chunk, floor, all_rids, all_ticks)
         rows = (await conn.execute(union(*arms) if len(arms) > 1 else arms[0])).mappings().all()
         for row in rows:
             cid = row["check_id"]
@@ -222,6 +202,37 @@ async def load_books(
             if wanted(cid, scheduled):
                 books[cid].marks[scheduled] = TickMark(scheduled=scheduled, outcome=Outcome(row["outcome"]))
     return books
+
+
+def _book_selects(
+    chunk: Sequence[int], floor: datetime | None, rids: set[str], ticks: set[datetime]
+) -> tuple[list[Select[Any]], list[Select[Any]]]:
+    """The SELECTs of :func:`load_books` for one chunk of check ids: (runs, tick marks).
+
+    One SELECT per condition, UNIONed by the caller: each arm uses its own index (the open-runs
+    partial index, or a range on (check_id, scheduled)); an OR of them would scan every run of
+    the checks, which grows with their history.
+    """
+    in_chunk = t.runs.c.check_id.in_(chunk)
+    arms = [select(t.runs).where(in_chunk).where(t.runs.c.outcome.is_(None))]
+    mark_arms = []
+    if floor is not None:
+        arms.append(select(t.runs).where(in_chunk).where(t.runs.c.scheduled >= floor))
+        mark_arms.append(
+            select(t.tick_marks)
+            .where(t.tick_marks.c.check_id.in_(chunk))
+            .where(t.tick_marks.c.scheduled >= floor)
+        )
+    if rids:
+        arms.append(select(t.runs).where(in_chunk).where(t.runs.c.rid.in_(rids)))
+    if ticks:
+        arms.append(select(t.runs).where(in_chunk).where(t.runs.c.scheduled.in_(ticks)))
+        mark_arms.append(
+            select(t.tick_marks)
+            .where(t.tick_marks.c.check_id.in_(chunk))
+            .where(t.tick_marks.c.scheduled.in_(ticks))
+        )
+    return arms, mark_arms
 
 
 def _chunks(items: Sequence[Any], size: int) -> Iterable[Sequence[Any]]:

@@ -8,6 +8,7 @@ module only spells the URL; it never decides whether a target is allowed.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from urllib.parse import quote, urlencode, urlsplit
@@ -102,6 +103,11 @@ SERVICES: dict[str, tuple[str, tuple[Field, ...]]] = {
 """The services the dashboard has a form for: key → (label, fields)."""
 
 
+NTFY_TOPIC = re.compile(r"^[-_A-Za-z0-9]{1,64}$")
+"""An ntfy topic: 1-64 letters, digits, ``-`` and ``_`` (ntfy's own rule, and Apprise's ntfy
+plugin's, which drops any other topic without a word)."""
+
+
 def _value(form: Mapping[str, str], service: str, field: Field) -> str:
     value = form.get(f"{service}_{field.name}", "").strip()
     if not value and not field.optional:
@@ -148,14 +154,27 @@ def apprise_url(service: str, form: Mapping[str, str]) -> str:
     if service == "telegram":
         return f"tgram://{quote(values['token'], safe=':')}/{quote(values['chat'], safe='')}"
     if service == "ntfy":
-        topic = quote(values["topic"], safe="")
-        if not values["server"]:
-            return f"ntfy://{topic}"
-        parts = urlsplit(values["server"])
-        if parts.scheme not in ("http", "https") or not parts.netloc:
-            raise ValidationError("ntfy_server", "must be an http:// or https:// URL")
-        return f"{'ntfys' if parts.scheme == 'https' else 'ntfy'}://{parts.netloc}/{topic}"
-    # email
+        return _ntfy_url(values)
+    return _email_url(values)
+
+
+def _ntfy_url(values: Mapping[str, str]) -> str:
+    """``ntfy://topic`` (ntfy.sh) or ``ntfy[s]://server/topic`` from the ntfy form's values."""
+    if not NTFY_TOPIC.match(values["topic"]):
+        raise ValidationError(
+            "ntfy_topic", "may contain only letters, digits, '-' and '_' (at most 64; no spaces or '/')"
+        )
+    topic = values["topic"]
+    if not values["server"]:
+        return f"ntfy://{topic}"
+    parts = urlsplit(values["server"])
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        raise ValidationError("ntfy_server", "must be an http:// or https:// URL")
+    return f"{'ntfys' if parts.scheme == 'https' else 'ntfy'}://{parts.netloc}/{topic}"
+
+
+def _email_url(values: Mapping[str, str]) -> str:
+    """``mailto[s]://user:password@host:port/?to=…`` from the email form's values."""
     security = values["security"].lower() or "tls"
     if security not in ("tls", "none"):
         raise ValidationError("email_security", "must be tls or none")
@@ -167,7 +186,7 @@ def apprise_url(service: str, form: Mapping[str, str]) -> str:
             + "@"
         )
     port = values["port"]
-    if port and not port.isdigit():
+    if port and not (port.isascii() and port.isdigit()):
         raise ValidationError("email_port", "must be a port number")
     query = {"to": values["to"]}
     if values["sender"]:

@@ -58,7 +58,7 @@ OUTCOME_LABELS: dict[str, str] = {
     "duplicated": "duplicated",
     "overlapped": "overlapped",
     "skipped": "skipped",
-    "unknown": "unknown (monitor outage)",
+    "unknown": "unknown (monitor outage or lost run)",
     "pending": "pending",
     "early": "early (counts for no tick)",
     "incomplete": "incomplete (fewer runs than expected)",

@@ -1,18 +1,17 @@
 """Dashboard pages (DESIGN §9): checks, a check's timeline, cron explain, channels.
 
 Handlers are thin: they resolve the session (anonymous → ``/login``), call the services
-(``monitor.services.dashboard``, ``checks``, ``channels``, ``history``; ``monitor.domain.explain``)
+(``monitor.services.dashboard``, ``checks``, ``channels``, ``history``; ``monitor.domain.cron.explain``)
 and render a template. Forms post back with the session's CSRF token; every write answers
 with a redirect (303), so reloading a page never repeats it.
 """
 
 from __future__ import annotations
 
-import contextlib
+import json
 import secrets
 import zoneinfo
 from datetime import UTC, datetime, timedelta, tzinfo
-from functools import cache
 from typing import Any
 
 import anyio.to_thread
@@ -20,14 +19,16 @@ from litestar import Controller, HttpMethod, MediaType, Request, Response, get, 
 from litestar.response import Redirect, Template
 from sqlalchemy import func, select
 
+from monitor.domain import sentry as sentry_domain
+from monitor.domain.cron.explain import MAX_COUNT, explain
+from monitor.domain.cron.schedules import Dialect
 from monitor.domain.errors import Conflict, MonitorError, NotFound, ScheduleError, ValidationError, ZoneError
-from monitor.domain.explain import MAX_COUNT, explain
-from monitor.domain.schedules import Dialect
 from monitor.edge import UUID_RE, services_of
 from monitor.services import channels as channel_service
 from monitor.services import checks as check_service
-from monitor.services import dashboard, history, users
+from monitor.services import dashboard, history, users, zone_names
 from monitor.services import hints as hint_service
+from monitor.services import sentry as sentry_service
 from monitor.storage import tables as t
 from monitor.web import channel_forms, reasons, svg
 from monitor.web.auth import EXCEPTION_HANDLERS, SECURITY_HEADERS, csrf_guard, require_session
@@ -48,9 +49,9 @@ TEST_RESULTS_KEPT = 1000
 AROUND_YEARS = (1970, 9998)
 
 
-@cache
-def zones() -> list[str]:
-    return sorted(zoneinfo.available_timezones())
+def zones() -> tuple[str, ...]:
+    """The zones the forms offer: exactly the names the API accepts, under their current names."""
+    return zone_names.offered_zones()
 
 
 def _page(template: str, session: users.Session, status_code: int = 200, **context: Any) -> Template:
@@ -236,6 +237,7 @@ def _zone(name: str) -> zoneinfo.ZoneInfo | None:
 
 
 def _explain_context(schedule: str, tz: str, dialect: str, count: str, now: datetime) -> dict[str, Any]:
+    schedule = schedule.replace("\r\n", "\n")  # a textarea's line breaks, as a browser sends them
     context: dict[str, Any] = {
         "schedule": schedule,
         "tz": tz or "UTC",
@@ -282,9 +284,12 @@ async def _form_list(request: Req, name: str) -> list[str]:
 
 
 def _number(text: str) -> int | str:
-    """A form's number as an int, or the text itself (the service then names the field)."""
+    """A form's number as an int, or the text itself (the service then names the field).
+
+    ASCII digits only, as the API's JSON numbers: ``str.isdigit`` alone would read ``"٣٠"``
+    (Arabic-Indic digits) as 30."""
     stripped = text.strip()
-    return int(stripped) if stripped.isdigit() else stripped
+    return int(stripped) if stripped.isascii() and stripped.isdigit() else stripped
 
 
 CHECK_NUMBERS = ("grace", "max_runtime", "failure_threshold", "recovery_threshold")
@@ -293,17 +298,23 @@ OPTIONAL_NUMBERS: dict[str, int | None] = {
     "expected_runs": 1,
     "min_runtime": None,
     "nag_interval": None,
+    "escalate_after": None,
 }
 """Whole-second (or count) fields of the check form that may be left empty, with the value an
 empty field stands for (the API's default: ``null`` or 1), so clearing a field resets it."""
 
 
-def check_form_data(form: dict[str, str], channels: list[str]) -> dict[str, Any]:
+def check_form_data(
+    form: dict[str, str], channels: list[str], escalate_to: list[str] | None = None
+) -> dict[str, Any]:
     """A check form's fields as the API's JSON body (``monitor.services.checks`` validates it
-    exactly as it validates ``POST /api/v3/checks/``)."""
+    exactly as it validates ``POST /api/v3/checks/``): every setting the API takes for a check,
+    ``channels`` and ``escalate_to`` as the ticked channel ids; an unticked keyword-filter box
+    is ``false``."""
     data: dict[str, Any] = {key: form.get(key, "") for key in ("name", "slug", "tags", "desc")}
     if form.get("kind") == "cron":
-        data.update(schedule=form.get("schedule", ""), tz=form.get("tz", "") or "UTC")
+        # a browser posts a textarea's line breaks as CRLF: the schedule keeps the LF it was typed with
+        data.update(schedule=form.get("schedule", "").replace("\r\n", "\n"), tz=form.get("tz", "") or "UTC")
         data["dialect"] = form.get("dialect", "") or "unix"
     else:
         data["timeout"] = _number(form.get("timeout", ""))
@@ -316,16 +327,32 @@ def check_form_data(form: dict[str, str], channels: list[str]) -> dict[str, Any]
             data[key] = default
     data["manual_resume"] = form.get("manual_resume") == "on"
     data["methods"] = "POST" if form.get("post_only") == "on" else ""
+    for key in check_service.KEYWORD_LISTS:
+        if key in form:
+            data[key] = form[key]
+    for key in check_service.KEYWORD_FLAGS:
+        data[key] = form.get(key) == "on"
     data["channels"] = ",".join(channels)
+    data["escalate_to"] = ",".join(escalate_to or [])
     return data
 
 
-def snippets(check: dict[str, Any], base_url: str) -> dict[str, str]:
-    """Ready-to-paste ways to report to a check: crontab line, monitor-run, Python client, curl."""
+def form_errors(error: MonitorError) -> dict[str, str]:
+    """A service's error as ``{field: problem}`` (a :class:`Conflict` names its field first,
+    ``"slug: 'x' is already used…"``)."""
+    if isinstance(error, ValidationError):
+        return {error.field: error.problem}
+    field, _, problem = str(error).partition(": ")
+    return {field: problem} if problem and field.isidentifier() else {"form": str(error)}
+
+
+def snippets(check: dict[str, Any], base_url: str, sentry_dsn: str | None = None) -> dict[str, str]:
+    """Ready-to-paste ways to report to a check: crontab line, monitor-run, Python client, curl,
+    and with the project's Sentry DSN (``sentry_dsn``) a Sentry SDK ``monitor``."""
     url = check["ping_url"]
     schedule = check.get("schedule") if check.get("kind") == "cron" else None
     when = schedule if schedule and len(schedule.split()) == 5 else "0 3 * * *"
-    return {
+    out = {
         "ping URL": url,
         "crontab line": f'{when} /usr/local/bin/job.sh; curl -fsS -m 10 --retry 3 "{url}/$?" >/dev/null',
         "monitor-run": (
@@ -339,6 +366,70 @@ def snippets(check: dict[str, Any], base_url: str) -> dict[str, str]:
         ),
         "curl": f"curl -fsS -m 10 --retry 3 {url}",
     }
+    slug = str(check.get("slug") or "")
+    monitor_slug = slug.partition(sentry_domain.ENVIRONMENT_SEPARATOR)[0]
+    # a check-in finds its check by slug: a check without one (or with one Sentry would
+    # spell otherwise) would get a new check from the SDK, not its check-ins
+    if sentry_dsn and monitor_slug and sentry_domain.slugify(monitor_slug)[:50] == monitor_slug:
+        out["Sentry SDK"] = sentry_snippet(check, sentry_dsn)
+    return out
+
+
+SENTRY_UNITS = (("week", 604_800), ("day", 86_400), ("hour", 3600), ("minute", 60))
+"""Sentry interval units whole periods are spelled in, longest first (``monitor.domain.sentry``
+also takes month and year, which are not a whole number of our seconds' periods)."""
+
+
+def _sentry_config(check: dict[str, Any]) -> dict[str, Any] | None:
+    """The ``monitor_config`` that states exactly the check's settings, so a check-in that
+    sends it changes nothing (``monitor.domain.sentry.config_changes``); ``None`` when the
+    schedule has no Sentry spelling (a seconds, quartz or OnCalendar schedule; a period that is
+    not whole minutes): the check-ins then report to the check as it is."""
+    if check.get("kind") == "cron":
+        if check.get("dialect") != "unix":
+            return None
+        config: dict[str, Any] = {"schedule": {"type": "crontab", "value": check["schedule"]}}
+    else:
+        timeout = int(check.get("timeout") or 0)
+        unit = next(((name, size) for name, size in SENTRY_UNITS if timeout and timeout % size == 0), None)
+        if unit is None:
+            return None
+        config = {"schedule": {"type": "interval", "value": timeout // unit[1], "unit": unit[0]}}
+    config["timezone"] = check.get("tz") or "UTC"
+    for ours, theirs in (("grace", "checkin_margin"), ("max_runtime", "max_runtime")):
+        if int(check.get(ours) or 0) % 60 == 0:  # Sentry counts these in minutes
+            config[theirs] = int(check[ours]) // 60
+    config["failure_issue_threshold"] = int(check.get("failure_threshold") or 1)
+    config["recovery_threshold"] = int(check.get("recovery_threshold") or 1)
+    return config
+
+
+def sentry_snippet(check: dict[str, Any], dsn: str) -> str:
+    """A Sentry SDK (Python) ``monitor`` reporting to the check (``check["slug"]``, set)
+    through the project's DSN.
+
+    The monitor slug is the check's slug, or for ``<monitor>--<environment>`` (a check of
+    another environment than ``production``, as ``monitor.domain.sentry.check_slug`` spells
+    it) the monitor's, with the environment given to ``sentry_sdk.init``."""
+    slug = str(check["slug"])
+    monitor_slug, _, environment = slug.partition(sentry_domain.ENVIRONMENT_SEPARATOR)
+    init = f'sentry_sdk.init(dsn="{dsn}"'
+    init += f', environment="{environment}")' if environment else ")"
+    config = _sentry_config(check)
+    lines = ["import sentry_sdk", "from sentry_sdk.crons import monitor", "", init, ""]
+    if config is not None:
+        # a Python dict literal: only strings and numbers, which JSON spells alike
+        lines += [
+            "monitor_config = {",
+            *(f"    {json.dumps(k)}: {json.dumps(v)}," for k, v in config.items()),
+            "}",
+            "",
+        ]
+        lines.append(f'@monitor(monitor_slug="{monitor_slug}", monitor_config=monitor_config)')
+    else:
+        lines.append(f'@monitor(monitor_slug="{monitor_slug}")')
+    lines += ["def job():", "    do_the_work()", ""]
+    return "\n".join(lines)
 
 
 class DashboardController(Controller):
@@ -432,6 +523,7 @@ class DashboardController(Controller):
                 for c in await channel_service.list_channels(conn, row["project_id"], services.channel_urls)
             }
             project = (await dashboard.project_names(conn, [row["project_id"]])).get(row["project_id"], "")
+            sentry_dsn = await sentry_service.project_dsn(conn, row["project_id"], services.settings.base_url)
         views = [
             v
             for v in line.views
@@ -454,7 +546,7 @@ class DashboardController(Controller):
             "alerts": alerts,
             "flips": flips,
             "channel_names": channel_names,
-            "snippets": snippets(check, services.settings.base_url),
+            "snippets": snippets(check, services.settings.base_url, sentry_dsn),
             "saved_message": SAVED_MESSAGES.get(saved, ""),
             "session": session,
             "csrf_token": session.csrf_token,
@@ -514,42 +606,57 @@ class DashboardController(Controller):
             "failure_threshold": "1",
             "recovery_threshold": "1",
         }
-        return _page("check_form.html", session, values=values, chosen=[], editing=None, **context)
+        return _page(
+            "check_form.html",
+            session,
+            values=values,
+            chosen=[],
+            escalate_to=[],
+            editing=None,
+            errors={},
+            **context,
+        )
 
     @post("/checks/new", status_code=303)
     async def create_check(self, request: Req) -> Response[Any]:
+        """Create a check from the form; every field's error is shown at once, next to it
+        (:func:`monitor.services.checks.field_errors`), with what was typed kept."""
         session = await require_session(request)
         services = services_of(request.app.state)
         form = await _form(request)
         chosen = await _form_list(request, "channels")
-        try:
-            project_id = int(form.get("project", "0")) if form.get("project", "").isdigit() else 0
-            if project_id not in session.user.project_ids:
-                raise ValidationError("project", "pick one of your projects")
-            async with services.engine.begin() as conn:
-                check_id, _ = await check_service.create_or_upsert(
-                    conn,
-                    project_id,
-                    check_form_data(form, chosen),
-                    services.clock.now(),
-                    shards=services.settings.shards,
-                )
-                uuid = (
-                    await conn.execute(select(t.checks.c.uuid).where(t.checks.c.id == check_id))
-                ).scalar_one()
-        except (ValidationError, Conflict) as error:
-            context = await self._check_form_context(request, session, None)
-            return _page(
-                "check_form.html",
-                session,
-                status_code=409 if isinstance(error, Conflict) else 400,
-                values=form,
-                chosen=chosen,
-                editing=None,
-                error=str(error),
-                **context,
-            )
-        return Redirect(path=f"/checks/{uuid}", query_params={"saved": "created"}, status_code=303)
+        escalate_to = await _form_list(request, "escalate_to")
+        data = check_form_data(form, chosen, escalate_to)
+        now = services.clock.now()
+        errors = {e.field: e.problem for e in check_service.field_errors(data, now)}
+        project_id = int(form.get("project", "0")) if form.get("project", "").isdigit() else 0
+        if project_id not in session.user.project_ids:
+            errors["project"] = "pick one of your projects"
+        status = 400
+        if not errors:
+            try:
+                async with services.engine.begin() as conn:
+                    check_id, _ = await check_service.create_or_upsert(
+                        conn, project_id, data, now, shards=services.settings.shards
+                    )
+                    uuid = (
+                        await conn.execute(select(t.checks.c.uuid).where(t.checks.c.id == check_id))
+                    ).scalar_one()
+                return Redirect(path=f"/checks/{uuid}", query_params={"saved": "created"}, status_code=303)
+            except (ValidationError, Conflict) as error:
+                errors, status = form_errors(error), 409 if isinstance(error, Conflict) else 400
+        context = await self._check_form_context(request, session, None)
+        return _page(
+            "check_form.html",
+            session,
+            status_code=status,
+            values=form,
+            chosen=chosen,
+            escalate_to=escalate_to,
+            editing=None,
+            errors=errors,
+            **context,
+        )
 
     @get("/checks/{uuid:str}/edit")
     async def edit_check_form(self, request: Req, uuid: str) -> Template:
@@ -561,37 +668,57 @@ class DashboardController(Controller):
         values = {k: "" if v is None else str(v) for k, v in row.items()}
         values["post_only"] = "on" if row["methods"] == "POST" else ""
         values["manual_resume"] = "on" if row["manual_resume"] else ""
+        for key in check_service.KEYWORD_FLAGS:
+            values[key] = "on" if row[key] else ""
         values["project"] = str(row["project_id"])
+        escalate_to = [c for c in (row["escalate_to"] or "").split(",") if c]
         context = await self._check_form_context(request, session, row["project_id"])
-        return _page("check_form.html", session, values=values, chosen=chosen, editing=row, **context)
+        return _page(
+            "check_form.html",
+            session,
+            values=values,
+            chosen=chosen,
+            escalate_to=escalate_to,
+            editing=row,
+            errors={},
+            **context,
+        )
 
     @post("/checks/{uuid:str}/edit", status_code=303)
     async def update_check(self, request: Req, uuid: str) -> Response[Any]:
+        """Save the form's settings (as ``POST /api/v3/checks/<uuid>`` with them all); errors
+        as in :meth:`create_check`."""
         session = await require_session(request)
         services = services_of(request.app.state)
         form = await _form(request)
         chosen = await _form_list(request, "channels")
+        escalate_to = await _form_list(request, "escalate_to")
         uuid = _uuid(uuid)
         async with services.engine.connect() as conn:
             row = await dashboard.get_check(conn, session.user.project_ids, uuid)
-        try:
-            async with services.engine.begin() as conn:
-                await check_service.update_check(
-                    conn, row["project_id"], row["id"], check_form_data(form, chosen), services.clock.now()
-                )
-        except (ValidationError, Conflict) as error:
-            context = await self._check_form_context(request, session, row["project_id"])
-            return _page(
-                "check_form.html",
-                session,
-                status_code=409 if isinstance(error, Conflict) else 400,
-                values={**form, "project": str(row["project_id"])},
-                chosen=chosen,
-                editing=row,
-                error=str(error),
-                **context,
-            )
-        return Redirect(path=f"/checks/{uuid}", query_params={"saved": "saved"}, status_code=303)
+        data = check_form_data(form, chosen, escalate_to)
+        now = services.clock.now()
+        errors = {e.field: e.problem for e in check_service.field_errors(data, now)}
+        status = 400
+        if not errors:
+            try:
+                async with services.engine.begin() as conn:
+                    await check_service.update_check(conn, row["project_id"], row["id"], data, now)
+                return Redirect(path=f"/checks/{uuid}", query_params={"saved": "saved"}, status_code=303)
+            except (ValidationError, Conflict) as error:
+                errors, status = form_errors(error), 409 if isinstance(error, Conflict) else 400
+        context = await self._check_form_context(request, session, row["project_id"])
+        return _page(
+            "check_form.html",
+            session,
+            status_code=status,
+            values={**form, "project": str(row["project_id"])},
+            chosen=chosen,
+            escalate_to=escalate_to,
+            editing=row,
+            errors=errors,
+            **context,
+        )
 
     async def _confirm_page(self, request: Req, uuid: str, action: str) -> Template:
         session = await require_session(request)
@@ -653,9 +780,20 @@ class DashboardController(Controller):
         async with services.engine.begin() as conn:
             row = await dashboard.get_check(conn, session.user.project_ids, uuid)
             action = check_service.resume_check if resume else check_service.pause_check
-            # resuming a check that is not paused: nothing to do, the page shows its real state
-            with contextlib.suppress(MonitorError):
+            try:
                 await action(conn, row["project_id"], uuid, services.clock.now())
+            except Conflict as error:
+                # resuming a check that is not paused: the API's 409 and its words, not a success
+                return _page(
+                    "confirm_check.html",
+                    session,
+                    status_code=409,
+                    check=row,
+                    action="resume" if resume else "pause",
+                    name=_confirm_name(row),
+                    error=str(error),
+                    nav="checks",
+                )
         return Redirect(
             path=f"/checks/{uuid}", query_params={"saved": "resumed" if resume else "paused"}, status_code=303
         )
@@ -696,6 +834,7 @@ class DashboardController(Controller):
             channel["checks"] = counts.get(channel["id"], 0)
         extra.setdefault("form", {})
         extra.setdefault("service", "slack")
+        extra.setdefault("error_field", "")
         return _page(
             "channels.html",
             session,
@@ -757,7 +896,13 @@ class DashboardController(Controller):
         except ValidationError as error:
             safe = {k: v for k, v in form.items() if "password" not in k and "token" not in k}
             return await self._channels_page(
-                request, session, status=400, error=str(error), form={**safe, "kinds": kinds}, service=service
+                request,
+                session,
+                status=400,
+                error=str(error),
+                error_field=error.field,
+                form={**safe, "kinds": kinds},
+                service=service,
             )
         return Redirect(path="/channels", query_params={"added": "1"}, status_code=303)
 

@@ -23,8 +23,8 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from monitor.domain.clock import Clock
 from monitor.failures import FailureLog
-from monitor.notify.apprise import target_key
 from monitor.notify.base import DeliveryResult, Notifier
+from monitor.notify.urls import target_key
 from monitor.services import reminders
 from monitor.services.dispatch import (
     Attempt,
@@ -52,7 +52,7 @@ _RECORD_FAILURES = FailureLog(logger, "delivery recording", action="delivery_rec
 
 
 class _Slots:
-    """Deliveries in flight: in all, and per target (:func:`~monitor.notify.apprise.target_key`)."""
+    """Deliveries in flight: in all, and per target (:func:`~monitor.notify.urls.target_key`)."""
 
     def __init__(self) -> None:
         self.count = 0

@@ -20,6 +20,7 @@ import time
 import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +30,7 @@ from apscheduler.schedulers.background import BackgroundScheduler
 from apscheduler.triggers.date import DateTrigger
 from celery import Celery, signals
 from celery.beat import Service
-from monitor_client import Client, _common
+from monitor_client import AsyncClient, Client, _common
 from monitor_client import apscheduler as monitor_apscheduler
 from monitor_client import celery as monitor_celery
 from monitor_client._background import Sender
@@ -551,3 +552,46 @@ async def test_async_client_retries_a_refused_scheduled_without_it(monitor: Moni
         await asyncio.sleep(0)
     assert result.ok
     assert len(monitor.pings(check["uuid"])) == 1
+
+
+class _EchoingNotFound(BaseHTTPRequestHandler):
+    """Answers every request ``404`` with a body that echoes the request path (ping key and all)."""
+
+    def do_POST(self) -> None:
+        self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        body = f"not found: {self.path}".encode()
+        self.send_response(404)
+        self.send_header("Content-Type", "text/plain")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    do_GET = do_POST
+
+    def log_message(self, *_: Any) -> None:
+        pass
+
+
+def test_ping_key_is_masked_in_the_answer_text_as_in_the_error() -> None:
+    secret = "pk-very-secret-456"
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _EchoingNotFound)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        base = f"http://127.0.0.1:{server.server_address[1]}"
+        client = Client(base, ping_key=secret, retries=0, timeout=5)
+        result = client.ping("backup", create=True)
+        client.close()
+
+        async def async_ping() -> Any:
+            async with AsyncClient(base, ping_key=secret, retries=0, timeout=5) as aclient:
+                return await aclient.ping("backup", create=True)
+
+        async_result = asyncio.run(async_ping())
+    finally:
+        server.shutdown()
+        server.server_close()
+    for answer in (result, async_result):
+        assert answer.status == 404 and not answer.ok, answer
+        assert "/ping/****/backup" in answer.text, answer
+        assert secret not in answer.text and secret not in (answer.error or ""), answer

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from monitor import crontab_import
+from monitor.cli import crontab_import
 from monitor.services.zone_names import canonical_zone
 from tests.clients.conftest import Monitor
 from tests.support.process import wait_until
@@ -72,11 +72,8 @@ def test_a_bash_crontab_runs_under_real_cron_after_import_and_reports_its_minute
     try:
         # one cron daemon per machine (pid file): start ours unless one runs already
         if subprocess.run(["pgrep", "-x", "cron"], capture_output=True, check=False).returncode != 0:
-            daemon = subprocess.Popen(
-                [cron, "-f", "-L", "15"],
-                stdout=(tmp_path / "cron.log").open("wb"),
-                stderr=subprocess.STDOUT,
-            )
+            with (tmp_path / "cron.log").open("wb") as log:  # the daemon keeps its own copy
+                daemon = subprocess.Popen([cron, "-f", "-L", "15"], stdout=log, stderr=subprocess.STDOUT)
         started = datetime.now(UTC)
         wait_until(lambda: out.exists() and out.read_text(), timeout=150, interval=0.5, what="cron's run")
         ran = out.read_text().splitlines()[0]

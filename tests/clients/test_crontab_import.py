@@ -12,11 +12,13 @@ import re
 import subprocess
 import sys
 import uuid
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 
-from monitor import crontab_import
+from monitor.cli import crontab_import
+from monitor.domain.cron import crontab as domain_crontab
 from tests.clients.conftest import Monitor
 
 pytestmark = pytest.mark.e2e
@@ -278,3 +280,57 @@ def _import_here(monitor: Monitor, path: Path, *extra: str) -> tuple[int, str, s
 
 def _bound_checks(crontab_text: str) -> list[str]:
     return re.findall(r"--check ([0-9a-f-]{36}) ", crontab_text)
+
+
+def test_removing_one_of_two_lines_with_the_same_command_keeps_the_other_on_its_check(
+    monitor: Monitor, tmp_path: Path
+) -> None:
+    tag = f"tw{uuid.uuid4().hex[:6]}"
+    path = tmp_path / "crontab"
+    path.write_text("0 4 * * * /bin/foo\n0 5 * * * /bin/foo\n")
+    code, out, err = _import_here(monitor, path, "--prefix", tag)
+    assert code == 0, err
+    four, five = _bound_checks(out)
+    assert four != five
+
+    for kept, bound in (("0 5 * * * /bin/foo\n", five), ("0 4 * * * /bin/foo\n", four)):
+        path.write_text(kept)
+        code, again, err = _import_here(monitor, path, "--prefix", tag)
+        assert code == 0, err
+        assert _bound_checks(again) == [bound], err  # its own check, never the other job's
+        assert monitor.check(bound)["schedule"] == kept.split(" /")[0]
+
+    # the original file again: the same two checks
+    path.write_text("0 4 * * * /bin/foo\n0 5 * * * /bin/foo\n")
+    code, out, err = _import_here(monitor, path, "--prefix", tag)
+    assert code == 0, err
+    assert _bound_checks(out) == [four, five]
+    # a line added between them, or the two swapped, changes nothing either
+    path.write_text("0 5 * * * /bin/foo\n0 1 * * * /bin/bar\n0 4 * * * /bin/foo\n")
+    code, out, err = _import_here(monitor, path, "--prefix", tag)
+    assert code == 0, err
+    assert _bound_checks(out)[::2] == [five, four]
+
+
+def test_twin_lines_imported_by_the_position_scheme_keep_the_second_on_its_check(
+    monitor: Monitor, tmp_path: Path
+) -> None:
+    """The first of two lines with one command used to get the plain (user, command) hash and
+    the second its schedule's: with the first line removed, the second took the first's check."""
+    tag = f"lg{uuid.uuid4().hex[:6]}"
+    twins = "0 4 * * * /bin/foo\n0 5 * * * /bin/foo\n"
+    now = datetime.now(UTC)
+    plain = [
+        x.slug
+        for x in domain_crontab.parse_crontab("0 4 * * * /bin/foo\n", system=False, now=now, prefix=tag)
+    ]
+    hashed = [x.slug for x in domain_crontab.parse_crontab(twins, system=False, now=now, prefix=tag)]
+    # what the earlier version created for the two lines
+    first = monitor.create_check(name=plain[0], slug=plain[0], schedule="0 4 * * *")
+    second = monitor.create_check(name=hashed[1], slug=hashed[1], schedule="0 5 * * *")
+    path = tmp_path / "crontab"
+    path.write_text("0 5 * * * /bin/foo\n")
+    code, out, err = _import_here(monitor, path, "--prefix", tag)
+    assert code == 0, err
+    assert _bound_checks(out) == [second["uuid"]], err
+    assert monitor.check(first["uuid"])["schedule"] == "0 4 * * *"  # not taken over

@@ -9,12 +9,14 @@ Celery's own). APScheduler: a real ``BackgroundScheduler`` with cron triggers fi
 
 from __future__ import annotations
 
+import itertools
 import threading
 import time
 import uuid
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import pytest
 from apscheduler.schedulers.background import BackgroundScheduler
@@ -128,6 +130,104 @@ def test_celery_beat_entry_tick_is_the_crontab_time_not_the_wake_up() -> None:
     minutely = ScheduleEntry(name="m", task="m", schedule=crontab(), last_run_at=last_run, app=app)
     assert monitor_celery.check_fields(minutely, "UTC")["grace"] == 30  # not the server's hour
     assert monitor_celery.slugify("Nightly Billing (EU)") == "nightly-billing-eu"
+
+
+def test_celery_interval_ticks_are_whole_seconds_never_after_the_send(tmp_path: Path) -> None:
+    app = Celery(f"monitor_interval_{uuid.uuid4().hex[:6]}", broker="memory://")
+    app.conf.update(timezone="UTC", broker_connection_retry_on_startup=False)
+    app.conf.beat_schedule = {"every second": {"task": "x", "schedule": timedelta(seconds=1)}}
+    monitor_celery.enable(app, Client("http://127.0.0.1:9", retries=0, timeout=1), upsert=False)
+    sent: list[tuple[float, str]] = []
+    send_task = app.send_task
+
+    def recording_send_task(*args: Any, **kwargs: Any) -> Any:
+        sent.append((time.time(), (kwargs.get("headers") or {})[monitor_celery.HEADER_SCHEDULED]))
+        return send_task(*args, **kwargs)
+
+    app.send_task = recording_send_task  # type: ignore[method-assign]
+    beat = Service(app, max_interval=0.2, schedule_filename=str(tmp_path / "beat-schedule"))
+    thread = threading.Thread(target=beat.start, daemon=True)
+    thread.start()
+    try:
+        wait_until(lambda: len(sent) >= 3, timeout=20, what="three beat sends")
+    finally:
+        beat.stop()
+        thread.join(10)
+    ticks = [datetime.fromisoformat(tick.replace("Z", "+00:00")) for _, tick in sent]
+    assert all(tick.microsecond == 0 for tick in ticks), sent  # as the monitor shows ticks
+    assert all(tick.timestamp() <= at for tick, (at, _) in zip(ticks, sent, strict=True)), sent
+    assert len(set(ticks)) == len(ticks)
+    # a sub-second interval keeps its precision: truncating would merge consecutive ticks
+    last = datetime(2026, 7, 19, 0, 30, 0, 250_000, tzinfo=UTC)
+    fast = ScheduleEntry(name="f", task="f", schedule=timedelta(milliseconds=500), last_run_at=last, app=app)
+    assert monitor_celery.entry_tick(fast) == last + timedelta(milliseconds=500)
+    slow = ScheduleEntry(name="s", task="s", schedule=timedelta(seconds=90), last_run_at=last, app=app)
+    assert monitor_celery.entry_tick(slow) == datetime(2026, 7, 19, 0, 31, 30, tzinfo=UTC)
+
+
+@pytest.mark.parametrize(
+    ("fields", "expression"),
+    [
+        # Celery ANDs a restricted day of month with a restricted day of week; cron ORs them
+        ({"minute": 0, "hour": 0, "day_of_week": "mon", "day_of_month": "1-7"}, "0 0 * * 1#1"),
+        (
+            {"minute": 30, "hour": 6, "day_of_week": "mon,fri", "day_of_month": "8-21"},
+            "30 6 * * 1#2,1#3,5#2,5#3",
+        ),
+        ({"minute": 0, "hour": 12, "day_of_week": "*", "day_of_month": "1-7"}, "0 12 1-7 * *"),
+        ({"minute": 0, "hour": 12, "day_of_week": "sat", "day_of_month": "*/2"}, "0 12 */2 * sat"),
+        ({"minute": 5, "hour": 3, "day_of_week": "tue", "day_of_month": "1-31"}, "5 3 * * tue"),
+        ({"minute": 5, "hour": 3, "day_of_week": "0-6", "day_of_month": "15"}, "5 3 15 * *"),
+    ],
+)
+def test_celery_crontab_becomes_a_cron_check_firing_at_celerys_own_times(
+    monitor: Monitor, fields: dict[str, Any], expression: str
+) -> None:
+    app = Celery("monitor_and_days", broker="memory://")
+    app.conf.timezone = "Europe/Berlin"
+    schedule = crontab(**fields, app=app)
+    entry = ScheduleEntry(name="days", task="x", schedule=schedule, app=app)
+    check = monitor_celery.check_fields(entry, "Europe/Berlin")
+    assert check["schedule"] == expression and check["tz"] == "Europe/Berlin"
+    after = datetime(2026, 1, 1, 0, 0, 30, tzinfo=UTC)
+    celery_times = [t.astimezone(UTC) for t in monitor_celery.fire_times(schedule, after, count=12)]
+    explained = monitor.api(
+        "GET",
+        f"cron/explain?schedule={quote(expression)}&tz=Europe/Berlin&count=12&after=2026-01-01T00:00:30Z",
+    )
+    monitor_times = [datetime.fromisoformat(t["utc"].replace("Z", "+00:00")) for t in explained["next"]]
+    assert monitor_times == celery_times
+
+
+def test_celery_crontab_that_cron_cannot_express_becomes_a_simple_check(
+    monitor: Monitor, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Mondays among the 1st-10th: no cron expression fires only then, so late at worst, never wrong
+    app = Celery("monitor_early_mondays", broker="memory://")
+    app.conf.timezone = "UTC"
+    schedule = crontab(minute=0, hour=9, day_of_week="mon", day_of_month="1-10", app=app)
+    entry = ScheduleEntry(name="early-mondays", task="x", schedule=schedule, app=app)
+    with pytest.raises(monitor_celery.Untranslatable):
+        monitor_celery.cron_expression(schedule)
+    with caplog.at_level("WARNING", logger="monitor_client"):
+        check = monitor_celery.check_fields(entry, "UTC")
+    assert "cannot be expressed as a cron schedule" in caplog.text
+    times = monitor_celery.fire_times(schedule, datetime.now(UTC), count=12)
+    assert all(t.day <= 10 and t.weekday() == 0 for t in times)  # Celery's own times
+    longest = max((b - a).total_seconds() for a, b in itertools.pairwise(times))
+    assert check == {"timeout": int(longest), "grace": 3600}
+    slug = f"early-mondays-{uuid.uuid4().hex[:6]}"
+    client = _client(monitor)
+    try:
+        assert client.upsert_check(slug, **check) is not None
+    finally:
+        client.close()
+    [stored] = monitor.api("GET", f"checks/?slug={slug}")["checks"]
+    assert (stored["kind"], stored["timeout"]) == ("simple", int(longest))
+    # Friday the 13th can be 14 months apart: the period is capped at the monitor's year
+    friday = crontab(minute=0, hour=9, day_of_week="fri", day_of_month="13", app=app)
+    unlucky = ScheduleEntry(name="unlucky", task="x", schedule=friday, app=app)
+    assert monitor_celery.check_fields(unlucky, "UTC")["timeout"] == monitor_celery.MAX_TIMEOUT
 
 
 def test_celery_beat_start_upserts_a_check_per_entry(monitor: Monitor, tmp_path: Path) -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -207,3 +208,34 @@ def test_shell_wrapper_is_shellcheck_clean() -> None:
         [shellcheck, "-s", "sh", SHELL_WRAPPER], capture_output=True, text=True, timeout=60, check=False
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+@pytest.mark.parametrize("kind", ["python", "shell"])
+def test_monitor_that_never_answers_does_not_delay_the_command(monitor: Monitor, kind: str) -> None:
+    # a listener that accepts connections (the kernel's backlog) and never answers a request
+    blackhole = socket.socket()
+    blackhole.bind(("127.0.0.1", 0))
+    blackhole.listen()
+    try:
+        env = _env(
+            monitor,
+            kind,
+            MONITOR_BASE_URL=f"http://127.0.0.1:{blackhole.getsockname()[1]}",
+            MONITOR_TIMEOUT="3",
+            MONITOR_RETRIES="0",
+        )
+        command = f"{sys.executable} -c 'import time; print(time.time(), flush=True)'; exit 4"
+        launched = time.time()
+        proc = subprocess.run(
+            _wrapper(kind, _slug(), "sh", "-c", command),
+            env=env,
+            capture_output=True,
+            timeout=60,
+            check=False,
+        )
+    finally:
+        blackhole.close()
+    assert proc.returncode == 4, proc.stderr  # the exit status passes through
+    started = float(proc.stdout.split()[0])
+    assert started - launched < 1.0, (started - launched, proc.stderr)
+    assert proc.stderr.count(b"not delivered") == 1, proc.stderr

@@ -142,6 +142,21 @@ async def test_skip_needs_scheduled(api: Api) -> None:
     assert (stored["type"], stored["scheduled"]) == ("skip", "2026-07-18T02:00:00Z")
 
 
+async def test_unknown_ends_the_run_as_outcome_unknown_with_no_alert(api: Api) -> None:
+    check = await create_check(api, name="lost", schedule="*/5 * * * *", grace=60)
+    uuid = check["uuid"]
+    params = {"rid": RID, "scheduled": "2026-07-18T02:00:00Z"}
+    for action in ("/start", "/unknown"):
+        api.clock.advance(1)
+        r = await ping(api, f"{uuid}{action}", "POST", params=params, content=b"its runner died")
+        assert (r.status_code, r.text) == (200, "OK"), action
+    pings = list(reversed(await list_of(api, uuid, "pings")))
+    assert [p["type"] for p in pings] == ["start", "unknown"]
+    [run] = await list_of(api, uuid, "runs")
+    assert (run["outcome"], run["exit_status"], run["scheduled"]) == ("unknown", None, "2026-07-18T02:00:00Z")
+    assert (await get_check(api, uuid))["started"] is False
+
+
 # --------------------------------------------------------------------------- slug URLs
 
 

@@ -15,7 +15,6 @@ monitor's own API (runs, pings, alerts) — the scheduler reports there like any
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import itertools
 import os
@@ -24,23 +23,15 @@ import sys
 import time
 from collections import Counter
 from collections.abc import Iterator
-from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-import asyncpg
 import pytest
 
-from tests.support.process import (
-    REPO_ROOT,
-    MonitorProcess,
-    checkout_env,
-    curl_api,
-    throwaway_postgres,
-    wait_until,
-)
+from tests.support.process import REPO_ROOT, MonitorProcess, wait_until
 from tests.support.receivers import free_port
+from tests.support.scheduler_stack import Stack, lines, parse, scheduler_stack
 
 pytestmark = pytest.mark.e2e
 
@@ -53,106 +44,11 @@ def iso(instant: datetime) -> str:
     return instant.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def parse(text: str) -> datetime:
-    return datetime.fromisoformat(text.replace("Z", "+00:00"))
-
-
-@dataclass
-class Stack:
-    url: str
-    directory: Path
-    monitor: MonitorProcess
-    started: int = 0
-
-    def scheduler(self, name: str, jobs: str, *, grace: float = 5.0) -> MonitorProcess:
-        """Start ``monitor scheduler`` on a jobs file holding ``jobs``."""
-        path = self.directory / f"{name}.toml"
-        path.write_text(jobs)
-        self.started += 1
-        env = checkout_env(
-            MONITOR_DATABASE_URL=self.url,
-            MONITOR_BASE_URL=self.monitor.base,
-            MONITOR_API_KEY=API_KEY,
-            MONITOR_LEASE_TTL=TTL,
-            MONITOR_EVALUATE_INTERVAL="0.2",  # settings refuse one over TTL/2 (any process)
-            MONITOR_SCHEDULER_LIVENESS_INTERVAL="5",
-        )
-        argv = [
-            sys.executable,
-            "-m",
-            "monitor",
-            "scheduler",
-            "--jobs",
-            str(path),
-            "--shutdown-grace",
-            str(grace),
-        ]
-        return MonitorProcess(
-            argv, env=env, cwd=self.directory, logs=self.directory, name=f"{name}{self.started}"
-        ).start()
-
-    def api(self, path: str) -> Any:
-        status, body = curl_api(self.monitor.base, "GET", path, API_KEY)
-        assert status == 200, (path, status, body)
-        return body
-
-    def check(self, slug: str) -> dict[str, Any]:
-        checks = self.api(f"/api/v3/checks/?slug={slug}")["checks"]
-        assert len(checks) == 1, checks  # replicas booting together made one check
-        return dict(checks[0])
-
-    def runs(self, slug: str) -> list[dict[str, Any]]:
-        return list(self.api(f"/api/v3/checks/{self.check(slug)['uuid']}/runs/?limit=1000")["runs"])
-
-    def lease(self, name: str) -> dict[str, Any] | None:
-        status, ready = curl_api(self.monitor.base, "GET", "/ready", None)
-        assert status == 200, ready
-        return next((row for row in ready["leases"] if row["name"] == name), None)
-
-    def claims(self, job: str) -> list[dict[str, Any]]:
-        async def go() -> list[dict[str, Any]]:
-            conn = await asyncpg.connect(self.url.replace("postgresql+asyncpg://", "postgresql://"))
-            try:
-                rows = await conn.fetch("SELECT * FROM job_claims WHERE job = $1 ORDER BY tick", job)
-            finally:
-                await conn.close()
-            out = []
-            for r in rows:
-                row = dict(r)
-                for key in ("tick", "claimed_at", "started_at", "finished_at"):
-                    if row[key] is not None:
-                        row[key] = row[key].replace(tzinfo=UTC)
-                out.append(row)
-            return out
-
-        return asyncio.run(go())
-
-
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     directory = tmp_path_factory.mktemp("scheduler")
-    with throwaway_postgres("monitor_sched") as url:
-        monitor = MonitorProcess.serve(
-            free_port(),
-            env=checkout_env(
-                MONITOR_DATABASE_URL=url,
-                MONITOR_API_KEY=API_KEY,
-                MONITOR_LEASE_TTL=TTL,
-                MONITOR_EVALUATE_INTERVAL="0.2",
-            ),
-            cwd=directory,
-            logs=directory,
-            name="serve",
-        ).start()
-        try:
-            monitor.wait_healthy()
-            yield Stack(url=url, directory=directory, monitor=monitor)
-        finally:
-            monitor.close()
-
-
-def lines(path: Path) -> list[list[str]]:
-    return [line.split() for line in path.read_text().splitlines()] if path.exists() else []
+    with scheduler_stack(directory, "monitor_sched", api_key=API_KEY, lease_ttl=TTL) as shared:
+        yield shared
 
 
 def stop(*processes: MonitorProcess) -> None:

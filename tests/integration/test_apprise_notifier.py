@@ -12,15 +12,12 @@ import pytest
 
 from monitor.domain.errors import ValidationError
 from monitor.domain.messages import AlertFacts, Message
-from monitor.notify.apprise import (
-    AppriseNotifier,
-    check_private_target,
-    mask_url,
-    validate_apprise_url,
-    with_json_fields,
-)
+from monitor.notify.apprise import AppriseNotifier
 from monitor.notify.base import DeliveryResult, Notifier
+from monitor.notify.egress import check_private_target
+from monitor.notify.masking import mask_url
 from monitor.notify.templates import render
+from monitor.notify.urls import validate_apprise_url, with_json_fields
 from tests.support.fixtures import http_receiver, make_http_receiver, smtp_receiver
 from tests.support.receivers import HttpReceiver, SmtpReceiver, free_port
 

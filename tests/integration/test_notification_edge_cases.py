@@ -14,8 +14,10 @@ from typing import Any
 import pytest
 from sqlalchemy import select
 
-from monitor.domain import maintenance, messages, schedules
-from monitor.notify.apprise import AppriseNotifier, mask_url, url_secrets
+from monitor.domain import maintenance, messages
+from monitor.domain.cron import schedules
+from monitor.notify.apprise import AppriseNotifier
+from monitor.notify.masking import mask_url, url_secrets
 from monitor.services import reminders
 from monitor.services.dispatch import deliver_due
 from monitor.services.evaluator import evaluate_due

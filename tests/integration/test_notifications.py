@@ -415,7 +415,7 @@ async def test_connect_time_guard_refuses_every_private_class_despite_rebinding_
 )
 def test_pre_send_check_classifies_embedded_and_special_addresses(address: str, family: int) -> None:
     from monitor.domain.errors import ValidationError
-    from monitor.notify.apprise import check_private_target
+    from monitor.notify.egress import check_private_target
 
     def resolve(host: str, port: Any, *args: Any, **kwargs: Any) -> list[Any]:
         return [(family, socket.SOCK_STREAM, 6, "", (address, port or 80))]

@@ -46,6 +46,9 @@ class RecordingReporter:
     ) -> None:
         self.events.append(("finish", job.name, tick, attempt, exit_status, output))
 
+    def lost(self, job: Job, tick: datetime, attempt: int, rid: str, output: bytes) -> None:
+        self.events.append(("lost", job.name, tick, attempt, output))
+
     def skip(self, job: Job, tick: datetime, attempt: int, reason: str) -> None:
         self.events.append(("skip", job.name, tick, reason))
 

@@ -68,14 +68,14 @@ def celery(
     started: dict[str, subprocess.Popen[bytes]] = {}
     try:
         for role in roles:
-            log = (tmp_path / f"{role}.log").open("wb")
-            started[role] = subprocess.Popen(
-                [sys.executable, "-m", "celery", "-A", "celery_jobs", *commands[role], "-l", "info"],
-                cwd=HERE,
-                env=env,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-            )
+            with (tmp_path / f"{role}.log").open("wb") as log:  # the process keeps its own copy
+                started[role] = subprocess.Popen(
+                    [sys.executable, "-m", "celery", "-A", "celery_jobs", *commands[role], "-l", "info"],
+                    cwd=HERE,
+                    env=env,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                )
         yield started
     finally:
         for proc in started.values():

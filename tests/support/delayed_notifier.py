@@ -15,7 +15,8 @@ import signal
 import sys
 
 from monitor.domain.clock import SystemClock
-from monitor.notify.apprise import AppriseNotifier, install_egress_guard
+from monitor.notify.apprise import AppriseNotifier
+from monitor.notify.egress import install_egress_guard
 from monitor.settings import Settings
 from monitor.storage.engine import make_engine, migrate
 from monitor.workers.notifier import run_notifier

@@ -26,7 +26,7 @@ def test_importing_the_modules_leaves_socket_connect_untouched() -> None:
         original = (socket.socket.connect, socket.socket.connect_ex)
         import monitor.services.channels, monitor.notify.apprise, monitor.app, monitor.cli  # noqa
         import monitor.services.dispatch, monitor.workers.notifier  # noqa
-        from monitor.notify.apprise import egress_guard_installed
+        from monitor.notify.egress import egress_guard_installed
         print((socket.socket.connect, socket.socket.connect_ex) == original, egress_guard_installed())
         """
     )
@@ -37,7 +37,7 @@ def test_install_egress_guard_hooks_connect_once() -> None:
     out = run_python(
         """
         import socket
-        from monitor.notify.apprise import egress_guard_installed, install_egress_guard
+        from monitor.notify.egress import egress_guard_installed, install_egress_guard
         original = socket.socket.connect
         install_egress_guard()
         hooked = socket.socket.connect
@@ -51,7 +51,8 @@ def test_install_egress_guard_hooks_connect_once() -> None:
 def test_a_notifier_refusing_private_targets_installs_the_guard() -> None:
     out = run_python(
         """
-        from monitor.notify.apprise import AppriseNotifier, egress_guard_installed
+        from monitor.notify.apprise import AppriseNotifier
+        from monitor.notify.egress import egress_guard_installed
         AppriseNotifier(allow_private_targets=True)
         before = egress_guard_installed()
         AppriseNotifier(allow_private_targets=False)

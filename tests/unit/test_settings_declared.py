@@ -49,6 +49,13 @@ def test_the_pre_send_test_hook_is_not_a_production_setting() -> None:
     assert not any("PRE_SEND" in s.env for s in specs())
 
 
+def test_the_pre_spawn_test_hook_is_not_a_production_setting() -> None:
+    # the failover tests pass it in process (tests/support/stalling_scheduler.py)
+    assert "scheduler_pre_spawn_delay" not in {s.name for s in specs()}
+    assert not any("PRE_SPAWN" in s.env for s in specs())
+    assert [s.name for s in specs() if "testing aid" in s.doc] == []
+
+
 def test_read_gives_one_setting_without_validating_the_rest() -> None:
     env = {"MONITOR_LOG_LEVEL": "DEBUG", "MONITOR_LEASE_TTL": "nonsense"}
     assert read("log_level", env) == "DEBUG"

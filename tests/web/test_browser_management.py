@@ -33,6 +33,8 @@ CHROMIUM = "/usr/bin/chromium"
 HERE = Path(__file__).resolve().parent
 AXE = HERE / "node_modules" / "axe-core" / "axe.min.js"
 VIEWPORTS = {"desktop": {"width": 1400, "height": 900}, "phone": {"width": 390, "height": 844}}
+NARROW = {"narrow": {"width": 360, "height": 740}}
+"""A small phone, for the pages-fit test only (plain viewport, like the others)."""
 ARTIFACTS = REPO_ROOT / "tests" / "artifacts"
 
 
@@ -76,7 +78,7 @@ def browser() -> Iterator[Browser]:
 @pytest.fixture(params=list(VIEWPORTS))
 def page(request: pytest.FixtureRequest, browser: Browser, site: scenario.Dashboard) -> Iterator[Page]:
     # bypass_csp: the test injects axe-core as an inline script, which the pages' CSP refuses
-    context = browser.new_context(viewport=VIEWPORTS[request.param], bypass_csp=True)  # type: ignore[arg-type]
+    context = browser.new_context(viewport={**VIEWPORTS, **NARROW}[request.param], bypass_csp=True)  # type: ignore[arg-type]
     context.grant_permissions(["clipboard-read", "clipboard-write"], origin=site.base)
     opened = context.new_page()
     opened.viewport_name = request.param  # type: ignore[attr-defined]
@@ -294,9 +296,23 @@ def test_create_and_remove_a_user(page: Page, site: scenario.Dashboard, axe: str
     expect(page.locator("#users-error")).to_contain_text("last admin")
 
 
+@pytest.mark.parametrize("page", [*VIEWPORTS, *NARROW], indirect=True)
 def test_every_page_fits_the_viewport_and_passes_axe(page: Page, site: scenario.Dashboard, axe: str) -> None:
     log_in(page, site)
     sync = site.checks["billing-sync"]["uuid"]
+    # the longest name and a long tag, without a space to break at
+    long_tag = name_of(page, "t").ljust(120, "t")
+    long_check = httpx.post(
+        f"{site.base}/api/v3/checks/",
+        json={
+            "name": name_of(page, "n").ljust(100, "n"),
+            "tags": f"prod {long_tag}",
+            "schedule": "0 3 * * *",
+        },
+        headers={"X-Api-Key": scenario.API_KEY},
+    ).json()
+    assert len(long_check["name"]) == 100 and long_tag in long_check["tags"].split()
+    long_uuid = long_check["uuid"]
     channel = httpx.post(
         f"{site.base}/api/v3/channels/",
         json={"name": name_of(page, "audit"), "url": "json://127.0.0.1:9/audit"},
@@ -313,6 +329,11 @@ def test_every_page_fits_the_viewport_and_passes_axe(page: Page, site: scenario.
         "/users",
         "/account",
         "/no/such/page",
+        f"/?tag={long_tag}",
+        f"/checks/{long_uuid}",
+        f"/checks/{long_uuid}/edit",
+        f"/checks/{long_uuid}/pause",
+        f"/checks/{long_uuid}/delete",
     ]
     for check in site.checks.values():
         uuid = check["uuid"]
@@ -388,3 +409,55 @@ def test_dark_mode_pages_pass_axe(browser: Browser, site: scenario.Dashboard, ax
             page.goto(f"{site.base}{path}")
             audit(page, axe)
         context.close()
+
+
+MULTI_LINE = "Mon..Fri 09:00\nSat 10:30 Europe/Berlin"
+
+
+def test_a_multi_line_oncalendar_schedule_is_previewed_and_kept_exactly(
+    page: Page, site: scenario.Dashboard, axe: str
+) -> None:
+    log_in(page, site)
+    page.goto(f"{site.base}/checks/new")
+    page.get_by_label("Name", exact=True).fill(name_of(page, "office-hours"))
+    page.get_by_label("Dialect").select_option("oncalendar")
+    schedule = page.get_by_label("Schedule", exact=True)
+    first, second = MULTI_LINE.split("\n")
+    schedule.press_sequentially(first)
+    schedule.press("Enter")
+    schedule.press_sequentially(second)
+    assert schedule.input_value() == MULTI_LINE
+    # the preview explains both lines as they are typed
+    preview = page.locator("#schedule-preview")
+    expect(preview.locator("ol.next li")).to_have_count(5)
+    expect(preview.locator("h2")).to_have_text(
+        "At 09:00 on Monday to Friday (UTC); and at 10:30 on Saturday (Europe/Berlin)"
+    )
+    expect(preview.locator("[role=alert]")).to_have_count(0)
+    audit(page, axe)
+    page.get_by_role("button", name="Create check").click()
+    expect(page.locator("#saved")).to_contain_text("Check created")
+    uuid = page.url.split("/checks/")[1].split("?")[0]
+    headers = {"X-Api-Key": scenario.API_KEY}
+    body = httpx.get(f"{site.base}/api/v3/checks/{uuid}", headers=headers).json()
+    assert body["schedule"] == MULTI_LINE and body["dialect"] == "oncalendar"
+    # editing shows the same lines, and saving keeps them
+    page.get_by_role("link", name="Edit", exact=True).click()
+    assert page.get_by_label("Schedule", exact=True).input_value() == MULTI_LINE
+    expect(page.locator("#schedule-preview ol.next li")).to_have_count(5)
+    page.get_by_label("Grace in seconds").fill("120")
+    page.get_by_role("button", name="Save").click()
+    expect(page.locator("#saved")).to_contain_text("Check saved")
+    body = httpx.get(f"{site.base}/api/v3/checks/{uuid}", headers=headers).json()
+    assert body["schedule"] == MULTI_LINE and body["grace"] == 120
+    # the cron page takes several lines too
+    page.goto(f"{site.base}/cron")
+    page.get_by_label("Dialect").select_option("oncalendar")
+    cron = page.get_by_label("Expression")
+    cron.press_sequentially(first)
+    cron.press("Enter")
+    cron.press_sequentially(second)
+    expect(page.locator("#cron-result ol.next li")).to_have_count(5)
+    expect(page.locator("#cron-result h2")).to_contain_text("and at 10:30 on Saturday")
+    assert cron.input_value() == MULTI_LINE
+    audit(page, axe)

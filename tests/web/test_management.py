@@ -75,7 +75,7 @@ async def test_create_and_edit_a_check_through_the_form_as_the_api_would(api: Ap
         },
     )
     # the service's own error, naming the field; what was typed is kept
-    assert bad.status_code == 400 and "schedule:" in bad.text and 'value="61 * * * *"' in bad.text
+    assert bad.status_code == 400 and "schedule:" in bad.text and ">61 * * * *</textarea>" in bad.text
     made = await api.client.post(
         "/checks/new",
         data={
@@ -288,6 +288,8 @@ def test_service_forms_spell_apprise_urls_and_name_bad_fields() -> None:
         ("slack", {"slack_webhook": "https://evil.example/services/a/b/c"}, "slack_webhook"),
         ("telegram", {"telegram_token": "t"}, "telegram_chat"),
         ("email", {"email_to": "a@b.c", "email_host": "h", "email_port": "x"}, "email_port"),
+        # str.isdigit() takes Arabic-Indic digits; a port is ASCII digits only
+        ("email", {"email_to": "a@b.c", "email_host": "h", "email_port": "\u0662\u0665"}, "email_port"),
     ):
         with pytest.raises(ValidationError, match=f"^{field}:"):
             channel_forms.apprise_url(service, form)

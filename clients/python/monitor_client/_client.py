@@ -8,7 +8,6 @@ warning (per outage, not per ping).
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import functools
 import inspect
 import logging
@@ -21,7 +20,7 @@ from typing import Any, TypeVar, cast
 
 import httpx
 
-from monitor_client import _common
+from monitor_client import _common, _logs
 from monitor_client._common import (
     DEFAULT_BODY_LIMIT,
     Attempt,
@@ -35,7 +34,7 @@ from monitor_client._common import (
 
 __version__ = "0.1.0"
 # httpx logs each request's URL at INFO, and a slug ping's URL holds the ping key
-_common.install_log_filter("httpx")
+_logs.install_log_filter("httpx")
 F = TypeVar("F", bound=Callable[..., Any])
 USER_AGENT = f"monitor-client/{__version__}"
 
@@ -100,8 +99,12 @@ class _Base:
         return self.settings.base_url
 
     def _note(self, what: str, result: PingResult) -> PingResult:
-        if result.error is not None and self.settings.ping_key:
-            result = dataclasses.replace(result, error=_common.mask(result.error, self.settings.ping_key))
+        key = self.settings.ping_key
+        if key:  # the answer may echo the URL (a 404 body): the key is hidden in both
+            result = result.replace(
+                error=None if result.error is None else _common.mask(result.error, key),
+                text=_common.mask(result.text, key),
+            )
         with self._lock:
             self.body_limit = result.body_limit
             if result.ok:

@@ -7,25 +7,90 @@ into an :class:`Attempt` that says whether to retry. The two clients only run th
 
 from __future__ import annotations
 
-import logging
 import math
 import os
 import re
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+import sys
 from datetime import UTC, datetime
-from types import TracebackType
-from urllib.parse import quote
 
 TYPE_CHECKING = False  # not typing's: importing typing costs monitor-run's start-up ~10 ms
 if TYPE_CHECKING:
+    import logging
     import random
+    from collections.abc import Callable, Mapping
+    from types import TracebackType
     from typing import Any
 
-# email.utils, random, traceback and uuid are imported where used: ``monitor-run`` imports this
-# module before it starts the job, and those cost tens of milliseconds together
 
-logger = logging.getLogger("monitor_client")
+# email.utils, random, traceback, uuid, logging, dataclasses and urllib.parse are imported where
+# used (or not at all): ``monitor-run`` imports this module before it starts the job, and those
+# cost tens of milliseconds together (benchmarks/monitor_run_startup.py)
+
+#: set-ups waiting for the ``monitor_client`` logger (see :func:`on_first_log`)
+LOG_SETUPS: list[Callable[[logging.Logger], None]] = []
+
+
+def on_first_log(setup: Callable[[logging.Logger], None]) -> None:
+    """Run ``setup(logger)`` on the ``monitor_client`` logger when it is first used (at once
+    when it already is): ``monitor-run`` configures its stderr handler this way, so a run whose
+    pings all succeed never imports :mod:`logging`."""
+    loaded = sys.modules.get("monitor_client._logs")
+    if loaded is not None:
+        setup(loaded.logger)
+    else:
+        LOG_SETUPS.append(setup)
+
+
+def __getattr__(name: str) -> Any:
+    # the logger and its filter live in monitor_client._logs, imported on first use
+    if name in ("logger", "PingKeyFilter", "install_log_filter"):
+        from monitor_client import _logs
+
+        return getattr(_logs, name)
+    raise AttributeError(f"module 'monitor_client._common' has no attribute {name!r}")
+
+
+class Record:
+    """An immutable value with ``__slots__``, compared and hashed by its fields: what
+    ``@dataclass(frozen=True, slots=True)`` gives, without importing :mod:`dataclasses` (with
+    :mod:`inspect` and :mod:`ast`, ~20 ms of ``monitor-run``'s start-up). Subclasses list
+    their fields in ``__slots__`` and set them in ``__init__`` with :meth:`_set`."""
+
+    __slots__: tuple[str, ...] = ()
+
+    def _set(self, **values: Any) -> None:
+        for name, value in values.items():
+            object.__setattr__(self, name, value)
+
+    def _fields(self) -> tuple[Any, ...]:
+        return tuple(getattr(self, name) for name in self.__slots__)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError(f"cannot assign to field {name!r} of a frozen {type(self).__name__}")
+
+    def __delattr__(self, name: str) -> None:
+        raise AttributeError(f"cannot delete field {name!r} of a frozen {type(self).__name__}")
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        return self._fields() == other._fields()
+
+    def __hash__(self) -> int:
+        return hash(self._fields())
+
+    def __repr__(self) -> str:
+        shown = ", ".join(f"{name}={getattr(self, name)!r}" for name in self.__slots__)
+        return f"{type(self).__name__}({shown})"
+
+    def replace(self, **changes: Any) -> Any:
+        """A copy with ``changes`` (field name → value), as :func:`dataclasses.replace`."""
+        values = {name: getattr(self, name) for name in self.__slots__}
+        unknown = set(changes) - set(values)
+        if unknown:
+            raise TypeError(f"{type(self).__name__} has no field {sorted(unknown)[0]!r}")
+        return type(self)(**{**values, **changes})
+
 
 DEFAULT_BASE_URL = "http://127.0.0.1:8000"
 DEFAULT_BODY_LIMIT = 100_000
@@ -36,8 +101,9 @@ RETRYABLE_STATUSES = frozenset({408, 425, 429, 500, 502, 503, 504})
 RETRY_AFTER_MAX = 3600.0
 MASK = "****"
 
-Kind = "Literal['success', 'start', 'fail', 'log', 'skip']"
-KINDS: frozenset[str] = frozenset({"success", "start", "fail", "log", "skip"})
+Kind = "Literal['success', 'start', 'fail', 'unknown', 'log', 'skip']"
+#: ``unknown`` ends a run whose result nobody can tell (its runner died with it; DESIGN §8)
+KINDS: frozenset[str] = frozenset({"success", "start", "fail", "unknown", "log", "skip"})
 Scheduled = datetime | str | int | float | None
 
 UUID_RE = re.compile(r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$")
@@ -45,8 +111,7 @@ SLUG_RE = re.compile(r"^[a-z0-9_-]{1,100}$")
 TRACEBACK_TAIL = 4000
 
 
-@dataclass(frozen=True, slots=True)
-class PingResult:
+class PingResult(Record):
     """The outcome of one ping (after retries).
 
     Attributes:
@@ -59,23 +124,47 @@ class PingResult:
         text: the monitor's plain-text answer (``"OK"``, ``"Created"``, ``"not found"`` …).
     """
 
+    __slots__ = ("body_limit", "error", "ok", "status", "text")
     ok: bool
     status: int | None
     body_limit: int
     error: str | None
-    text: str = ""
+    text: str
+
+    def __init__(
+        self, ok: bool, status: int | None, body_limit: int, error: str | None, text: str = ""
+    ) -> None:
+        self._set(ok=ok, status=status, body_limit=body_limit, error=error, text=text)
 
 
-@dataclass(frozen=True, slots=True)
-class Settings:
+class Settings(Record):
     """Resolved client configuration (arguments first, then ``MONITOR_*`` variables)."""
 
+    __slots__ = ("api_key", "backoff", "base_url", "ping_key", "retries", "timeout")
     base_url: str
     api_key: str | None
     ping_key: str | None
     timeout: float
     retries: int
     backoff: float
+
+    def __init__(
+        self,
+        base_url: str,
+        api_key: str | None,
+        ping_key: str | None,
+        timeout: float,
+        retries: int,
+        backoff: float,
+    ) -> None:
+        self._set(
+            base_url=base_url,
+            api_key=api_key,
+            ping_key=ping_key,
+            timeout=timeout,
+            retries=retries,
+            backoff=backoff,
+        )
 
     @classmethod
     def resolve(
@@ -102,16 +191,34 @@ class Settings:
         )
 
 
-@dataclass(frozen=True, slots=True)
-class Plan:
+class Plan(Record):
     """One HTTP request to make (possibly several times)."""
 
+    __slots__ = ("content", "headers", "json", "method", "params", "url")
     method: str
     url: str
-    params: dict[str, str] = field(default_factory=dict)
-    headers: dict[str, str] = field(default_factory=dict)
-    content: bytes | None = None
-    json: Any = None
+    params: dict[str, str]
+    headers: dict[str, str]
+    content: bytes | None
+    json: Any
+
+    def __init__(
+        self,
+        method: str,
+        url: str,
+        params: dict[str, str] | None = None,
+        headers: dict[str, str] | None = None,
+        content: bytes | None = None,
+        json: Any = None,
+    ) -> None:
+        self._set(
+            method=method,
+            url=url,
+            params={} if params is None else params,
+            headers={} if headers is None else headers,
+            content=content,
+            json=json,
+        )
 
 
 class PlanError(ValueError):
@@ -238,30 +345,11 @@ def mask_ping_keys(text: str) -> str:
     return PING_KEY_PATH_RE.sub(hide, text) if "/ping/" in text else text
 
 
-class PingKeyFilter(logging.Filter):
-    """A logging filter that masks ping keys in URLs (httpx logs every request URL at INFO)."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        try:
-            message = record.getMessage()
-        except Exception:  # a malformed record is the logger's business, not ours
-            return True
-        masked = mask_ping_keys(message)
-        if masked != message:
-            record.msg, record.args = masked, None
-        return True
-
-
-def install_log_filter(name: str = "httpx") -> None:
-    """Attach one :class:`PingKeyFilter` to logger ``name`` (idempotent)."""
-    target = logging.getLogger(name)
-    if not any(isinstance(f, PingKeyFilter) for f in target.filters):
-        target.addFilter(PingKeyFilter())
-
-
 def mask(text: str, secret: str | None) -> str:
     """``text`` with ``secret`` (a ping key) replaced by ``****``."""
     if secret and len(secret) >= 4:
+        from urllib.parse import quote
+
         return text.replace(secret, MASK).replace(quote(secret, safe=""), MASK)
     return text
 
@@ -322,6 +410,8 @@ def ping_plan(
             raise PlanError(
                 f"check: {check!r} is a slug and no ping key is set (MONITOR_PING_KEY or ping_key=)"
             )
+        from urllib.parse import quote
+
         path = f"/ping/{quote(settings.ping_key, safe='')}/{check}"
         if create:
             params["create"] = "1"
@@ -383,13 +473,16 @@ def api_plan(settings: Settings, method: str, path: str, params: Mapping[str, st
     )
 
 
-@dataclass(frozen=True, slots=True)
-class Attempt:
+class Attempt(Record):
     """How one try ended: done (stored or refused for good) or worth retrying after ``wait``."""
 
+    __slots__ = ("result", "retry", "retry_after")
     result: PingResult
     retry: bool
-    retry_after: float | None = None
+    retry_after: float | None
+
+    def __init__(self, result: PingResult, retry: bool, retry_after: float | None = None) -> None:
+        self._set(result=result, retry=retry, retry_after=retry_after)
 
 
 def judge_response(status: int, headers: Mapping[str, str], text: str, body_limit: int) -> Attempt:
@@ -475,6 +568,8 @@ class WarnOnce:
         self.failing = False
 
     def failed(self, what: str, result: PingResult) -> None:
+        from monitor_client._logs import logger
+
         if not self.failing:
             self.failing = True
             logger.warning(
@@ -488,6 +583,8 @@ class WarnOnce:
 
     def succeeded(self) -> None:
         if self.failing:
+            from monitor_client._logs import logger
+
             logger.info("the monitor is reachable again", extra={"action": "monitor_reachable"})
         self.failing = False
 

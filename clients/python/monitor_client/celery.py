@@ -14,8 +14,10 @@ What it does:
   (the entry's name as a slug, or ``checks[entry name]``) and ``monitor_scheduled`` (the tick the
   entry was due at: the crontab time, or ``last_run_at + run_every``, not the moment beat woke
   up; see :func:`entry_tick`). With an API key, beat also upserts a
-  check per entry at start: a ``crontab`` becomes a cron check in ``app.conf.timezone``, a
-  ``timedelta`` a simple check with that period. The upserts are sent by a background thread
+  check per entry at start: a ``crontab`` becomes a cron check in ``app.conf.timezone``
+  (:func:`cron_expression`; one that cron cannot express is a simple check instead, late at
+  worst and never a wrong schedule: :func:`check_fields`), a ``timedelta`` a simple check
+  with that period. The upserts are sent by a background thread
   (:data:`sender`, a bounded queue): beat never waits for the monitor, down or not, before
   sending its first task.
 * **worker** (``task_prerun``, ``task_success``, ``task_failure``, ``task_revoked``): ``start``
@@ -50,6 +52,8 @@ from monitor_client._common import failure_body
 HEADER_CHECK = "monitor_check"
 HEADER_SCHEDULED = "monitor_scheduled"
 SKIPPED_ENTRIES = frozenset({"celery.backend_cleanup"})
+#: the longest period (seconds, a year) the monitor accepts for a simple check's ``timeout``
+MAX_TIMEOUT = 31_536_000
 #: sends beat's check upserts and the worker's pings off their threads
 #: (``sender.drain(timeout)`` waits for them)
 sender = Sender("monitor-celery")
@@ -69,8 +73,11 @@ def entry_tick(entry: Any) -> datetime:
     """The instant a beat entry is due at, in UTC (from its schedule and ``last_run_at``).
 
     For a ``crontab``: the first cron time after the last run, computed in the schedule's zone
-    (``remaining_delta``, exact); for a ``timedelta`` schedule ``last_run_at + run_every``;
-    otherwise beat's own estimate, ``now + remaining_estimate(last_run_at)``.
+    (``remaining_delta``, exact); for a ``timedelta`` schedule ``last_run_at + run_every``,
+    truncated to whole seconds when ``run_every`` is at least one (the monitor shows ticks in
+    whole seconds, truncated: rounding up could show a tick after the run's start, and
+    consecutive ticks stay distinct); otherwise beat's own estimate,
+    ``now + remaining_estimate(last_run_at)``.
     """
     schedule = entry.schedule
     last_run_at = entry.last_run_at
@@ -81,6 +88,10 @@ def entry_tick(entry: Any) -> datetime:
         tick = start + delta
     elif isinstance(run_every, timedelta) and not getattr(schedule, "relative", False):
         tick = schedule.maybe_make_aware(last_run_at).astimezone(UTC) + run_every
+        if run_every >= timedelta(seconds=1):
+            # last_run_at is beat's clock at the previous send (microseconds): the tick is cut
+            # to the second, as the monitor shows ticks, so it never reads as after the start
+            tick = tick.replace(microsecond=0)
     else:
         tick = schedule.now() + schedule.remaining_estimate(last_run_at)
     if tick.tzinfo is None:
@@ -88,9 +99,61 @@ def entry_tick(entry: Any) -> datetime:
     return tick.astimezone(UTC)
 
 
+class Untranslatable(ValueError):
+    """A ``crontab`` that no 5-field unix expression fires at exactly the same times."""
+
+
+_ALL_DAYS_OF_MONTH = frozenset(range(1, 32))
+_ALL_DAYS_OF_WEEK = frozenset(range(7))
+#: days of month 1-7 hold the first of each weekday, 8-14 the second, ... (``n#k`` in cron)
+_WEEKS = {k: frozenset(range(7 * k - 6, 7 * k + 1)) for k in range(1, 5)}
+
+
+def _and_days(fields: list[str], schedule: Any) -> None:
+    """Rewrite the DOM and DOW ``fields`` so that cron ANDs them as Celery does.
+
+    Celery fires when the day of month **and** the day of week match
+    (``celery.schedules.crontab``: ``day in day_of_month and dow_num in day_of_week``); cron
+    and the monitor (DESIGN §4, no dialect differs) OR the two fields when both are
+    restricted, i.e. neither text starts with ``*``. Such a pair is rewritten: a field that
+    lists every value becomes ``*``; days of month made of whole weeks (1-7, 8-14, 15-21,
+    22-28) become ``n#k`` days of week with a ``*`` day of month (``1-7`` + ``mon`` =
+    ``1#1``, the first Monday).
+
+    Raises:
+        Untranslatable: any other pair (``13`` + ``fri``: no cron expression fires only on
+            a Friday the 13th).
+    """
+    if fields[2].startswith("*") or fields[4].startswith("*"):
+        return  # cron ANDs too
+    dom = frozenset(int(d) for d in schedule.day_of_month)
+    dow = frozenset(int(d) % 7 for d in schedule.day_of_week)
+    if dom >= _ALL_DAYS_OF_MONTH:
+        fields[2] = "*"
+        return
+    if dow >= _ALL_DAYS_OF_WEEK:
+        fields[4] = "*"
+        return
+    weeks = [k for k, days in _WEEKS.items() if days <= dom]
+    if weeks and dom == frozenset().union(*(_WEEKS[k] for k in weeks)):
+        fields[2] = "*"
+        fields[4] = ",".join(f"{d}#{k}" for d in sorted(dow) for k in weeks)
+        return
+    raise Untranslatable(
+        f"day of month {fields[2]!r} and day of week {fields[4]!r} must both match in Celery, "
+        "while cron fires when either does"
+    )
+
+
 def cron_expression(schedule: Any) -> str | None:
-    """A ``crontab`` schedule as a 5-field unix expression, or ``None`` for other schedules."""
-    fields = []
+    """A ``crontab`` schedule as a 5-field unix expression that fires at the same times, or
+    ``None`` for other schedules.
+
+    Raises:
+        Untranslatable: a restricted day of month together with a restricted day of week
+            that cron cannot AND (see :func:`_and_days`).
+    """
+    fields: list[str] = []
     for attribute in (
         "_orig_minute",
         "_orig_hour",
@@ -107,6 +170,7 @@ def cron_expression(schedule: Any) -> str | None:
             fields.append(",".join(str(v) for v in sorted(value)))
         else:
             return None
+    _and_days(fields, schedule)
     return " ".join(fields)
 
 
@@ -116,28 +180,60 @@ def period_of(schedule: Any, now: datetime | None = None) -> float | None:
     run_every = getattr(schedule, "run_every", None)
     if isinstance(run_every, timedelta) and not hasattr(schedule, "_orig_minute"):
         return run_every.total_seconds()
+    gaps = fire_gaps(schedule, now)
+    return min(gaps) if gaps else None
+
+
+def fire_times(schedule: Any, now: datetime | None = None, count: int = 12) -> list[datetime]:
+    """A ``crontab``'s next ``count`` fire times after ``now`` (default: the clock), computed
+    by Celery itself (``remaining_delta``); empty for other schedules."""
     if not hasattr(schedule, "remaining_delta"):
-        return None
+        return []
     last = (now or datetime.now(UTC)).astimezone(schedule.tz) if hasattr(schedule, "tz") else now
     times = []
-    for _ in range(12):
+    for _ in range(count):
         start, delta, _now = schedule.remaining_delta(last)
         last = start + delta
         times.append(last)
-    gaps = [(b - a).total_seconds() for a, b in itertools.pairwise(times) if b > a]
-    return min(gaps) if gaps else None
+    return times
+
+
+def fire_gaps(schedule: Any, now: datetime | None = None, count: int = 12) -> list[float]:
+    """Seconds between a ``crontab``'s next ``count`` fire times (:func:`fire_times`)."""
+    times = fire_times(schedule, now, count)
+    return [(b - a).total_seconds() for a, b in itertools.pairwise(times) if b > a]
 
 
 def check_fields(entry: Any, tz: str, grace: int | None = None) -> dict[str, Any]:
     """Management API fields for a beat entry's check: schedule and zone, or a period; and a
-    grace (``grace``, else derived from the period: :func:`_common.grace_for_period`)."""
+    grace (``grace``, else derived from the period: :func:`_common.grace_for_period`).
+
+    A ``crontab`` that cron cannot express (:class:`Untranslatable`) is logged as a warning
+    and becomes a simple check whose period is the longest gap among its next 12 fire times
+    (at most :data:`MAX_TIMEOUT`, the monitor's limit, a year): late at worst, never a cron
+    check with a wrong schedule (as the APScheduler integration does for its triggers).
+    """
     fields: dict[str, Any] = {}
-    expression = cron_expression(entry.schedule)
-    if expression is not None:
-        fields = {"schedule": expression, "tz": tz}
+    try:
+        expression = cron_expression(entry.schedule)
+    except Untranslatable as error:
+        gaps = fire_gaps(entry.schedule)
+        longest = max(gaps) if gaps else 86400.0
+        _common.logger.warning(
+            "Celery beat entry %s: its schedule %s cannot be expressed as a cron schedule (%s); "
+            "monitored as a simple check expecting a run every %d s instead",
+            getattr(entry, "name", "?"),
+            entry.schedule,
+            error,
+            int(longest),
+            extra={"action": "monitor_schedule_untranslatable"},
+        )
+        fields = {"timeout": min(max(int(longest), 1), MAX_TIMEOUT)}
     else:
         run_every = getattr(entry.schedule, "run_every", None)
-        if isinstance(run_every, timedelta):
+        if expression is not None:
+            fields = {"schedule": expression, "tz": tz}
+        elif isinstance(run_every, timedelta):
             fields = {"timeout": max(int(run_every.total_seconds()), 1)}
     if grace is not None:
         fields["grace"] = grace

@@ -39,25 +39,27 @@ for the ping body.
 
 from __future__ import annotations
 
-import argparse
-import contextlib
-import logging
+import contextlib  # imported by subprocess anyway
 import os
 import selectors
 import signal
 import subprocess
 import sys
 import threading
-from collections.abc import Sequence
-from types import FrameType
 
 from monitor_client import _common
-from monitor_client._common import UUID_RE
 from monitor_client._light import LightClient
 
 TYPE_CHECKING = False  # not typing's: importing typing costs monitor-run's start-up ~10 ms
 if TYPE_CHECKING:
+    import argparse
+    import logging
+    from collections.abc import Sequence
+    from types import FrameType
     from typing import IO
+
+# argparse and logging are imported only when needed (--help, a usage error, a warning to
+# print): together they cost ~30 ms of the start-up the benchmark holds to 100 ms
 
 FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 
@@ -155,7 +157,11 @@ def _env_number(name: str, default: float, kind: type[int] | type[float]) -> flo
     return value
 
 
-def _parser() -> argparse.ArgumentParser:
+def _parser(timeout: float, retries: int) -> argparse.ArgumentParser:
+    """The full command line parser: its help, its usage errors, and every spelling
+    :func:`_parse` leaves to it (``--check=…`` prefixes such as ``--chec``, a bad number)."""
+    import argparse
+
     parser = argparse.ArgumentParser(
         prog="monitor-run",
         description="Run COMMAND and report it to the monitor as one run (start, then exit status).",
@@ -172,27 +178,100 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--timeout",
         type=float,
-        default=_env_number("MONITOR_TIMEOUT", 10.0, float),
+        default=timeout,
         help="seconds per ping, retries included (env MONITOR_TIMEOUT, default 10)",
     )
     parser.add_argument(
         "--retries",
         type=int,
-        default=int(_env_number("MONITOR_RETRIES", 3, int)),
+        default=retries,
         help="retries of a ping (env MONITOR_RETRIES, default 3)",
     )
     parser.add_argument("command", nargs=argparse.REMAINDER, help="-- COMMAND [ARGS…]")
     return parser
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the ``monitor-run`` console script; returns the command's exit status."""
-    args = _parser().parse_args(argv)
+class Arguments:
+    """The parsed command line (the attributes :func:`_parser` would give)."""
+
+    def __init__(self, timeout: float, retries: int) -> None:
+        self.check: str | None = os.environ.get("MONITOR_CHECK")
+        self.scheduled: str | None = None
+        self.create = False
+        self.base_url: str | None = None
+        self.timeout = timeout
+        self.retries = retries
+        self.command: list[str] = []
+
+
+VALUED = {"--check": "check", "--scheduled": "scheduled", "--base-url": "base_url"}
+
+
+def _parse(argv: list[str]) -> Arguments:
+    """The command line, read as :func:`_parser` reads it.
+
+    The usual spellings (``--check X``, ``--check=X``, ``--create``, ``--timeout N``,
+    ``--retries N``, ``--base-url U``, ``--scheduled T``, then ``--`` or the first word that is
+    not an option) are read here without importing :mod:`argparse`; anything else (``--help``,
+    an abbreviation, an unknown option, a missing or unreadable value) is handed to argparse,
+    which prints the help or the usage error (exit status 2) exactly as it always did.
+    """
+    timeout = _env_number("MONITOR_TIMEOUT", 10.0, float)
+    retries = int(_env_number("MONITOR_RETRIES", 3, int))
+    args = Arguments(timeout, retries)
+    index = 0
+    while index < len(argv):
+        word = argv[index]
+        if word == "--" or not word.startswith("-") or word == "-":
+            args.command = argv[index:]
+            return args
+        name, has_value, value = word.partition("=")
+        if name == "--create" and not has_value:
+            args.create = True
+            index += 1
+            continue
+        if name not in VALUED and name not in ("--timeout", "--retries"):
+            break  # --help, -h, an abbreviation, an unknown option: argparse's business
+        if not has_value:
+            if index + 1 >= len(argv) or argv[index + 1].startswith("-"):
+                break  # a missing value (or one argparse might read as an option)
+            value = argv[index + 1]
+            index += 1
+        index += 1
+        try:
+            if name == "--timeout":
+                args.timeout = float(value)
+            elif name == "--retries":
+                args.retries = int(value)
+            else:
+                setattr(args, VALUED[name], value)
+        except ValueError:
+            break
+    else:
+        return args
+    namespace = _parser(timeout, retries).parse_args(argv)  # exits on --help or a usage error
+    parsed = Arguments(timeout, retries)
+    for attribute in vars(parsed):
+        setattr(parsed, attribute, getattr(namespace, attribute))
+    return parsed
+
+
+def _log_to_stderr(logger: logging.Logger) -> None:
+    """Where the client's warnings go: ``monitor-run: …`` lines on stderr (nowhere after
+    ``2>&-``). Run by the client when it first logs (:func:`monitor_client._common.on_first_log`)."""
+    import logging
+
     if sys.stderr is not None:
         logging.basicConfig(level=logging.WARNING, format="monitor-run: %(message)s", stream=sys.stderr)
     else:  # `2>&-`: nowhere to warn
-        logging.getLogger("monitor_client").addHandler(logging.NullHandler())
-        logging.getLogger("monitor_client").propagate = False
+        logger.addHandler(logging.NullHandler())
+        logger.propagate = False
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``monitor-run`` console script; returns the command's exit status."""
+    args = _parse(list(sys.argv[1:] if argv is None else argv))
+    _common.on_first_log(_log_to_stderr)
     command = list(args.command)
     if command and command[0] == "--":
         command = command[1:]
@@ -205,7 +284,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     inherited = _common.env_applies(args.check)  # the tick of an outer monitor-run's check?
     run_id = os.environ.get("MONITOR_RUN_ID", "") if inherited else ""
-    rid = run_id.lower() if UUID_RE.match(run_id) else _common.uuid4_text()
+    rid = run_id.lower() if _common.is_uuid(run_id) else _common.uuid4_text()
     scheduled = args.scheduled or (os.environ.get("MONITOR_SCHEDULED_TIME") if inherited else None) or None
     client = LightClient(args.base_url, timeout=args.timeout, retries=args.retries)
     start = threading.Thread(

@@ -13,9 +13,24 @@ from typing import Any
 
 from litestar import Controller, Request, Response, delete, get, post
 from litestar.params import Parameter
-from sqlalchemy import literal, select
 
 from monitor.domain.errors import ValidationError
+from monitor.http.api.check_types import (
+    AlertOut,
+    AlertsPage,
+    CheckOut,
+    ChecksPage,
+    FlipOut,
+    FlipsPage,
+    PingOut,
+    PingsPage,
+    RunOut,
+    RunsPage,
+    check_out,
+    checks_out,
+    next_of,
+    typed,
+)
 from monitor.http.api.common import (
     api_version,
     authenticate,
@@ -26,51 +41,16 @@ from monitor.http.api.common import (
 )
 from monitor.http.api.paging import decode_cursor, paged
 from monitor.services import checks as check_service
-from monitor.services import hints as hint_service
 from monitor.services import history
-from monitor.storage import tables as t
 
 Req = Request[Any, Any, Any]
 
 
-async def _dicts(
-    request: Req, conn: Any, rows: list[dict[str, Any]], *, readonly: bool = False
-) -> list[dict[str, Any]]:
+def _view(request: Req, *, readonly: bool = False) -> check_service.View:
     services = services_of(request.app.state)
-    now = services.clock.now()
-    started = await check_service.started_checks(conn, rows, now)
-    channels = await check_service.channels_of(conn, [r["id"] for r in rows])
-    version = api_version(request)
-    hints = await hint_service.hints_of(conn, rows)
-    return [
-        {
-            **check_service.check_to_dict(
-                r,
-                now=now,
-                settings=services.settings,
-                started=r["id"] in started,
-                channels=channels[r["id"]],
-                readonly=readonly,
-                version=version,
-            ),
-            "hints": hints[r["id"]],  # advice from the latest runs (monitor.domain.hints)
-        }
-        for r in rows
-    ]
-
-
-async def _one(request: Req, project_id: int, ident: str, *, readonly: bool = False) -> dict[str, Any]:
-    services = services_of(request.app.state)
-    async with services.engine.connect() as conn:
-        row = await check_service.find_check_row(conn, project_id, ident, unique_key_allowed=True)
-        return (await _dicts(request, conn, [row], readonly=readonly))[0]
-
-
-async def _uuid_of(request: Req, project_id: int, ident: str) -> str:
-    """The uuid of the project's check ``ident`` (a uuid): 404 when malformed or unknown."""
-    services = services_of(request.app.state)
-    async with services.engine.connect() as conn:
-        return str((await check_service.find_check_row(conn, project_id, ident))["uuid"])
+    return check_service.View(
+        now=services.clock.now(), settings=services.settings, readonly=readonly, version=api_version(request)
+    )
 
 
 def _versioned(request: Req, data: Any) -> Any:
@@ -101,142 +81,116 @@ class ChecksController(Controller):
         slug: str | None = Parameter(query="slug", default=None, required=False),
         limit: str | None = None,
         cursor: str | None = None,
-    ) -> dict[str, Any]:
+    ) -> ChecksPage:
         """Every check of the project, oldest first, as Healthchecks lists them; ``?limit=``
         (1-1000) pages them: the answer then has ``next`` (with ``cursor=``) while more follow."""
         key = await authenticate(request, write=False)
         most = limit_param(limit) if limit is not None else None
         after = decode_cursor(cursor, (int,))
         services = services_of(request.app.state)
-        c = t.checks.c
-        async with services.engine.connect() as conn:
-            query = select(t.checks).where(c.project_id == key.project_id)
-            if slug is not None:
-                if "\x00" in slug:
-                    raise ValidationError("slug", "must not contain NUL characters")
-                query = query.where(c.slug == slug)
-            for wanted in dict.fromkeys(tag or ()):
-                if "\x00" in wanted:  # PostgreSQL text cannot hold U+0000
-                    raise ValidationError("tag", "must not contain NUL characters")
-                # tags are space-separated words: match a whole word
-                query = query.where(
-                    (literal(" ") + c.tags + literal(" ")).contains(f" {wanted} ", autoescape=True)
-                )
-            if after is not None:
-                query = query.where(c.id > after[0])
-            query = query.order_by(c.id)
-            if most is not None:
-                query = query.limit(most + 1)
-            rows = [dict(r) for r in (await conn.execute(query)).mappings().all()]
-            rows, extra = paged(request, services.settings.base_url, rows, most, lambda r: [r["id"]])
-            return {"checks": await _dicts(request, conn, rows, readonly=key.read_only), **extra}
+        found = await check_service.list_checks(
+            services.engine,
+            key.project_id,
+            _view(request, readonly=key.read_only),
+            tags=list(dict.fromkeys(tag or ())),
+            slug=slug,
+            after_id=after[0] if after else None,
+            limit=most + 1 if most is not None else None,
+        )
+        shown, extra = paged(request, services.settings.base_url, found, most, lambda r: [r[0]])
+        return ChecksPage(checks=checks_out([body for _, body in shown]), next=next_of(extra))
 
     @post("/", summary="Create a check (or upsert with unique); a list creates several")
-    async def create_check(self, request: Req) -> Response[dict[str, Any]]:
+    async def create_check(self, request: Req) -> Response[CheckOut | ChecksPage]:
         """One check (201, or 200 for an upsert match), or with a JSON list of up to 1000
         checks all of them in one transaction: 201 ``{"checks": [...]}`` in the order given,
         or nothing and 400 ``{"error": "[<index>].<field>: <problem>"}``."""
         key = await authenticate(request, write=True)
         data = _versioned(request, await json_body(request))
         services = services_of(request.app.state)
-        now = services.clock.now()
-        async with services.engine.begin() as conn:
-            if isinstance(data, list):
-                if not data or not all(isinstance(item, dict) for item in data):
-                    raise ValidationError(
-                        "body", "must be a JSON object, or a non-empty list of JSON objects (several checks)"
-                    )
-                ids = await check_service.create_many(
-                    conn, key.project_id, data, now, shards=services.settings.shards
+        shards = services.settings.shards
+        if isinstance(data, list):
+            if not data or not all(isinstance(item, dict) for item in data):
+                raise ValidationError(
+                    "body", "must be a JSON object, or a non-empty list of JSON objects (several checks)"
                 )
-                found = await conn.execute(select(t.checks).where(t.checks.c.id.in_(ids)))
-                by_id = {r["id"]: dict(r) for r in found.mappings().all()}
-                return Response(
-                    {"checks": await _dicts(request, conn, [by_id[i] for i in ids])}, status_code=201
-                )
-            check_id, created = await check_service.create_or_upsert(
-                conn, key.project_id, data, now, shards=services.settings.shards
+            bodies = await check_service.create_checks(
+                services.engine, key.project_id, data, _view(request), shards=shards
             )
-            row = (await conn.execute(select(t.checks).where(t.checks.c.id == check_id))).mappings().one()
-            body = (await _dicts(request, conn, [dict(row)]))[0]
-        return Response(body, status_code=201 if created else 200)
+            return Response(ChecksPage(checks=checks_out(bodies)), status_code=201)
+        body, created = await check_service.create_check(
+            services.engine, key.project_id, data, _view(request), shards=shards
+        )
+        return Response(check_out(body), status_code=201 if created else 200)
 
     @get("/{uuid:str}", summary="Get a check (by uuid or unique_key)")
-    async def get_check(self, request: Req, uuid: str) -> dict[str, Any]:
+    async def get_check(self, request: Req, uuid: str) -> CheckOut:
         key = await authenticate(request, write=False)
-        return await _one(request, key.project_id, uuid, readonly=key.read_only)
+        services = services_of(request.app.state)
+        return check_out(
+            await check_service.show_check(
+                services.engine, key.project_id, uuid, _view(request, readonly=key.read_only)
+            )
+        )
 
     @post("/{uuid:str}", summary="Update a check (only the given fields)", status_code=200)
-    async def update_check(self, request: Req, uuid: str) -> dict[str, Any]:
+    async def update_check(self, request: Req, uuid: str) -> CheckOut:
         key = await authenticate(request, write=True)
-        uuid = await _uuid_of(request, key.project_id, uuid)
-        data = _versioned(request, await json_body(request))
         services = services_of(request.app.state)
-        async with services.engine.begin() as conn:
-            row = await check_service.get_check_row(conn, key.project_id, uuid)
-            await check_service.update_check(conn, key.project_id, row["id"], data, services.clock.now())
-        return await _one(request, key.project_id, uuid)
+        uuid = await check_service.check_uuid(services.engine, key.project_id, uuid)
+        data = _versioned(request, await json_body(request))
+        return check_out(
+            await check_service.change_check(services.engine, key.project_id, uuid, data, _view(request))
+        )
 
     @delete("/{uuid:str}", summary="Delete a check", status_code=200)
-    async def delete_check(self, request: Req, uuid: str) -> dict[str, Any]:
+    async def delete_check(self, request: Req, uuid: str) -> CheckOut:
         key = await authenticate(request, write=True)
-        uuid = await _uuid_of(request, key.project_id, uuid)
         services = services_of(request.app.state)
-        body = await _one(request, key.project_id, uuid)
-        async with services.engine.begin() as conn:
-            row = await check_service.get_check_row(conn, key.project_id, uuid, lock=True)
-            await check_service.delete_check(conn, row["id"])
-        return body
+        uuid = await check_service.check_uuid(services.engine, key.project_id, uuid)
+        return check_out(
+            await check_service.remove_check(services.engine, key.project_id, uuid, _view(request))
+        )
 
     @post("/{uuid:str}/pause", summary="Pause a check", status_code=200)
-    async def pause(self, request: Req, uuid: str) -> dict[str, Any]:
-        key = await authenticate(request, write=True)
-        uuid = await _uuid_of(request, key.project_id, uuid)
-        await _state_change_body(request)
-        services = services_of(request.app.state)
-        async with services.engine.begin() as conn:
-            await check_service.pause_check(conn, key.project_id, uuid, services.clock.now())
-        return await _one(request, key.project_id, uuid)
+    async def pause(self, request: Req, uuid: str) -> CheckOut:
+        return await self._set_paused(request, uuid, paused=True)
 
     @post("/{uuid:str}/resume", summary="Resume a paused check (409 if not paused)", status_code=200)
-    async def resume(self, request: Req, uuid: str) -> dict[str, Any]:
+    async def resume(self, request: Req, uuid: str) -> CheckOut:
+        return await self._set_paused(request, uuid, paused=False)
+
+    async def _set_paused(self, request: Req, uuid: str, *, paused: bool) -> CheckOut:
         key = await authenticate(request, write=True)
-        uuid = await _uuid_of(request, key.project_id, uuid)
-        await _state_change_body(request)
         services = services_of(request.app.state)
-        async with services.engine.begin() as conn:
-            await check_service.resume_check(conn, key.project_id, uuid, services.clock.now())
-        return await _one(request, key.project_id, uuid)
+        uuid = await check_service.check_uuid(services.engine, key.project_id, uuid)
+        await _state_change_body(request)
+        return check_out(
+            await check_service.set_paused(
+                services.engine, key.project_id, uuid, _view(request), paused=paused
+            )
+        )
 
     @get("/{uuid:str}/pings/", summary="The check's pings, newest first")
     async def pings(
         self, request: Req, uuid: str, limit: str | None = None, cursor: str | None = None
-    ) -> dict[str, Any]:
+    ) -> PingsPage:
         key = await authenticate(request, write=False, read_only_allowed=False)
         most = limit_param(limit)
         after = decode_cursor(cursor, (int,))
         services = services_of(request.app.state)
-        async with services.engine.connect() as conn:
-            row = await check_service.find_check_row(conn, key.project_id, uuid)
-            uuid = row["uuid"]
-            pings = await history.list_pings(
-                conn,
-                row["id"],
-                uuid,
-                services.settings.base_url,
-                most + 1,
-                before=after[0] if after else None,
-            )
-        pings, extra = paged(request, services.settings.base_url, pings, most, lambda p: [p["n"]])
-        return {"pings": pings, **extra}
+        base_url = services.settings.base_url
+        pings = await check_service.pings_of(
+            services.engine, key.project_id, uuid, base_url, most + 1, before=after[0] if after else None
+        )
+        pings, extra = paged(request, base_url, pings, most, lambda p: [p["n"]])
+        return PingsPage(pings=typed(pings, PingOut), next=next_of(extra))
 
     @get("/{uuid:str}/pings/{n:int}/body", summary="A ping's stored body", media_type="text/plain")
     async def ping_body(self, request: Req, uuid: str, n: int) -> Response[bytes]:
         key = await authenticate(request, write=False, read_only_allowed=False)
         services = services_of(request.app.state)
-        async with services.engine.connect() as conn:
-            row = await check_service.find_check_row(conn, key.project_id, uuid)
-            body = await history.ping_body(conn, row["id"], n)
+        body = await check_service.ping_body_of(services.engine, key.project_id, uuid, n)
         return Response(body, media_type="text/plain; charset=utf-8")
 
     @get("/{uuid:str}/flips/", summary="The check's flips, newest first (by uuid or unique_key)")
@@ -249,7 +203,7 @@ class ChecksController(Controller):
         start: str | None = None,
         end: str | None = None,
         cursor: str | None = None,
-    ) -> dict[str, Any]:
+    ) -> FlipsPage:
         """``?seconds=`` (0-31536000: the last N seconds), ``?start=`` (flips at or after) and
         ``?end=`` (flips before) UNIX timestamps (0-10000000000), as Healthchecks' FlipsFiltersForm;
         a bad value is a 400 naming the parameter. ``?limit=`` pages them (``next``/``cursor=``)."""
@@ -258,15 +212,13 @@ class ChecksController(Controller):
         after = decode_cursor(cursor, (int,))
         services = services_of(request.app.state)
         window = history.flip_window(now=services.clock.now(), seconds=seconds, start=start, end=end)
-        async with services.engine.connect() as conn:
-            row = await check_service.find_check_row(conn, key.project_id, uuid, unique_key_allowed=True)
-            flips, ids = await history.flips_page(
-                conn, row["id"], most + 1, after[0] if after else None, window=window
-            )
+        flips, ids = await check_service.flips_of(
+            services.engine, key.project_id, uuid, most + 1, after[0] if after else None, window=window
+        )
         keyed, extra = paged(
             request, services.settings.base_url, list(zip(flips, ids, strict=True)), most, lambda f: [f[1]]
         )
-        return {"flips": [f for f, _ in keyed], **extra}
+        return FlipsPage(flips=typed([f for f, _ in keyed], FlipOut), next=next_of(extra))
 
     @get("/{uuid:str}/runs/", summary="The check's runs by scheduled time, newest first")
     async def runs(
@@ -277,21 +229,20 @@ class ChecksController(Controller):
         from_: str | None = Parameter(query="from", default=None, required=False),
         to: str | None = None,
         cursor: str | None = None,
-    ) -> dict[str, Any]:
+    ) -> RunsPage:
         key = await authenticate(request, write=False)
         most = limit_param(limit)
         after = decode_cursor(cursor, (datetime, datetime, str))
         services = services_of(request.app.state)
-        async with services.engine.connect() as conn:
-            row = await check_service.find_check_row(conn, key.project_id, uuid, unique_key_allowed=True)
-            runs, keys = await history.runs_page(
-                conn,
-                row["id"],
-                most + 1,
-                instant_param("from", from_),
-                instant_param("to", to),
-                (after[0], after[1], after[2]) if after else None,
-            )
+        runs, keys = await check_service.runs_of(
+            services.engine,
+            key.project_id,
+            uuid,
+            most + 1,
+            instant_param("from", from_),
+            instant_param("to", to),
+            (after[0], after[1], after[2]) if after else None,
+        )
         keyed, extra = paged(
             request,
             services.settings.base_url,
@@ -299,19 +250,19 @@ class ChecksController(Controller):
             most,
             lambda r: list(r[1]),
         )
-        return {"runs": [r for r, _ in keyed], **extra}
+        return RunsPage(runs=typed([r for r, _ in keyed], RunOut), next=next_of(extra))
 
     @get("/{uuid:str}/alerts/", summary="The check's alerts with their notifications, newest first")
     async def alerts(
         self, request: Req, uuid: str, limit: str | None = None, cursor: str | None = None
-    ) -> dict[str, Any]:
+    ) -> AlertsPage:
         # an alert's message carries the last ping's log tail: read-write keys only, as pings
         key = await authenticate(request, write=False, read_only_allowed=False)
         most = limit_param(limit)
         after = decode_cursor(cursor, (int,))
         services = services_of(request.app.state)
-        async with services.engine.connect() as conn:
-            row = await check_service.find_check_row(conn, key.project_id, uuid)
-            alerts = await history.list_alerts(conn, row["id"], most + 1, before=after[0] if after else None)
+        alerts = await check_service.alerts_of(
+            services.engine, key.project_id, uuid, most + 1, before=after[0] if after else None
+        )
         alerts, extra = paged(request, services.settings.base_url, alerts, most, lambda a: [a["id"]])
-        return {"alerts": alerts, **extra}
+        return AlertsPage(alerts=typed(alerts, AlertOut), next=next_of(extra))

@@ -18,11 +18,28 @@ from typing import Any
 from urllib.parse import urlencode
 
 from litestar import Request
+from litestar.params import Parameter
 
 from monitor.domain.errors import ValidationError
 from monitor.http.api.common import limit_param
+from monitor.services.history import MAX_LIMIT
 
 MAX_CURSOR_LENGTH = 512
+
+LIMIT_PATTERN = "^0{0,5}([1-9][0-9]{0,2}|1000)$"
+"""``limit`` as :func:`monitor.http.api.common.limit_param` accepts it: 1-1000 in ASCII digits."""
+assert MAX_LIMIT == 1000, "LIMIT_PATTERN spells the largest page out"
+
+LIMIT_PARAMETER = Parameter(
+    description=f"Largest page (1-{MAX_LIMIT}); the answer's `next` links the following one",
+    schema_extra={"pattern": LIMIT_PATTERN},
+)
+CURSOR_PATTERN = "^[A-Za-z0-9_-]*$"
+"""What :func:`encode_cursor` writes (unpadded URL-safe base64)."""
+CURSOR_PARAMETER = Parameter(
+    description="From the previous page's `next` link (opaque)",
+    schema_extra={"maxLength": MAX_CURSOR_LENGTH, "pattern": CURSOR_PATTERN},
+)
 
 
 def encode_cursor(key: Sequence[Any]) -> str:

@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
+from monitor.domain.cron.schedules import parse_cron
 from monitor.domain.errors import ScheduleError
-from monitor.domain.schedules import parse_cron
 
 CASES_DIR = Path(__file__).resolve().parents[2] / "cases" / "cron"
 DIALECTS = {"unix5": "unix", "seconds6": "seconds", "quartz": "quartz"}

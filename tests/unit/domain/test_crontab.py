@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from monitor.domain import crontab
+from monitor.domain.cron import crontab
 
 NOW = datetime(2026, 7, 19, 12, 0, tzinfo=UTC)
 
@@ -135,3 +135,27 @@ def test_rewrite_wraps_the_command_in_sh_c_with_quotes_kept() -> None:
     curl = crontab.rewrite(line, "x", style="curl", ping_url="http://m/ping/u")
     assert curl.startswith("0 3 * * * root RID=$(cat /proc/sys/kernel/random/uuid); ")
     assert '"http://m/ping/u/$RC?rid=$RID"' in curl
+
+
+def _slugs(text: str) -> list[str]:
+    return [x.slug for x in crontab.parse_crontab(text, system=False, now=NOW) if isinstance(x, crontab.Job)]
+
+
+def test_removing_a_repeated_command_never_hands_its_slug_to_the_other() -> None:
+    both = _slugs("0 4 * * * /bin/foo\n0 5 * * * /bin/foo\n")
+    assert len(set(both)) == 2
+    # whichever line is left, or comes first, it never gets the other line's slug
+    assert _slugs("0 5 * * * /bin/foo\n")[0] != both[0]
+    assert _slugs("0 4 * * * /bin/foo\n")[0] != both[1]
+    assert _slugs("0 5 * * * /bin/foo\n0 4 * * * /bin/foo\n") == both[::-1]
+    assert _slugs("0 5 * * * /bin/foo\n0 1 * * * /bin/bar\n0 4 * * * /bin/foo\n")[::2] == both[::-1]
+
+
+def test_repeated_command_under_another_shell_is_another_job() -> None:
+    slugs = _slugs("0 4 * * * /bin/foo\nSHELL=/bin/bash\n0 4 * * * /bin/foo\n")
+    assert len(set(slugs)) == 2 and not slugs[1].endswith("-2")
+    # the same line twice under one shell: an occurrence suffix
+    assert (
+        _slugs("0 4 * * * /bin/foo\n0 4 * * * /bin/foo\n")[1]
+        == _slugs("0 4 * * * /bin/foo\n0 4 * * * /bin/foo\n")[0] + "-2"
+    )

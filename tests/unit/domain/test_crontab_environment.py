@@ -12,7 +12,7 @@ import shlex
 import subprocess
 from datetime import UTC, datetime
 
-from monitor.domain import crontab
+from monitor.domain.cron import crontab
 
 NOW = datetime(2026, 7, 1, tzinfo=UTC)
 
@@ -78,3 +78,15 @@ def test_a_six_field_line_is_refused_unless_forced() -> None:
     for force in (False, True):
         (line,) = crontab.parse_crontab("0 0 3 * * * root /opt/six.sh\n", system=True, now=NOW, force=force)
         assert isinstance(line, crontab.Unreadable) and "6-field schedule" in line.reason
+
+
+def test_tz_note_never_names_a_cron_tz_zone_that_was_rejected() -> None:
+    text = "CRON_TZ=Mars/Olympus\nTZ=Asia/Tokyo\n0 3 * * * /opt/x\n"
+    lines = crontab.parse_crontab(text, system=False, now=NOW, flavor="cronie", default_tz="Europe/Paris")
+    cron_tz, tz, job = lines
+    assert isinstance(job, crontab.Unreadable) and "Mars/Olympus" in job.reason
+    assert isinstance(cron_tz, crontab.Kept) and cron_tz.note is not None
+    assert "unknown time zone 'Mars/Olympus'" in cron_tz.note and "left unchanged" in cron_tz.note
+    assert isinstance(tz, crontab.Kept) and tz.note is not None
+    assert "schedules them in Mars/Olympus" not in tz.note
+    assert "not a known zone" in tz.note and "left unchanged" in tz.note

@@ -6,8 +6,9 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from monitor.domain import detection, schedules
+from monitor.domain import detection
 from monitor.domain.checks import AlertKind, CheckSpec, CheckState, Outcome, PingKind, SimpleSchedule, Status
+from monitor.domain.cron import schedules
 from monitor.domain.detection import PingIn
 from monitor.domain.errors import ValidationError
 from monitor.domain.runs import RunBook, bind

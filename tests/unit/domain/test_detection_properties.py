@@ -7,8 +7,9 @@ from datetime import UTC, datetime, timedelta
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from monitor.domain import detection, schedules
+from monitor.domain import detection
 from monitor.domain.checks import CheckSpec, CheckState, PingKind, SimpleSchedule, Status
+from monitor.domain.cron import schedules
 from monitor.domain.errors import ValidationError
 from monitor.domain.runs import RunBook
 

@@ -10,8 +10,8 @@ from litestar import Request, Response
 from litestar.testing import create_test_client
 from litestar.types import ExceptionHandlersMap
 
+from monitor.domain.cron.explain import explain
 from monitor.domain.errors import ScheduleError, ValidationError, ZoneError
-from monitor.domain.explain import explain
 from monitor.http.cron import CronController
 
 AFTER = datetime(2026, 3, 27, 12, 0, tzinfo=UTC)

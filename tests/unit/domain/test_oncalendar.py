@@ -1,4 +1,4 @@
-"""The ``oncalendar`` dialect (monitor.domain.calendar_events): parsing, the schedule interface,
+"""The ``oncalendar`` dialect (monitor.domain.cron.calendar_events): parsing, the schedule interface,
 DESIGN §4's DST rule, and ``systemd-analyze calendar`` as the oracle over generated expressions.
 
 The oracle is Debian's systemd (``systemd-analyze calendar --iterations=N --base-time=@T``, with
@@ -18,10 +18,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from monitor.domain import schedules
-from monitor.domain.calendar_events import OnCalendarSchedule, parse_oncalendar
+from monitor.domain.cron import schedules
+from monitor.domain.cron.calendar_events import OnCalendarSchedule, parse_oncalendar
+from monitor.domain.cron.explain import explain
 from monitor.domain.errors import ScheduleError, ZoneError
-from monitor.domain.explain import explain
 
 Z = UTC
 

@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from monitor.domain import schedules
+from monitor.domain.cron import schedules
 from monitor.domain.jobs import Catchup, ConcurrencyPolicy
 from monitor.domain.planning import Due, Plan, Rules, SkipReason, overdue_ticks, plan
 

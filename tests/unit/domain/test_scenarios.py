@@ -6,8 +6,9 @@ from datetime import datetime, timedelta
 
 import pytest
 
-from monitor.domain import detection, schedules
+from monitor.domain import detection
 from monitor.domain.checks import CheckSpec, CheckState, PingKind, SimpleSchedule
+from monitor.domain.cron import schedules
 from monitor.domain.detection import PingIn
 from monitor.domain.runs import RunBook, tick_outcome
 from tests.scenarios import Scenario, parse_instant, ping_kind_and_status, scenario_files

@@ -22,8 +22,8 @@ from cronsim import CronSim, CronSimError
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from monitor.domain.cron.schedules import parse_cron
 from monitor.domain.errors import ScheduleError
-from monitor.domain.schedules import parse_cron
 
 ZONES = [
     "UTC",

@@ -12,8 +12,8 @@ from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 
+from monitor.domain.cron.schedules import Dialect, ensure_fires_after, format_utc, parse_cron, validate_zone
 from monitor.domain.errors import ScheduleError, ZoneError
-from monitor.domain.schedules import Dialect, ensure_fires_after, format_utc, parse_cron, validate_zone
 
 T0 = datetime(2024, 1, 1, tzinfo=UTC)
 
@@ -319,7 +319,7 @@ def test_searches_are_bounded() -> None:
     assert time.perf_counter() - began < 2.0
 
 
-# croniter iterates (monitor.domain.schedules docstring): each kind of input it refuses or
+# croniter iterates (monitor.domain.cron.iteration docstring): each kind of input it refuses or
 # answers wrongly, corrected by the wrapper
 @pytest.mark.parametrize(
     ("expr", "start", "expected"),

@@ -12,8 +12,9 @@ from datetime import UTC, datetime, timedelta
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from monitor.domain import detection, schedules
+from monitor.domain import detection
 from monitor.domain.checks import AlertKind, CheckSpec, CheckState, Outcome, PingKind
+from monitor.domain.cron import schedules
 from monitor.domain.runs import Run, RunBook, bind, tick_outcome
 
 EPSILON = timedelta(milliseconds=1)

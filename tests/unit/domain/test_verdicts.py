@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from monitor.domain import detection, schedules
+from monitor.domain import detection
 from monitor.domain.checks import AlertKind, CheckSpec, CheckState, Outcome, PingKind, Status
+from monitor.domain.cron import schedules
 from monitor.domain.runs import RunBook, tick_outcome
 
 T0 = datetime(2026, 7, 18, 10, 0, tzinfo=UTC)

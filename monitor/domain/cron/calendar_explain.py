@@ -12,8 +12,9 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import Any
 
-from monitor.domain.calendar_events import CalendarLine, OnCalendarSchedule
-from monitor.domain.schedules import format_utc, offset_changes, validate_zone
+from monitor.domain.cron.calendar_events import CalendarLine, OnCalendarSchedule
+from monitor.domain.cron.schedules import format_utc, offset_changes, validate_zone
+from monitor.domain.cron.wording import consecutive_runs, join_and, ordinal
 
 __all__ = ["describe", "explain"]
 
@@ -24,38 +25,22 @@ _MONTHS = (
 )  # fmt: skip
 
 
-def _and(items: list[str]) -> str:
-    if len(items) <= 1:
-        return "".join(items)
-    return ", ".join(items[:-1]) + " and " + items[-1]
-
-
-def _runs(values: list[int]) -> list[tuple[int, int]]:
-    out: list[tuple[int, int]] = []
-    for v in sorted(values):
-        if out and v == out[-1][1] + 1:
-            out[-1] = (out[-1][0], v)
-        else:
-            out.append((v, v))
-    return out
-
-
 def _weekdays(days: frozenset[int]) -> str:
     if len(days) == 7:
         return ""
-    parts = [_WEEKDAYS[a] if a == b else f"{_WEEKDAYS[a]} to {_WEEKDAYS[b]}" for a, b in _runs(list(days))]
-    return "on " + _and(parts)
-
-
-def _ordinal(n: int) -> str:
-    suffix = "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
-    return f"{n}{suffix}"
+    parts = [
+        _WEEKDAYS[a] if a == b else f"{_WEEKDAYS[a]} to {_WEEKDAYS[b]}"
+        for a, b in consecutive_runs(sorted(days))
+    ]
+    return "on " + join_and(parts)
 
 
 def _values(values: list[int], lo: int, hi: int, name: str, word: Any = str) -> str:
     if len(values) == hi - lo + 1:
         return ""
-    return _and([word(a) if a == b else f"{word(a)} to {word(b)}" for a, b in _runs(values)])
+    return join_and(
+        [word(a) if a == b else f"{word(a)} to {word(b)}" for a, b in consecutive_runs(sorted(values))]
+    )
 
 
 def _times(line: CalendarLine) -> str:
@@ -67,7 +52,7 @@ def _times(line: CalendarLine) -> str:
             for m in minutes
             for s in seconds
         ]
-        return "at " + _and(stamps)
+        return "at " + join_and(stamps)
     if len(seconds) == 60:
         second = "every second"
     else:
@@ -84,11 +69,11 @@ def _line_description(line: CalendarLine) -> str:
     if line.days or line.from_end:
         days = []
         if line.days and len(line.days) < 31:
-            days.append(_values(sorted(line.days), 1, 31, "day", _ordinal) + " day of the month")
+            days.append(_values(sorted(line.days), 1, 31, "day", ordinal) + " day of the month")
         for n in sorted(line.from_end):
-            days.append("the last day of the month" if n == 1 else f"the {_ordinal(n)} last day of the month")
+            days.append("the last day of the month" if n == 1 else f"the {ordinal(n)} last day of the month")
         if days:
-            parts.append("on " + _and(days))
+            parts.append("on " + join_and(days))
     weekdays = _weekdays(line.weekdays)
     if weekdays:
         restricted_days = (line.days and len(line.days) < 31) or line.from_end
@@ -136,8 +121,8 @@ def _date_meaning(line: CalendarLine) -> str:
     if line.days:
         days.append("any day" if len(line.days) == 31 else "day " + _values(sorted(line.days), 1, 31, "day"))
     for n in sorted(line.from_end):
-        days.append("the last day" if n == 1 else f"the {_ordinal(n)} last day")
-    parts.append(_and(days))
+        days.append("the last day" if n == 1 else f"the {ordinal(n)} last day")
+    parts.append(join_and(days))
     return ", ".join(parts)
 
 
@@ -203,7 +188,7 @@ def explain(schedule: OnCalendarSchedule, *, after: datetime, count: int, tz: st
     """The DESIGN §4 explain payload for an ``oncalendar`` schedule.
 
     Args:
-        schedule: a parsed schedule (:func:`monitor.domain.calendar_events.parse_oncalendar`).
+        schedule: a parsed schedule (:func:`monitor.domain.cron.calendar_events.parse_oncalendar`).
         after: an aware instant; the listed ticks are strictly after it.
         count: how many ticks (already validated, 1-100).
         tz: the zone ``local`` times are shown in (the check's ``tz``).

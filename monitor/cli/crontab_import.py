@@ -1,11 +1,12 @@
 """``monitor import-crontab FILE``: a check per crontab job, and the crontab rewritten to ping it.
 
-The edge around :mod:`monitor.domain.crontab`: reads the file, upserts one check per job through
+The edge around :mod:`monitor.domain.cron.crontab`: reads the file, upserts one check per job through
 the management API (``monitor_client``, ``unique: ["slug"]``, so running it twice updates the
 same checks), prints the rewritten crontab on stdout and the report on stderr. Lines it cannot
 read stay as they were and are reported with their line numbers; the exit status is then 1.
 
-Re-importing is safe: slugs do not depend on line positions (:func:`monitor.domain.crontab.job_slug`),
+Re-importing is safe: slugs do not depend on line positions (:func:`monitor.domain.cron.crontab.job_slug`;
+a job whose twin line, the same command, was added or removed keeps its check: ``_Rewrite.known_slug``),
 and a line already rewritten (``… monitor-run --check <uuid> …``) is kept as it is, so it keeps
 its check. The rewritten lines call ``monitor-run`` by its absolute path (cron's PATH is
 ``/usr/bin:/bin``): the one installed next to this Python (``sys.executable``'s directory), else
@@ -16,16 +17,18 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import os
 import pwd
 import shutil
 import sys
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TextIO
 
 from monitor import settings
-from monitor.domain import crontab
+from monitor.domain.cron import crontab
 
 
 def add_parser(sub: Any) -> None:
@@ -159,8 +162,8 @@ def is_system_crontab(path: Path) -> bool:
     return resolved == Path("/etc/crontab") or resolved.parent.name == "cron.d"
 
 
-def run(args: argparse.Namespace, out: TextIO = sys.stdout, err: TextIO = sys.stderr) -> int:
-    """Carry out ``monitor import-crontab``; returns the exit status (0, 1 some lines unread, 2 error)."""
+def _read(args: argparse.Namespace, err: TextIO) -> tuple[str, bool] | None:
+    """The crontab's text and whether it is in the system format; ``None`` (reported) if unreadable."""
     from_stdin = str(args.file) == "-"
     try:
         if from_stdin:
@@ -169,11 +172,16 @@ def run(args: argparse.Namespace, out: TextIO = sys.stdout, err: TextIO = sys.st
             text = args.file.read_text(encoding="utf-8", errors="replace")
     except OSError as error:
         print(f"monitor import-crontab: cannot read {args.file}: {error.strerror or error}", file=err)
-        return 2
+        return None
     if from_stdin:
         system = bool(args.system)
     else:
         system = is_system_crontab(args.file) if args.system is None else bool(args.system)
+    return text, system
+
+
+def _daemon_zone(args: argparse.Namespace, err: TextIO) -> str | None:
+    """The zone the cron daemon runs in (``--tz``, else this machine's); ``None`` (reported) if unknown."""
     zone = getattr(args, "tz", None) or system_zone()
     try:
         from zoneinfo import ZoneInfo
@@ -181,6 +189,124 @@ def run(args: argparse.Namespace, out: TextIO = sys.stdout, err: TextIO = sys.st
         ZoneInfo(zone)
     except (ValueError, OSError, KeyError):
         print(f"monitor import-crontab: tz: {zone!r} is not an IANA zone name", file=err)
+        return None
+    return zone
+
+
+def _runner(args: argparse.Namespace, lines: list[crontab.Line], err: TextIO) -> str:
+    """How the rewritten lines call ``monitor-run``; warns when cron's PATH would not find it."""
+    runner = getattr(args, "runner", None) or default_runner()
+    if runner is None:
+        runner = "monitor-run"
+    cron_path = CRON_PATH
+    for line in lines:
+        if isinstance(line, crontab.Kept):
+            env = crontab.ENV_RE.match(line.text)
+            if env and env.group(1) == "PATH":
+                cron_path = env.group(2).strip().strip("'\"")
+    if args.style == "monitor-run" and any(isinstance(x, crontab.Job) for x in lines):
+        warning = runner_warning(runner, cron_path)
+        if warning:
+            print(f"warning: {warning}", file=err)
+    return runner
+
+
+@dataclass(kw_only=True, slots=True)
+class _Rewrite:
+    """The crontab being rewritten, line by line, and the counts for the report."""
+
+    args: argparse.Namespace
+    client: Any  # monitor_client.Client, or None for --dry-run
+    base_url: str
+    runner: str
+    force: bool
+    err: TextIO
+    lines: list[str] = field(default_factory=list)
+    unread: int = 0
+    imported: int = 0
+    suggested_system: bool = False
+    claimed: set[str] = field(default_factory=set)
+
+    def known_slug(self, job: crontab.Job) -> str:
+        """``job``'s slug, or the one it had before a twin line (the same command) was added
+        or removed (:func:`crontab.other_slug`) when that check has the job's schedule and the
+        check by ``job``'s slug is missing or has another one (a twin's, or an earlier
+        version's slug for the first of two twins): the job keeps its check, never takes a
+        twin's. (The zone is not compared: the monitor stores ``Etc/UTC`` as ``UTC``.)"""
+        if self.client is None:
+            return job.slug
+        mine = self.client.get_check(job.slug)
+        if mine is not None and mine.get("schedule") == job.schedule:
+            return job.slug
+        other = crontab.other_slug(self.args.prefix, job)
+        if other in self.claimed:
+            return job.slug
+        found = self.client.get_check(other)
+        if found is not None and found.get("schedule") == job.schedule:
+            return other
+        return job.slug
+
+    def keep(self, line: crontab.Line, message: str | None) -> None:
+        """Keep ``line`` as written; ``message`` (if any) goes to the report."""
+        self.lines.append(line.text)
+        if message:
+            print(message, file=self.err)
+
+    def leave(self, line: crontab.Line, message: str) -> None:
+        """Leave ``line`` unchanged and count it as not imported."""
+        self.keep(line, message)
+        self.unread += 1
+
+    def doubt_user_field(self, job: crontab.Job) -> bool:
+        """Whether ``job`` is left unchanged because its command starts with a user name."""
+        first = job.command.split(None, 1)[0]
+        if job.user is not None or not _looks_like_user(first):
+            return False
+        doubt = (
+            f"line {job.line}: {first!r} looks like a user field (cron would run it as the "
+            "command); if this is an /etc/crontab-style file, import it with --system"
+        )
+        if not self.force:
+            self.leave(job, f"{doubt} (import it anyway with --force); left unchanged")
+            return True
+        if not self.suggested_system:
+            self.suggested_system = True
+            print(f"warning: {doubt}", file=self.err)
+        return False
+
+    def job(self, job: crontab.Job) -> None:
+        """Upsert ``job``'s check (unless --dry-run) and rewrite its line to report to it."""
+        for warning in job.warnings:
+            print(f"warning: {warning}", file=self.err)
+        if self.doubt_user_field(job):
+            return
+        job = dataclasses.replace(job, slug=self.known_slug(job))
+        self.claimed.add(job.slug)
+        check_ref, ping_url = job.slug, f"{self.base_url}/ping/<uuid of {job.slug}>"
+        if self.client is not None:
+            created = self.client.upsert_check(job.slug, **_fields(job, self.args.file))
+            if created is None:
+                self.leave(
+                    job, f"line {job.line}: the monitor did not save check {job.slug!r}; left unchanged"
+                )
+                return
+            check_ref, ping_url = str(created["uuid"]), str(created["ping_url"])
+        self.lines.append(
+            crontab.rewrite(job, check_ref, style=self.args.style, ping_url=ping_url, runner=self.runner)
+        )
+        self.imported += 1
+        what = f"{job.slug} ({job.schedule}, {job.tz}, grace {job.grace}s)"
+        print(f"line {job.line}: {what} -> {check_ref}", file=self.err)
+
+
+def run(args: argparse.Namespace, out: TextIO = sys.stdout, err: TextIO = sys.stderr) -> int:
+    """Carry out ``monitor import-crontab``; returns the exit status (0, 1 some lines unread, 2 error)."""
+    read = _read(args, err)
+    if read is None:
+        return 2
+    text, system = read
+    zone = _daemon_zone(args, err)
+    if zone is None:
         return 2
     force = bool(getattr(args, "force", False))
     lines = crontab.parse_crontab(
@@ -207,81 +333,28 @@ def run(args: argparse.Namespace, out: TextIO = sys.stdout, err: TextIO = sys.st
 
         client = Client(base_url, api_key=api_key, retries=2)
 
-    runner = getattr(args, "runner", None) or default_runner()
-    if runner is None:
-        runner = "monitor-run"
-    cron_path = CRON_PATH
-    for line in lines:
-        if isinstance(line, crontab.Kept):
-            env = crontab.ENV_RE.match(line.text)
-            if env and env.group(1) == "PATH":
-                cron_path = env.group(2).strip().strip("'\"")
-    if args.style == "monitor-run" and any(isinstance(x, crontab.Job) for x in lines):
-        warning = runner_warning(runner, cron_path)
-        if warning:
-            print(f"warning: {warning}", file=err)
-
-    rewritten: list[str] = []
-    unread = 0
-    imported = 0
-    suggested_system = False
+    rewrite = _Rewrite(
+        args=args, client=client, base_url=base_url, runner=_runner(args, lines, err), force=force, err=err
+    )
     if args.style == "monitor-run" and not any(
         isinstance(x, crontab.Kept) and x.text.strip().startswith("MONITOR_BASE_URL") for x in lines
     ):
-        rewritten.append(f"MONITOR_BASE_URL={base_url}")
+        rewrite.lines.append(f"MONITOR_BASE_URL={base_url}")
     try:
         for line in lines:
             if isinstance(line, crontab.Kept):
-                rewritten.append(line.text)
-                if line.note:
-                    print(line.note, file=err)
-                continue
-            if isinstance(line, crontab.Unreadable):
-                rewritten.append(line.text)
-                print(f"{line.reason}; left unchanged", file=err)
-                unread += 1
-                continue
-            for warning in line.warnings:
-                print(f"warning: {warning}", file=err)
-            first = line.command.split(None, 1)[0]
-            if line.user is None and _looks_like_user(first):
-                doubt = (
-                    f"line {line.line}: {first!r} looks like a user field (cron would run it as the "
-                    "command); if this is an /etc/crontab-style file, import it with --system"
-                )
-                if not force:
-                    rewritten.append(line.text)
-                    print(f"{doubt} (import it anyway with --force); left unchanged", file=err)
-                    unread += 1
-                    continue
-                if not suggested_system:
-                    suggested_system = True
-                    print(f"warning: {doubt}", file=err)
-            check_ref, ping_url = line.slug, f"{base_url}/ping/<uuid of {line.slug}>"
-            if client is not None:
-                created = client.upsert_check(line.slug, **_fields(line, args.file))
-                if created is None:
-                    rewritten.append(line.text)
-                    print(
-                        f"line {line.line}: the monitor did not save check {line.slug!r}; left unchanged",
-                        file=err,
-                    )
-                    unread += 1
-                    continue
-                check_ref, ping_url = str(created["uuid"]), str(created["ping_url"])
-            rewritten.append(
-                crontab.rewrite(line, check_ref, style=args.style, ping_url=ping_url, runner=runner)
-            )
-            imported += 1
-            what = f"{line.slug} ({line.schedule}, {line.tz}, grace {line.grace}s)"
-            print(f"line {line.line}: {what} -> {check_ref}", file=err)
+                rewrite.keep(line, line.note)
+            elif isinstance(line, crontab.Unreadable):
+                rewrite.leave(line, f"{line.reason}; left unchanged")
+            else:
+                rewrite.job(line)
     finally:
         if client is not None:
             client.close()
-    out.write("\n".join(rewritten) + "\n")
+    out.write("\n".join(rewrite.lines) + "\n")
     verb = "parsed" if args.dry_run else "imported"
-    print(f"{imported} jobs {verb}, {unread} lines left unchanged", file=err)
-    return 1 if unread else 0
+    print(f"{rewrite.imported} jobs {verb}, {rewrite.unread} lines left unchanged", file=err)
+    return 1 if rewrite.unread else 0
 
 
 def _fields(job: crontab.Job, path: Path) -> dict[str, Any]:

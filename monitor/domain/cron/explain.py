@@ -17,8 +17,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from monitor.domain.errors import ValidationError
-from monitor.domain.schedules import (
+from monitor.domain.cron.schedules import (
     CronSchedule,
     Dialect,
     ParsedField,
@@ -28,6 +27,8 @@ from monitor.domain.schedules import (
     parse_cron,
     validate_zone,
 )
+from monitor.domain.cron.wording import consecutive_runs, join_and, ordinal
+from monitor.domain.errors import ValidationError
 
 __all__ = ["describe", "explain"]
 
@@ -47,28 +48,6 @@ _NTH = {1: "first", 2: "second", 3: "third", 4: "fourth", 5: "fifth"}
 _UNITS = {"second": "second", "minute": "minute", "hour": "hour", "day of month": "day", "month": "month"}
 
 
-def _ordinal(n: int) -> str:
-    suffix = "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
-    return f"{n}{suffix}"
-
-
-def _and(items: list[str]) -> str:
-    if len(items) <= 1:
-        return "".join(items)
-    return ", ".join(items[:-1]) + " and " + items[-1]
-
-
-def _runs(values: list[int]) -> list[tuple[int, int]]:
-    """Consecutive runs of sorted integers: [1,2,3,5] -> [(1,3), (5,5)]."""
-    out: list[tuple[int, int]] = []
-    for v in values:
-        if out and v == out[-1][1] + 1:
-            out[-1] = (out[-1][0], v)
-        else:
-            out.append((v, v))
-    return out
-
-
 def _step_of(text: str) -> int | None:
     """The step of a ``*/n`` field text, else None."""
     if text.startswith("*/") and text[2:].isdigit():
@@ -82,7 +61,7 @@ def _days_of_week(values: frozenset[int]) -> list[str]:
     {1..5} -> ['Monday to Friday']; {1, 3, 5, 0} -> ['Monday', 'Wednesday', 'Friday', 'Sunday'];
     {5, 6, 0, 1} -> ['Friday to Monday'] (a run over the weekend).
     """
-    runs = _runs(sorted((d + 6) % 7 for d in values))  # Monday = 0 .. Sunday = 6
+    runs = consecutive_runs(sorted((d + 6) % 7 for d in values))  # Monday = 0 .. Sunday = 6
     if len(runs) > 1 and runs[0][0] == 0 and runs[-1][1] == 6:
         merged = (runs[-1][0], runs[0][1] + 7)
         if merged[1] - merged[0] >= 2:  # FRI-MON; Sunday and Monday alone stay in week order
@@ -98,9 +77,9 @@ def _days_of_week(values: frozenset[int]) -> list[str]:
 
 def _list_numbers(values: frozenset[int], fmt: str = "{}") -> str:
     parts = []
-    for a, b in _runs(sorted(values)):
+    for a, b in consecutive_runs(sorted(values)):
         parts.append(fmt.format(a) if a == b else f"{fmt.format(a)}–{fmt.format(b)}")
-    return _and(parts)
+    return join_and(parts)
 
 
 def _dom_phrase(f: ParsedField) -> str:
@@ -108,11 +87,11 @@ def _dom_phrase(f: ParsedField) -> str:
     parts: list[str] = []
     step = _step_of(f.text)
     if step and step > 1:
-        parts.append(f"every {_ordinal(step)} day from the 1st")
+        parts.append(f"every {ordinal(step)} day from the 1st")
     elif f.values and len(f.values) < 31:
-        runs = _runs(sorted(f.values))
-        items = [_ordinal(a) if a == b else f"{_ordinal(a)}–{_ordinal(b)}" for a, b in runs]
-        parts.append("the " + _and(items))
+        runs = consecutive_runs(sorted(f.values))
+        items = [ordinal(a) if a == b else f"{ordinal(a)}–{ordinal(b)}" for a, b in runs]
+        parts.append("the " + join_and(items))
     if f.last:
         parts.append("the last day")
     for n in sorted(f.last_offsets):
@@ -120,8 +99,8 @@ def _dom_phrase(f: ParsedField) -> str:
     if f.last_weekday:
         parts.append("the last weekday")
     for n in sorted(f.nearest):
-        parts.append(f"the weekday nearest the {_ordinal(n)}")
-    return _and(parts) if parts else "any day"
+        parts.append(f"the weekday nearest the {ordinal(n)}")
+    return join_and(parts) if parts else "any day"
 
 
 def _dow_parts(f: ParsedField, every: bool = False) -> list[str]:
@@ -129,14 +108,14 @@ def _dow_parts(f: ParsedField, every: bool = False) -> list[str]:
     parts: list[str] = []
     if f.values and len(f.values) < 7:
         days = _days_of_week(f.values)
-        parts.extend([f"every {_and(days)}"] if every else days)
+        parts.extend([f"every {join_and(days)}"] if every else days)
     parts.extend(f"the {_NTH[k]} {_DAYS[day]}" for day, k in sorted(f.nth))
     parts.extend(f"the last {_DAYS[day]}" for day in sorted(f.last_dow))
     return parts
 
 
 def _dow_phrase(f: ParsedField) -> str:
-    return _and(_dow_parts(f)) or "any day of the week"
+    return join_and(_dow_parts(f)) or "any day of the week"
 
 
 def _on(phrase: str) -> str:
@@ -158,10 +137,10 @@ def _field_meaning(f: ParsedField) -> str:
     if f.kind == "month":
         if text == "*":
             return "every month"
-        return _and(
+        return join_and(
             [
                 _MONTHS[a - 1] if a == b else f"{_MONTHS[a - 1]} to {_MONTHS[b - 1]}"
-                for a, b in _runs(sorted(f.values))
+                for a, b in consecutive_runs(sorted(f.values))
             ]
         )
     unit = _UNITS.get(f.kind, f.kind)
@@ -183,7 +162,7 @@ def _time_phrase(sec: ParsedField | None, minute: ParsedField, hour: ParsedField
     # one time (or a few) a day: "At 03:00", "At 09:00 and 17:30"
     if len(seconds) == 1 and len(minutes) * len(hours) <= 4 and not hour_all:
         fmt = "{:02d}:{:02d}" if seconds[0] == 0 else "{:02d}:{:02d}:" + f"{seconds[0]:02d}"
-        return "At " + _and([fmt.format(h, m) for h in hours for m in minutes])
+        return "At " + join_and([fmt.format(h, m) for h in hours for m in minutes])
     # the sub-hour part
     if sec is not None and sec.text not in ("0",):
         step = _step_of(sec.text)
@@ -209,8 +188,8 @@ def _time_phrase(sec: ParsedField | None, minute: ParsedField, hour: ParsedField
     step = _step_of(hour.text)
     if step:
         return f"{lead}, every {step} hours"
-    spans = [f"{a:02d}:00–{b:02d}:59" for a, b in _runs(hours)]
-    return f"{lead}, {_and(spans)}"
+    spans = [f"{a:02d}:00–{b:02d}:59" for a, b in consecutive_runs(hours)]
+    return f"{lead}, {join_and(spans)}"
 
 
 def _day_phrase(dom: ParsedField, dow: ParsedField, day_or: bool) -> str:
@@ -221,7 +200,7 @@ def _day_phrase(dom: ParsedField, dow: ParsedField, day_or: bool) -> str:
     if dom_any and dow_any:
         return "every day"
     if day_or:
-        return f"{_on(_dom_phrase(dom))} of the month and on {_and(_dow_parts(dow, every=True))}"
+        return f"{_on(_dom_phrase(dom))} of the month and on {join_and(_dow_parts(dow, every=True))}"
     if dom_any:
         phrase = _dow_phrase(dow)
         if dow.nth or dow.last_dow:
@@ -258,7 +237,7 @@ def describe(schedule: CronSchedule) -> str:
 def _or_trap_warning(schedule: CronSchedule, dom: ParsedField, dow: ParsedField) -> str:
     """The DOM/DOW OR trap: what fires, and how to get "both" (cron cannot AND the two fields)."""
     text = (
-        f"fires {_on(_dom_phrase(dom))} AND on {_and(_dow_parts(dow, every=True))}: when both day of "
+        f"fires {_on(_dom_phrase(dom))} AND on {join_and(_dow_parts(dow, every=True))}: when both day of "
         "month and day of week are restricted, cron runs on days matching either (Vixie/Debian rule) "
         "and cannot require both; to run only on days matching both, keep the day-of-week field, set "
         "day of month to '*' and test the day in the command"
@@ -303,9 +282,9 @@ def _debian_warnings(schedule: CronSchedule) -> list[str]:
             what.append("wrap-around ranges")
         if what:
             out.append(
-                f"field {f.position} ({f.kind}) '{f.text}' uses {_and(what)}, which Debian's cron does not "
-                "support: this service accepts it, but the same line in a system crontab will not run as "
-                "described"
+                f"field {f.position} ({f.kind}) '{f.text}' uses {join_and(what)}, which Debian's cron "
+                "does not support: this service accepts it, but the same line in a system crontab will "
+                "not run as described"
             )
     return out
 
@@ -422,7 +401,7 @@ def explain(
 
     Args:
         expression: the cron expression. dialect: ``unix``, ``seconds``, ``quartz`` or
-            ``oncalendar`` (explained by :mod:`monitor.domain.calendar_explain`).
+            ``oncalendar`` (explained by :mod:`monitor.domain.cron.calendar_explain`).
         tz: an IANA zone name. count: how many next ticks, 1-100.
         after: an aware instant; the listed ticks are strictly after it (callers pass now).
 
@@ -437,6 +416,29 @@ def explain(
         ScheduleError: a malformed expression, or one that never fires (after ``after``).
         ZoneError: an unknown or fixed-offset zone.
     """
+    _check_arguments(expression, count, after)
+    schedule = parse_cron(expression, dialect, tz)
+    ensure_fires_after(schedule, after)
+    if schedule.dialect is Dialect.ONCALENDAR:  # systemd calendar events have their own fields
+        from monitor.domain.cron import calendar_events, calendar_explain
+
+        assert isinstance(schedule, calendar_events.OnCalendarSchedule)
+        return calendar_explain.explain(schedule, after=after, count=count, tz=tz)
+    ticks = schedule.next_ticks(after, count)
+    warnings = _cron_warnings(schedule, after, ticks)
+    return {
+        "schedule": expression,
+        "tz": schedule.tz,
+        "dialect": schedule.dialect.value,
+        "fields": [{"name": f.kind, "value": f.text, "meaning": _field_meaning(f)} for f in schedule.fields],
+        "description": describe(schedule),
+        "warnings": warnings,
+        "next": [{"utc": _utc(t), "local": _fmt_local(t, tz)} for t in ticks],
+    }
+
+
+def _check_arguments(expression: str, count: int, after: datetime) -> None:
+    """The arguments of :func:`explain` that are not the schedule's own (see its Raises)."""
     if isinstance(expression, str) and len(expression) > MAX_SCHEDULE_LENGTH:
         raise ValidationError(
             "schedule", f"must be at most {MAX_SCHEDULE_LENGTH} characters, got {len(expression)}"
@@ -449,14 +451,10 @@ def explain(
         raise ValidationError(
             "after", f"outside the supported range (years {MIN_AFTER_YEAR}-{MAX_AFTER_YEAR})"
         )
-    schedule = parse_cron(expression, dialect, tz)
-    ensure_fires_after(schedule, after)
-    if schedule.dialect is Dialect.ONCALENDAR:  # systemd calendar events have their own fields
-        from monitor.domain import calendar_events, calendar_explain
 
-        assert isinstance(schedule, calendar_events.OnCalendarSchedule)
-        return calendar_explain.explain(schedule, after=after, count=count, tz=tz)
-    ticks = schedule.next_ticks(after, count)
+
+def _cron_warnings(schedule: CronSchedule, after: datetime, ticks: list[datetime]) -> list[str]:
+    """The warnings of a cron (not ``oncalendar``) schedule's explain payload, in order."""
     by = {f.kind: f for f in schedule.fields}
     dom, dow = by["day of month"], by["day of week"]
     warnings: list[str] = []
@@ -472,12 +470,4 @@ def explain(
             "service applies the Vixie rule: fixed-time ticks in a gap fire once after it, and once "
             "at the first occurrence in an overlap"
         )
-    return {
-        "schedule": expression,
-        "tz": schedule.tz,
-        "dialect": schedule.dialect.value,
-        "fields": [{"name": f.kind, "value": f.text, "meaning": _field_meaning(f)} for f in schedule.fields],
-        "description": describe(schedule),
-        "warnings": warnings,
-        "next": [{"utc": _utc(t), "local": _fmt_local(t, tz)} for t in ticks],
-    }
+    return warnings

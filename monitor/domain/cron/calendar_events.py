@@ -37,31 +37,29 @@ year list at most once, and an offset-segment walk is capped.
 from __future__ import annotations
 
 import functools
-import time
 from bisect import bisect_left, bisect_right
 from calendar import monthrange
-from collections.abc import Iterator
 from dataclasses import dataclass
-from datetime import UTC, date, datetime, timedelta
+from datetime import date, datetime, timedelta
 from typing import Any, cast
 
 import oncalendar
 
-from monitor.domain import schedules
+from monitor.domain.cron import schedules
+from monitor.domain.cron.instants import DAY, EPOCH_ORD, as_utc
+from monitor.domain.cron.parse import Dialect, ParsedField
+from monitor.domain.cron.zones import segment, validate_zone
 from monitor.domain.errors import ScheduleError, ZoneError
 
 __all__ = ["CalendarLine", "OnCalendarSchedule", "parse_oncalendar"]
 
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-_EPOCH_ORD = date(1970, 1, 1).toordinal()
-_DAY = 86400
 MIN_YEAR, MAX_YEAR = 1970, oncalendar.MAX_YEAR - 1  # 1970-2199, as systemd
 _MIN_TS = 0
-_MAX_TS = (date(MAX_YEAR + 1, 1, 1).toordinal() - _EPOCH_ORD) * _DAY - 1
+_MAX_TS = (date(MAX_YEAR + 1, 1, 1).toordinal() - EPOCH_ORD) * DAY - 1
 # Offset segments one search may cross: a zone changes offset a few times a year at most.
 _MAX_SEGMENTS = 8 * (MAX_YEAR - MIN_YEAR + 3)
 # More than any difference between two UTC offsets of one zone (they stay within ±26 h).
-_SLACK = 2 * _DAY
+_SLACK = 2 * DAY
 
 
 @dataclass(frozen=True, slots=True)
@@ -170,19 +168,19 @@ class CalendarLine:
         wall = max(wall, _MIN_TS)
         if wall > _MAX_TS:
             return None
-        d, sod = divmod(wall, _DAY)
-        day = date.fromordinal(d + _EPOCH_ORD)
+        d, sod = divmod(wall, DAY)
+        day = date.fromordinal(d + EPOCH_ORD)
         if self._day_matches(day):
             t = self.next_time(sod)
             if t is not None:
-                return d * _DAY + t
+                return d * DAY + t
         if day.toordinal() + 1 > date(MAX_YEAR, 12, 31).toordinal():
             return None
         found = self.next_day(day + timedelta(days=1))
         if found is None:
             return None
         return (
-            (found.toordinal() - _EPOCH_ORD) * _DAY
+            (found.toordinal() - EPOCH_ORD) * DAY
             + self.hours[0] * 3600
             + self.minutes[0] * 60
             + self.seconds[0]
@@ -193,19 +191,19 @@ class CalendarLine:
         wall = min(wall, _MAX_TS)
         if wall < _MIN_TS:
             return None
-        d, sod = divmod(wall, _DAY)
-        day = date.fromordinal(d + _EPOCH_ORD)
+        d, sod = divmod(wall, DAY)
+        day = date.fromordinal(d + EPOCH_ORD)
         if self._day_matches(day):
             t = self.prev_time(sod)
             if t is not None:
-                return d * _DAY + t
+                return d * DAY + t
         if d == 0:
             return None
         found = self.prev_day(day - timedelta(days=1))
         if found is None:
             return None
         last = self.hours[-1] * 3600 + self.minutes[-1] * 60 + self.seconds[-1]
-        return (found.toordinal() - _EPOCH_ORD) * _DAY + last
+        return (found.toordinal() - EPOCH_ORD) * DAY + last
 
     def wall_match_in(self, lo: int, hi: int) -> bool:
         """Whether a wall-clock second in ``[lo, hi]`` matches."""
@@ -216,12 +214,12 @@ class CalendarLine:
 
     def next_ts(self, c: int) -> int | None:
         """The first tick at or after epoch second ``c`` (DESIGN §4 DST rule)."""
-        c = max(c, _MIN_TS - 2 * _DAY)
+        c = max(c, _MIN_TS - 2 * DAY)
         memo: tuple[int, int] | None = None  # (lo, first match >= lo): no match in [lo, w)
         for _ in range(_MAX_SEGMENTS):
-            if c > _MAX_TS + 2 * _DAY:
+            if c > _MAX_TS + 2 * DAY:
                 return None
-            start, end, off, prev = _segment(self.tz, c)
+            start, end, off, prev = segment(validate_zone(self.tz), c)
             # spring-forward gap at `start`: fixed-time wall times it swallowed fire once at `start`
             if self.fixed and prev < off and start == c and self.wall_match_in(start + prev, start + off - 1):
                 return c
@@ -245,12 +243,12 @@ class CalendarLine:
 
     def prev_ts(self, c: int) -> int | None:
         """The last tick at or before epoch second ``c``."""
-        c = min(c, _MAX_TS + 2 * _DAY)
+        c = min(c, _MAX_TS + 2 * DAY)
         memo: tuple[int, int] | None = None  # (hi, last match <= hi): no match in (w, hi]
         for _ in range(_MAX_SEGMENTS):
-            if c < _MIN_TS - 2 * _DAY:
+            if c < _MIN_TS - 2 * DAY:
                 return None
-            start, _end, off, prev = _segment(self.tz, c)
+            start, _end, off, prev = segment(validate_zone(self.tz), c)
             lo = start + off
             if self.fixed and prev > off:
                 lo = start + prev
@@ -269,42 +267,6 @@ class CalendarLine:
             # mirror of next_ts: no instant in (w - off + slack, c - slack] is a tick
             c = min(start - 1, w - off + _SLACK) if start - 1 <= c - _SLACK else start - 1
         return None  # pragma: no cover
-
-
-# --------------------------------------------------------------------------- zone segments
-
-
-@functools.lru_cache(maxsize=4096)
-def _window(tz: str, year: int) -> tuple[int, int, int, tuple[int, ...], tuple[tuple[int, int, int], ...]]:
-    """Offset changes of ``tz`` in years ``year-1`` .. ``year+1``: (lo, hi, base offset, starts, changes)."""
-    lo_dt = datetime(max(year - 1, 1), 1, 1, tzinfo=UTC)
-    hi_dt = datetime(min(year + 2, 9999), 1, 1, tzinfo=UTC)
-    changes = tuple(
-        (int((at - _EPOCH).total_seconds()), before, after)
-        for at, before, after in schedules.offset_changes(tz, lo_dt, hi_dt)
-    )
-    lo = int((lo_dt - _EPOCH).total_seconds())
-    hi = int((hi_dt - _EPOCH).total_seconds())
-    if changes:
-        base = changes[0][1]
-    else:
-        offset = lo_dt.astimezone(schedules.validate_zone(tz)).utcoffset()
-        base = int(offset.total_seconds()) if offset is not None else 0
-    return lo, hi, base, tuple(c[0] for c in changes), changes
-
-
-def _segment(tz: str, ts: int) -> tuple[int, int, int, int]:
-    """The constant-offset segment ``[start, end)`` holding ``ts``: (start, end, offset, previous offset).
-
-    ``start``/``end`` may be artificial (no change there; previous offset == offset).
-    """
-    lo, hi, base, starts, changes = _window(tz, time.gmtime(ts).tm_year)
-    i = bisect_right(starts, ts)
-    end = starts[i] if i < len(starts) else hi
-    if i == 0:
-        return lo, end, base, base
-    start, before, after = changes[i - 1]
-    return start, end, after, before
 
 
 # --------------------------------------------------------------------------- parsing
@@ -328,7 +290,7 @@ def _parse_line(text: str, default_tz: str, number: int, many: bool) -> Calendar
         # as the oncalendar package: a last word that names a zone is the line's zone
         if maybe[0] not in "0123456789*" and ":" not in maybe:
             try:
-                schedules.validate_zone(maybe)
+                validate_zone(maybe)
             except ZoneError as error:
                 if "/" in maybe:  # meant as a zone (Europe/Atlantis): say so, not "Bad time"
                     raise ScheduleError(f"{where}{error}") from None
@@ -363,25 +325,16 @@ def _parse_line(text: str, default_tz: str, number: int, many: bool) -> Calendar
     )
 
 
-def _split_instant(instant: datetime, what: str) -> tuple[int, int]:
-    if instant.tzinfo is None or instant.utcoffset() is None:
-        raise ValueError(f"{what} must be an aware datetime, got naive {instant!r}")
-    delta = instant - _EPOCH
-    return delta.days * _DAY + delta.seconds, delta.microseconds
-
-
-def _as_utc(ts: int) -> datetime:
-    return _EPOCH + timedelta(seconds=ts)
-
-
 @dataclass(frozen=True, slots=True)
 class OnCalendarSchedule(schedules.CronSchedule):
     """A parsed ``oncalendar`` schedule: the union of its lines' ticks.
 
-    A :class:`~monitor.domain.schedules.CronSchedule` subtype, so every consumer of the schedule
+    A :class:`~monitor.domain.cron.schedules.CronSchedule` subtype, so every consumer of the schedule
     interface (checks, scheduler jobs, maintenance windows, the dashboard) takes it unchanged:
-    it overrides every public method; the cron spec of the base class is unused (``None``).
-    All methods take aware datetimes and return aware UTC datetimes with whole seconds.
+    it inherits the public methods and overrides the searches under them (the first tick at or
+    after an epoch second, the last at or before it, a wall-clock match); the cron spec of the
+    base class is unused (``None``). All methods take aware datetimes and return aware UTC
+    datetimes with whole seconds; the ticks end with 2199, so ``next_tick`` past it is ``None``.
 
     Attributes:
         lines: the parsed lines, in order.
@@ -395,7 +348,7 @@ class OnCalendarSchedule(schedules.CronSchedule):
         return all(line.fixed for line in self.lines)
 
     @property
-    def fields(self) -> tuple[schedules.ParsedField, ...]:
+    def fields(self) -> tuple[ParsedField, ...]:
         """Cron fields do not apply; see :attr:`lines` (explain reads those)."""
         return ()
 
@@ -407,90 +360,13 @@ class OnCalendarSchedule(schedules.CronSchedule):
         found = [t for line in self.lines if (t := line.prev_ts(c)) is not None]
         return max(found) if found else None
 
-    def next_tick(self, after: datetime) -> datetime | None:
-        """The first tick strictly after ``after``, or ``None`` (none up to the end of 2199).
-
-        Raises:
-            ValueError: ``after`` is naive.
-        """
-        secs, _ = _split_instant(after, "after")
-        ts = self._next_ts(secs + 1)
-        return None if ts is None else _as_utc(ts)
-
-    def next_ticks(self, after: datetime, count: int) -> list[datetime]:
-        """The first ``count`` ticks strictly after ``after``, oldest first (fewer if they run out).
-
-        Raises:
-            ValueError: ``after`` is naive or ``count`` is negative.
-        """
-        if count < 0:
-            raise ValueError("count must be >= 0")
-        secs, _ = _split_instant(after, "after")
-        out: list[datetime] = []
-        c = secs + 1
-        while len(out) < count:
-            ts = self._next_ts(c)
-            if ts is None:
-                break
-            out.append(_as_utc(ts))
-            c = ts + 1
-        return out
-
-    def prev_tick(self, before: datetime) -> datetime | None:
-        """The latest tick strictly before ``before``, or ``None``.
-
-        Raises:
-            ValueError: ``before`` is naive.
-        """
-        secs, micros = _split_instant(before, "before")
-        ts = self._prev_ts(secs if micros else secs - 1)
-        return None if ts is None else _as_utc(ts)
-
-    def tick_at_or_before(self, instant: datetime) -> datetime | None:
-        """The latest tick ``<= instant``, or ``None``.
-
-        Raises:
-            ValueError: ``instant`` is naive.
-        """
-        secs, _ = _split_instant(instant, "instant")
-        ts = self._prev_ts(secs)
-        return None if ts is None else _as_utc(ts)
-
-    def ticks_between(self, since: datetime, until: datetime) -> Iterator[datetime]:
-        """Ticks ``t`` with ``since < t <= until``, lazily.
-
-        Raises:
-            ValueError: either bound is naive (raised when iteration starts).
-        """
-        since_s, _ = _split_instant(since, "since")
-        until_s, _ = _split_instant(until, "until")
-        c = since_s + 1
-        while c <= until_s:
-            ts = self._next_ts(c)
-            if ts is None or ts > until_s:
-                return
-            yield _as_utc(ts)
-            c = ts + 1
-
-    def is_tick(self, instant: datetime) -> bool:
-        """Whether ``instant`` is exactly a tick.
-
-        Raises:
-            ValueError: ``instant`` is naive.
-        """
-        secs, micros = _split_instant(instant, "instant")
-        return micros == 0 and self._prev_ts(secs) == secs
-
-    def matches_wall_between(self, start: datetime, end: datetime) -> bool:
-        """Whether any line matches a wall-clock time in ``[start, end)`` (naive datetimes)."""
-        lo = (start.toordinal() - _EPOCH_ORD) * _DAY + start.hour * 3600 + start.minute * 60 + start.second
-        hi = (end.toordinal() - _EPOCH_ORD) * _DAY + end.hour * 3600 + end.minute * 60 + end.second
-        return hi > lo and any(line.wall_match_in(lo, hi - 1) for line in self.lines)
+    def _wall_match_in(self, lo: int, hi: int) -> bool:
+        return any(line.wall_match_in(lo, hi) for line in self.lines)
 
     def last_tick(self) -> datetime | None:
         """The last tick ever (every calendar schedule ends by 2199), or ``None`` if it never fires."""
-        ts = self._prev_ts(_MAX_TS + 2 * _DAY)
-        return None if ts is None else _as_utc(ts)
+        ts = self._prev_ts(_MAX_TS + 2 * DAY)
+        return None if ts is None else as_utc(ts)
 
 
 @functools.lru_cache(maxsize=4096)
@@ -511,7 +387,7 @@ def parse_oncalendar(expression: str, tz: str = "UTC") -> OnCalendarSchedule:
             (``*-02-30``).
         ZoneError: ``tz`` is unknown or a fixed offset.
     """
-    schedules.validate_zone(tz)
+    validate_zone(tz)
     texts = [line.strip() for line in expression.strip().split("\n")]
     if not texts or texts == [""]:
         raise ScheduleError("the expression is empty")
@@ -525,6 +401,4 @@ def parse_oncalendar(expression: str, tz: str = "UTC") -> OnCalendarSchedule:
             where = f"line {number} ({text!r}) " if many else ""
             raise ScheduleError(f"{where}never fires (no tick from {MIN_YEAR} to {MAX_YEAR})")
         lines.append(line)
-    return OnCalendarSchedule(
-        expression, schedules.Dialect.ONCALENDAR, tz, cast(Any, None), lines=tuple(lines)
-    )
+    return OnCalendarSchedule(expression, Dialect.ONCALENDAR, tz, cast(Any, None), lines=tuple(lines))

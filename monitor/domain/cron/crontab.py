@@ -15,10 +15,11 @@ import hashlib
 import itertools
 import re
 import shlex
+from collections import Counter
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from monitor.domain import schedules
+from monitor.domain.cron import schedules, zones
 from monitor.domain.errors import ScheduleError, ZoneError
 
 ENV_RE = re.compile(r"^\s*([A-Za-z_][A-Za-z0-9_]*)\s*=\s*(.*?)\s*$")
@@ -49,8 +50,9 @@ class Job:
         user: the user field (system crontabs), else ``None``.
         command: the command, as written (shell syntax, cron's ``%`` rules).
         slug: a check slug unique within the file: the command's program name and a hash of
-            (user, command), so it does not depend on the line's position and a re-import
-            after lines were added or removed finds the same check (see :func:`job_slug`).
+            (user, command), and of the schedule and shell when the command is repeated in the
+            file, so it does not depend on the line's position and a re-import after lines
+            were added, removed or moved finds the same check (see :func:`job_slug`).
         grace: seconds, a quarter of the shortest gap between the schedule's ticks, 60-3600.
         warnings: doubts about the line worth telling the user (a 6-field schedule …).
         shell: the shell cron runs the command with (the ``SHELL=`` in force, else ``/bin/sh``).
@@ -183,7 +185,6 @@ def parse_crontab(
     result: list[Line] = []
     cron_tz: str | None = None
     shell = DEFAULT_SHELL
-    used: set[str] = set()
     for number, raw in enumerate(text.splitlines(), start=1):
         stripped = raw.strip()
         if stripped == "" or stripped.startswith("#"):
@@ -192,49 +193,101 @@ def parse_crontab(
         env = ENV_RE.match(raw)
         if env and not stripped.startswith("@") and not re.match(r"^[\d*]", stripped):
             name, value = env.group(1), _zone_value(env.group(2))
-            note = None
             if name == "SHELL":
                 shell = value or DEFAULT_SHELL
             elif name == "CRON_TZ" and flavor == "cronie":
                 cron_tz = value or None
-            elif name == "CRON_TZ":
-                note = (
-                    f"line {number}: CRON_TZ is ignored by Debian's cron, which schedules in the "
-                    f"system zone ({default_tz}); import with --cron cronie if cronie runs this crontab"
-                )
-            elif name == "TZ":
-                zone = cron_tz or default_tz
-                note = (
-                    f"line {number}: TZ only sets the jobs' environment; cron schedules them in "
-                    f"{zone}, and so do their checks"
-                )
+            note = _environment_note(number, name, flavor, cron_tz or default_tz, default_tz)
             result.append(Kept(line=number, text=raw, note=note))
             continue
         line = _job(number, raw, stripped, system=system, tz=cron_tz or default_tz, now=now, force=force)
         if isinstance(line, Job):
-            slug = job_slug(prefix, line, used)
-            used.add(slug)
-            line = dataclasses.replace(line, slug=slug, shell=shell)
+            line = dataclasses.replace(line, shell=shell)
         result.append(line)
-    return result
+    return _with_slugs(result, prefix)
 
 
-def job_slug(prefix: str, job: Job, used: set[str] | frozenset[str] = frozenset()) -> str:
-    """``[<prefix>-]<program>-<hash>``: the hash is the first 6 hex digits of SHA-256 over
-    (user, command), so a job keeps its slug (and check) when other lines are added, removed or
-    moved, and when its schedule changes (the check's schedule is updated). A second line with
-    the same user and command hashes its schedule too; an identical line again gets ``-2`` …
+def _with_slugs(lines: list[Line], prefix: str) -> list[Line]:
+    """``lines`` with each job's slug: from the line's own content, and from whether its
+    command is repeated (:func:`job_slug`), unique within the file."""
+    used: set[str] = set()
+    commands = Counter((x.user, x.command) for x in lines if isinstance(x, Job))
+    for index, line in enumerate(lines):
+        if isinstance(line, Job):
+            slug = job_slug(prefix, line, used, repeated=commands[line.user, line.command] > 1)
+            used.add(slug)
+            lines[index] = dataclasses.replace(line, slug=slug)
+    return lines
+
+
+def _environment_note(number: int, name: str, flavor: str, zone: str, default_tz: str) -> str | None:
+    """What to tell the user about environment line ``number`` setting ``name`` (``zone``: the
+    zone the following jobs are scheduled in), or ``None``. A ``zone`` that is not a known IANA
+    zone (a cronie ``CRON_TZ=`` the import refuses) is never named as where cron schedules."""
+    if name == "CRON_TZ" and flavor != "cronie":
+        return (
+            f"line {number}: CRON_TZ is ignored by Debian's cron, which schedules in the "
+            f"system zone ({default_tz}); import with --cron cronie if cronie runs this crontab"
+        )
+    try:
+        zones.validate_zone(zone)
+    except ZoneError as error:
+        if name == "CRON_TZ":
+            return f"line {number}: CRON_TZ: {error}; the job lines after it are left unchanged"
+        if name == "TZ":
+            return (
+                f"line {number}: TZ only sets the jobs' environment; the jobs after it are "
+                f"scheduled by CRON_TZ={zone}, which is not a known zone, so they are left unchanged"
+            )
+        return None
+    if name == "TZ":
+        return (
+            f"line {number}: TZ only sets the jobs' environment; cron schedules them in "
+            f"{zone}, and so do their checks"
+        )
+    return None
+
+
+def job_slug(
+    prefix: str, job: Job, used: set[str] | frozenset[str] = frozenset(), *, repeated: bool = False
+) -> str:
+    """``[<prefix>-]<program>-<hash>``, from the line's own content, never its position.
+
+    The hash is the first 6 hex digits of SHA-256 over (user, command), so a job keeps its slug
+    (and check) when other lines are added, removed or moved, and when its schedule changes
+    (the check's schedule is updated). When the file holds the same user and command more than
+    once (``repeated``), each of those lines hashes its schedule too, and its ``SHELL`` when
+    not ``/bin/sh``: which of them comes first does not matter, and removing one never hands
+    another one its check. The very same line again (schedule, shell and all) gets ``-2``,
+    ``-3`` … in order; ``used`` holds the slugs already given in the file.
     """
     base = _prefixed(prefix, job.slug)[:90]
-    seeds = [f"{job.user or ''}\0{job.command}", f"{job.user or ''}\0{job.schedule}\0{job.command}"]
-    for seed in seeds:
-        slug = f"{base}-{hashlib.sha256(seed.encode()).hexdigest()[:6]}"
-        if slug not in used:
-            return slug
+    if repeated:
+        seed = f"{job.user or ''}\0{job.schedule}\0{job.command}"
+        if job.shell != DEFAULT_SHELL:
+            seed += f"\0{job.shell}"
+    else:
+        seed = f"{job.user or ''}\0{job.command}"
+    slug = f"{base}-{hashlib.sha256(seed.encode()).hexdigest()[:6]}"
+    if slug not in used:
+        return slug
     number = 2
     while f"{slug}-{number}" in used:
         number += 1
     return f"{slug}-{number}"
+
+
+def other_slug(prefix: str, job: Job) -> str:
+    """The slug ``job`` (from :func:`parse_crontab`) gets in a file where its command's
+    repetition differs: the unrepeated form when it is repeated, and the other way round.
+
+    A job whose twin line was removed (or added) had that slug on the last import, so
+    ``monitor import-crontab`` keeps its check when a check by this slug exists with the
+    job's schedule (:func:`job_slug`).
+    """
+    program = dataclasses.replace(job, slug=_program_slug(job.command))
+    mine = job_slug(prefix, program, repeated=False)
+    return job_slug(prefix, program, repeated=True) if job.slug == mine else mine
 
 
 def _prefixed(prefix: str, slug: str) -> str:
@@ -248,36 +301,16 @@ def _job(
     def bad(reason: str) -> Unreadable:
         return Unreadable(line=number, text=raw, reason=f"line {number}: {reason}")
 
-    tokens = stripped.split(None, 7 if system else 6)
-    if tokens[0].startswith("@"):
-        macro = tokens[0].lower()
-        if macro == "@reboot":
-            return bad("@reboot has no schedule to watch")
-        if macro not in MACROS:
-            return bad(f"unknown macro {tokens[0]!r} (one of {', '.join(sorted(MACROS))})")
-        schedule_text, rest = tokens[0], stripped[len(tokens[0]) :].strip()
-    else:
-        if len(tokens) < 6:
-            return bad("not a job line: expected 5 schedule fields and a command")
-        fields = tokens[:5]
-        schedule_text = " ".join(fields)
-        rest = stripped
-        for field in fields:
-            rest = rest[rest.index(field) + len(field) :]
-        rest = rest.strip()
+    split = _schedule_and_rest(stripped, system=system)
+    if isinstance(split, str):
+        return bad(split)
+    schedule_text, rest = split
     user: str | None = None
     if system:
-        parts = rest.split(None, 1)
-        if len(parts) < 2:
-            return bad("no command after the user field (an /etc/crontab line is: schedule user command)")
-        user, rest = parts[0], parts[1].strip()
-        if CRON_FIELD_RE.match(user):
-            return bad(
-                f"looks like a 6-field schedule (seconds or years); cron reads 5 fields, so {user!r} "
-                "would be taken as the user"
-            )
-        if not USER_RE.match(user):
-            return bad(f"{user!r} is not a user name (an /etc/crontab line is: schedule user command)")
+        with_user = _user_and_command(rest)
+        if isinstance(with_user, str):
+            return bad(with_user)
+        user, rest = with_user
     if rest == "":
         return bad("no command")
     try:
@@ -298,7 +331,8 @@ def _job(
     if CRON_FIELD_RE.match(first):
         doubt = (
             f"looks like a 6-field schedule (seconds or years); cron reads 5 fields, so {first!r} "
-            "is taken as part of the command"
+            "stands where the command goes (Debian's crontab refuses to install the whole file: "
+            "'bad command'; cronie runs it as part of the command)"
         )
         if not force:
             return bad(f"{doubt} (import it anyway with --force)")
@@ -314,6 +348,42 @@ def _job(
         grace=grace_for(schedule, now),
         warnings=tuple(warnings),
     )
+
+
+def _schedule_and_rest(stripped: str, *, system: bool) -> tuple[str, str] | str:
+    """A job line's schedule (5 fields or a macro, as written) and what follows it; or why the
+    line is not a job line."""
+    tokens = stripped.split(None, 7 if system else 6)
+    if tokens[0].startswith("@"):
+        macro = tokens[0].lower()
+        if macro == "@reboot":
+            return "@reboot has no schedule to watch"
+        if macro not in MACROS:
+            return f"unknown macro {tokens[0]!r} (one of {', '.join(sorted(MACROS))})"
+        return tokens[0], stripped[len(tokens[0]) :].strip()
+    if len(tokens) < 6:
+        return "not a job line: expected 5 schedule fields and a command"
+    fields = tokens[:5]
+    rest = stripped
+    for field in fields:
+        rest = rest[rest.index(field) + len(field) :]
+    return " ".join(fields), rest.strip()
+
+
+def _user_and_command(rest: str) -> tuple[str, str] | str:
+    """A system crontab line's user field and command; or why the user field is wrong."""
+    parts = rest.split(None, 1)
+    if len(parts) < 2:
+        return "no command after the user field (an /etc/crontab line is: schedule user command)"
+    user, command = parts[0], parts[1].strip()
+    if CRON_FIELD_RE.match(user):
+        return (
+            f"looks like a 6-field schedule (seconds or years); cron reads 5 fields, so {user!r} "
+            "would be taken as the user"
+        )
+    if not USER_RE.match(user):
+        return f"{user!r} is not a user name (an /etc/crontab line is: schedule user command)"
+    return user, command
 
 
 def has_unescaped_percent(command: str) -> bool:

@@ -1,0 +1,302 @@
+"""The storage ports: one protocol per aggregate, what the services may ask of the database.
+
+A port speaks in plain values (dicts of column values, ids, domain values), never rows that
+could lazy-load, and never exposes SQLAlchemy: a service holding a
+:class:`monitor.storage.unit_of_work.UnitOfWork` reaches the database only through these.
+The one implementation of each (:mod:`monitor.storage.stores`) serves SQLite and PostgreSQL;
+``tests/storage_contract/`` runs every method against both.
+
+Every method runs inside the unit of work's transaction; none commits.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import datetime
+from typing import Any, Protocol
+
+
+class DuplicateKey(Exception):
+    """A write hit a unique constraint (a slug or an email another transaction took meanwhile).
+
+    The store rolls its savepoint back, so the unit of work stays usable; the service turns it
+    into the :class:`monitor.domain.errors.Conflict` the use case names.
+    """
+
+
+class CheckStore(Protocol):
+    """The checks aggregate: check rows (config and detection state) and their run summaries."""
+
+    async def insert(self, values: Mapping[str, Any]) -> int:
+        """Insert one check row (column values); returns its id. Raises :class:`DuplicateKey`."""
+        ...
+
+    async def insert_many(self, rows: Sequence[Mapping[str, Any]]) -> list[int]:
+        """Insert rows in one statement (missing columns take their defaults); the new ids in
+        the order given. Raises :class:`DuplicateKey`."""
+        ...
+
+    async def update(self, check_id: int, changes: Mapping[str, Any]) -> None:
+        """Set columns of one check. Raises :class:`DuplicateKey`."""
+        ...
+
+    async def delete(self, check_id: int) -> None:
+        """Delete a check with its pings, runs, tick marks, flips, channel links, alerts and
+        their notifications and attempts."""
+        ...
+
+    async def get(self, project_id: int, uuid: str, *, lock: bool = False) -> dict[str, Any] | None:
+        """The project's check with this (lower-case) uuid, or ``None``; ``lock``: PostgreSQL
+        ``FOR UPDATE`` (SQLite's ``BEGIN IMMEDIATE`` already excludes other writers)."""
+        ...
+
+    async def by_ids(self, check_ids: Iterable[int]) -> dict[int, dict[str, Any]]:
+        """The rows of these checks by id (unknown ids are absent)."""
+        ...
+
+    async def uuids(self, project_id: int) -> list[str]:
+        """Every uuid of the project's checks, oldest first."""
+        ...
+
+    async def query(
+        self,
+        project_id: int,
+        *,
+        tags: Sequence[str] = (),
+        slug: str | None = None,
+        after_id: int | None = None,
+        limit: int | None = None,
+    ) -> list[dict[str, Any]]:
+        """The project's checks by id, filtered in SQL: every tag in ``tags`` is a whole word of
+        the space-separated ``tags`` column; ``slug`` equal; id above ``after_id``; at most
+        ``limit`` rows."""
+        ...
+
+    async def first_match(self, project_id: int, fields: Mapping[str, Any]) -> int | None:
+        """The lowest id among the project's checks whose columns equal ``fields``."""
+        ...
+
+    async def slug_taken(self, project_id: int, slug: str, *, except_id: int | None = None) -> bool:
+        """Whether another check of the project (not ``except_id``) has this slug."""
+        ...
+
+    async def first_taken_slug(self, project_id: int, slugs: Sequence[str]) -> str | None:
+        """One of ``slugs`` a check of the project has already, or ``None``."""
+        ...
+
+    async def started_runs(self, check_ids: Sequence[int]) -> list[tuple[int, datetime]]:
+        """``(check id, started_at)`` of the checks' open runs that have started."""
+        ...
+
+    async def last_pauses(self, check_ids: Sequence[int]) -> list[tuple[int, str, datetime]]:
+        """``(check id, "paused" | "resumed", latest flip instant)`` for each check and reason."""
+        ...
+
+    async def oldest_due(self) -> datetime | None:
+        """The earliest ``next_due`` of every check (any project, any shard), or ``None``."""
+        ...
+
+    async def escalating_to(self, project_id: int, channel_id: str) -> list[tuple[str, str, str]]:
+        """``(uuid, name, escalate_to)`` of the project's checks whose ``escalate_to`` mentions
+        ``channel_id`` (a substring match: the caller splits the list)."""
+        ...
+
+
+class ChannelStore(Protocol):
+    """The channels aggregate: a project's channels and the check → channel links."""
+
+    async def insert(self, values: Mapping[str, Any]) -> None:
+        """Insert one channel row (``id``, ``project_id``, ``name``, ``url``, ``kinds``,
+        ``is_default``, ``created_at``)."""
+        ...
+
+    async def get(self, project_id: int, channel_id: str) -> dict[str, Any] | None:
+        """The project's channel, or ``None``."""
+        ...
+
+    async def of_project(self, project_id: int) -> list[dict[str, Any]]:
+        """The project's channels, oldest first."""
+        ...
+
+    async def names(self, project_id: int) -> list[tuple[str, str]]:
+        """``(id, name)`` of the project's channels."""
+        ...
+
+    async def default_ids(self, project_id: int) -> list[str]:
+        """Ids of the project's default channels."""
+        ...
+
+    async def update(self, channel_id: str, values: Mapping[str, Any]) -> None:
+        """Set columns of one channel (nothing when ``values`` is empty)."""
+        ...
+
+    async def delete(self, channel_id: str) -> None:
+        """Delete a channel, its check links, its notifications and their attempts."""
+        ...
+
+    async def assign(self, check_id: int, channel_ids: Sequence[str], *, replace: bool = True) -> None:
+        """Link the check to ``channel_ids`` (duplicates dropped); ``replace``: drop its other
+        links first (``False`` for a check that has none yet)."""
+        ...
+
+    async def assign_many(self, links: Sequence[tuple[int, str]]) -> None:
+        """Insert ``(check id, channel id)`` links in one statement."""
+        ...
+
+    async def of_checks(self, check_ids: Sequence[int]) -> dict[int, list[str]]:
+        """Per check id (every one given), the ids of its channels."""
+        ...
+
+
+class ProjectStore(Protocol):
+    """The projects aggregate: projects and their hashed API keys."""
+
+    async def insert(self, values: Mapping[str, Any]) -> int:
+        """Insert a project row; returns its id."""
+        ...
+
+    async def insert_keys(self, keys: Sequence[Mapping[str, Any]]) -> None:
+        """Insert ``api_keys`` rows (``project_id``, ``key_hash``, ``read_only``, ``name``,
+        ``created_at``)."""
+        ...
+
+    async def count(self) -> int:
+        """How many projects exist."""
+        ...
+
+    async def key(self, key_hash: str) -> tuple[int, bool] | None:
+        """``(project id, read_only)`` of the key with this SHA-256 hex, or ``None``."""
+        ...
+
+    async def ids_named(self, name: str) -> list[int]:
+        """Ids of the projects with this name, ascending."""
+        ...
+
+    async def names(self, project_ids: Sequence[int]) -> list[str]:
+        """Names of these projects, by id."""
+        ...
+
+    async def lock(self, project_id: int) -> None:
+        """PostgreSQL: lock the project row ``FOR UPDATE`` until the transaction ends, which
+        serialises upserts of one project; SQLite: nothing (``BEGIN IMMEDIATE`` already)."""
+        ...
+
+
+class UserStore(Protocol):
+    """The users aggregate: dashboard users, their project memberships and login sessions."""
+
+    async def insert(self, values: Mapping[str, Any]) -> int:
+        """Insert a user row; returns its id. Raises :class:`DuplicateKey` (email taken)."""
+        ...
+
+    async def by_email(self, email: str) -> dict[str, Any] | None:
+        """The user row with this (normalized) email, or ``None``."""
+        ...
+
+    async def exists(self, user_id: int) -> bool:
+        """Whether a user has this id."""
+        ...
+
+    async def update(self, user_id: int, changes: Mapping[str, Any]) -> None:
+        """Set columns of one user."""
+        ...
+
+    async def delete(self, user_id: int) -> None:
+        """Delete a user and their sessions (not their memberships: remove those first)."""
+        ...
+
+    async def add_session(self, values: Mapping[str, Any]) -> None:
+        """Insert a ``web_sessions`` row."""
+        ...
+
+    async def session(self, token_hash: str, now: datetime) -> tuple[int, str, str, str | None] | None:
+        """``(user id, csrf token, email, tz)`` of the unexpired session, or ``None``."""
+        ...
+
+    async def end_session(self, token_hash: str, now: datetime) -> None:
+        """Delete this session and every session expired at ``now``."""
+        ...
+
+    async def memberships(self, user_id: int) -> list[tuple[int, bool]]:
+        """``(project id, is_admin)`` of the user's projects, by project id."""
+        ...
+
+    async def membership(self, user_id: int, project_id: int) -> bool | None:
+        """``is_admin`` of the user's membership of the project, ``None`` when not a member."""
+        ...
+
+    async def add_memberships(self, user_id: int, project_ids: Sequence[int], *, admin: bool) -> None:
+        """Make the user a member (admin when ``admin``) of these projects."""
+        ...
+
+    async def set_admin(self, user_id: int, project_id: int, admin: bool) -> None:
+        """Change the role of an existing membership."""
+        ...
+
+    async def remove_membership(self, user_id: int, project_id: int) -> None:
+        """End the user's membership of the project."""
+        ...
+
+    async def admins_other_than(self, project_id: int, user_id: int) -> int:
+        """How many admins the project has besides ``user_id``."""
+        ...
+
+    async def members(self, project_ids: Sequence[int]) -> list[tuple[int, str, int, bool]]:
+        """``(user id, email, project id, is_admin)`` of these projects' memberships, by email
+        then project id."""
+        ...
+
+
+class StatusStore(Protocol):
+    """Read-only aggregates over the whole database for ``/ready`` and ``/metrics``: each an
+    index lookup, a ``GROUP BY`` in the database, or a scan of a table with one row per lease or
+    process, so a scrape stays small at 100k checks."""
+
+    async def ping(self) -> None:
+        """``SELECT 1``: raises the driver's error when the database does not answer."""
+        ...
+
+    async def stored_shard_count(self) -> int | None:
+        """The shard count recorded in the database (:mod:`monitor.storage.cluster`)."""
+        ...
+
+    async def leases(self) -> list[tuple[str, str | None, int, datetime | None]]:
+        """``(name, holder, token, expires_at)`` of every lease, by name."""
+        ...
+
+    async def checks_due(self, now: datetime) -> int:
+        """Checks whose ``next_due`` is before ``now``."""
+        ...
+
+    async def renewed_replicas(self, role: str, since: datetime) -> int:
+        """Replicas of ``role`` that renewed their row at or after ``since``."""
+        ...
+
+    async def live_processes(self, since: datetime) -> int:
+        """Liveness rows renewed at or after ``since``."""
+        ...
+
+    async def last_liveness(self) -> datetime | None:
+        """The latest liveness renewal, or ``None``."""
+        ...
+
+    async def outages(self) -> int:
+        """Recorded outages."""
+        ...
+
+    async def all_checks(self) -> list[dict[str, Any]]:
+        """Every check row (``MONITOR_METRICS_PER_CHECK`` only)."""
+        ...
+
+    async def checks_by_status(self, now: datetime) -> dict[str, int]:
+        """Check counts by status, decided in SQL as :func:`monitor.domain.detection.status`."""
+        ...
+
+    async def started_count(self, now: datetime) -> int:
+        """Checks with an open run started no longer than their ``max_runtime`` ago."""
+        ...
+
+    async def counts_by(self, column: str) -> list[tuple[str, int]]:
+        """Row counts grouped by one of ``pings.kind``, ``alerts.kind``,
+        ``notifications.status``, ``notification_attempts.ok``, ordered by the value."""
+        ...

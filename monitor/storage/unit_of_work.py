@@ -1,0 +1,92 @@
+"""The unit of work: one transaction of one use case, and the storage ports bound to it.
+
+A service function that is a use case opens one::
+
+    async with UnitOfWork.begin(engine) as uow:    # a write: commits on success
+        row = await uow.checks.get(project_id, uuid, lock=True)
+        ...
+
+    async with UnitOfWork.read(engine) as uow:     # a read: nothing to commit
+        rows = await uow.checks.query(project_id, tags=["prod"])
+
+Leaving the block normally commits (``begin``); an exception rolls the transaction back and
+propagates. The services are async (Litestar handlers and the loops await them), so the unit of
+work is an async context manager. A service step composed into a larger use case (the Sentry
+check-in creating its check, a test seeding rows) joins the caller's transaction with
+:meth:`UnitOfWork.joining` instead: it then neither commits nor rolls back.
+
+Handlers never see the connection; services see it only as :attr:`UnitOfWork.connection`, to
+hand to the storage modules that take one (``cluster``, ``repositories``, the ingest and
+effects writers) until those become ports too.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import TypeAlias
+
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+
+from monitor.storage.ports import ChannelStore, CheckStore, ProjectStore, StatusStore, UserStore
+from monitor.storage.stores import (
+    SqlChannelStore,
+    SqlCheckStore,
+    SqlProjectStore,
+    SqlStatusStore,
+    SqlUserStore,
+)
+
+Engine: TypeAlias = AsyncEngine
+"""The database handle services take to open units of work (SQLAlchemy's async engine)."""
+
+Connection: TypeAlias = AsyncConnection
+"""An open connection inside a transaction, for service steps that join a caller's unit of work."""
+
+
+class UnitOfWork:
+    """The ports of one transaction: ``checks``, ``channels``, ``projects``, ``users``, ``status``.
+
+    Construct with :meth:`begin` (write), :meth:`read` or :meth:`joining`; never share one
+    across tasks (an ``AsyncConnection`` is not concurrency-safe).
+    """
+
+    checks: CheckStore
+    channels: ChannelStore
+    projects: ProjectStore
+    users: UserStore
+    status: StatusStore
+
+    def __init__(self, conn: AsyncConnection) -> None:
+        self.connection = conn
+        self.checks = SqlCheckStore(conn)
+        self.channels = SqlChannelStore(conn)
+        self.projects = SqlProjectStore(conn)
+        self.users = SqlUserStore(conn)
+        self.status = SqlStatusStore(conn)
+
+    @property
+    def dialect(self) -> str:
+        """``"sqlite"`` or ``"postgresql"``."""
+        return self.connection.dialect.name
+
+    @classmethod
+    @asynccontextmanager
+    async def begin(cls, engine: AsyncEngine) -> AsyncIterator[UnitOfWork]:
+        """A write transaction (SQLite: ``BEGIN IMMEDIATE``): committed when the block ends
+        normally, rolled back when it raises (the exception propagates)."""
+        async with engine.begin() as conn:
+            yield cls(conn)
+
+    @classmethod
+    @asynccontextmanager
+    async def read(cls, engine: AsyncEngine) -> AsyncIterator[UnitOfWork]:
+        """A read: one connection whose transaction is rolled back at the end (a read-only use
+        case writes nothing; one that tries has its writes discarded)."""
+        async with engine.connect() as conn:
+            yield cls(conn)
+
+    @classmethod
+    def joining(cls, conn: AsyncConnection) -> UnitOfWork:
+        """The ports over a caller's open transaction, which the caller commits or rolls back."""
+        return cls(conn)

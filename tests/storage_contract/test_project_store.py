@@ -1,0 +1,51 @@
+"""ProjectStore (monitor.storage.ports) on SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+from monitor.storage.unit_of_work import UnitOfWork
+from tests.storage_contract.conftest import NOW, add_project
+
+
+async def test_insert_and_count(uow: UnitOfWork) -> None:
+    assert await uow.projects.count() == 0
+    first, second = await add_project(uow, "a"), await add_project(uow, "b")
+    assert second > first
+    assert await uow.projects.count() == 2
+
+
+async def test_keys_resolve_to_their_project_and_access(uow: UnitOfWork) -> None:
+    project = await add_project(uow)
+    await uow.projects.insert_keys(
+        [
+            {
+                "project_id": project,
+                "key_hash": "a" * 64,
+                "read_only": False,
+                "name": "rw",
+                "created_at": NOW,
+            },
+            {"project_id": project, "key_hash": "b" * 64, "read_only": True, "name": "ro", "created_at": NOW},
+        ]
+    )
+    await uow.projects.insert_keys([])
+    assert await uow.projects.key("a" * 64) == (project, False)
+    assert await uow.projects.key("b" * 64) == (project, True)
+    assert await uow.projects.key("c" * 64) is None
+
+
+async def test_ids_named_and_names(uow: UnitOfWork) -> None:
+    one, other, two = (
+        await add_project(uow, "ops"),
+        await add_project(uow, "dev"),
+        await add_project(uow, "ops"),
+    )
+    assert await uow.projects.ids_named("ops") == [one, two]
+    assert await uow.projects.ids_named("none") == []
+    assert await uow.projects.names([two, other]) == ["dev", "ops"]
+    assert await uow.projects.names([]) == []
+
+
+async def test_lock_holds_the_project_row_in_the_transaction(uow: UnitOfWork) -> None:
+    project = await add_project(uow)
+    await uow.projects.lock(project)  # PostgreSQL: FOR UPDATE; SQLite: BEGIN IMMEDIATE already
+    assert await uow.projects.ids_named("p") == [project]
