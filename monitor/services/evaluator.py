@@ -14,9 +14,9 @@ is one transaction:
    Python;
 5. the transitions written back set-at-a-time (:mod:`monitor.storage.bulk`): every check's state
    in one ``UPDATE … FROM``, the tick marks, the flips and the timed-out runs in one statement
-   each. Alerts go through :func:`monitor.services.effects.record_alerts` once per alerting
-   check (it renders the message and queues the outbox rows per alert; the only per-check
-   statements left, until it takes a batch).
+   each; the alerts of the whole batch through one
+   :func:`monitor.services.effects.record_alerts_many` per fencing token (one multi-row insert
+   of the alerts, one read of the routes, one insert of the notifications).
 
 Flips and alerts record the fencing token of the shard their check belongs to.
 """
@@ -33,7 +33,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from monitor.domain import detection
 from monitor.domain.runs import needed_since
-from monitor.services.effects import CheckIdentity, PendingWrites, record_alerts
+from monitor.services.effects import CheckAlerts, CheckIdentity, PendingWrites, record_alerts_many
 from monitor.services.outages import load_guard
 from monitor.settings import Settings
 from monitor.storage import bulk, repositories
@@ -208,14 +208,16 @@ async def _judge(
     await bulk.update_rows(
         conn, t.runs, "id", changed, [c for c in RUN_COLUMNS if c not in ("id", "check_id")]
     )
+    # one record_alerts_many per fencing token (a token per shard swept): a fixed number of
+    # statements per batch however many checks alert
+    by_token: dict[int | None, list[CheckAlerts]] = {}
     for row, fx, written_token in alerting:
-        # per check: record_alerts takes one check's drafts (rendering, outbox routing)
-        await record_alerts(
-            conn,
-            CheckIdentity.of(row),
-            fx.alerts,
-            now=now,
-            status=detection.status(states[row["id"]], now),
-            base_url=settings.base_url,
-            token=written_token,
+        by_token.setdefault(written_token, []).append(
+            CheckAlerts(
+                check=CheckIdentity.of(row),
+                drafts=fx.alerts,
+                status=detection.status(states[row["id"]], now),
+            )
         )
+    for written_token, batches in by_token.items():
+        await record_alerts_many(conn, batches, now=now, base_url=settings.base_url, token=written_token)
