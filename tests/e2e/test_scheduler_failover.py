@@ -255,6 +255,62 @@ def test_sigkill_of_the_holder_kills_its_job_and_closes_its_run_so_forbid_sees_n
     assert later and all(r["outcome"] == "on_time" for r in later), later  # none overlapped
 
 
+def group_members(pgid: int) -> list[int]:
+    """The live (not zombie) processes of process group ``pgid``."""
+    members = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except (FileNotFoundError, ProcessLookupError, IndexError):
+            continue
+        if int(fields[2]) == pgid and fields[0] not in ("Z", "X"):
+            members.append(int(entry.name))
+    return members
+
+
+def test_sigkill_of_the_holder_kills_a_string_commands_whole_process_group(stack: Stack) -> None:
+    out = stack.directory / "group.txt"
+    # dash does not exec the last command of -c: the shell waits for `sleep 42`, and `sleep 43`
+    # runs in the background; both are the shell's children, in the run's process group
+    command = f'echo "$MONITOR_SCHEDULED_TIME $MONITOR_FENCING_TOKEN $$" >> {out}; sleep 43 & sleep 42'
+    jobs = job("group", out, "*/2 * * * * *", command, concurrency_policy="Forbid")
+    replicas = [stack.scheduler("group", jobs) for _ in range(2)]
+    leader = 0  # the shell: its pid is the run's process group
+    try:
+        wait_until(lambda: len(lines(out)) >= 1, timeout=20, what="a run")
+        _, token, shell = lines(out)[-1]
+        leader = int(shell)
+        members = wait_until(
+            lambda: m if len(m := group_members(leader)) == 3 else None,
+            timeout=5,
+            interval=0.02,
+            what="the shell and its two sleeps",
+        )
+        holder, holder_token = stack.holder_pid("group")
+        assert holder_token == int(token)
+        (victim,) = [p for p in replicas if p.proc is not None and p.proc.pid == holder]
+        assert victim.proc is not None
+        victim.proc.kill()
+        victim.proc.wait(5)
+        killed = time.monotonic()
+        wait_until(lambda: not group_members(leader), timeout=5, interval=0.02, what="the group's death")
+        took = time.monotonic() - killed
+        assert took < 1.0, (took, members)  # the sleeps died with their scheduler
+        # the successor's runs do not overlap a leftover: under Forbid each one runs
+        wait_until(
+            lambda: len([r for r in lines(out) if int(r[1]) > int(token)]) >= 1,
+            timeout=20,
+            what="a run by the successor",
+        )
+    finally:
+        finish(*replicas)
+        for pid in group_members(leader) if leader else []:
+            os.kill(pid, signal.SIGKILL)  # leave nothing behind when the assertion failed
+    assert all(process_gone(pid) for pid in members), members
+
+
 def test_the_successor_runs_a_sigkilled_holders_job_within_one_ttl(stack: Stack) -> None:
     outs = {name: stack.directory / f"{name}.txt" for name in ("take-a", "take-b")}
     jobs = "".join(job(name, out, "* * * * * *") for name, out in outs.items())
