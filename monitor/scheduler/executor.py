@@ -179,6 +179,21 @@ class Execution:
             _signal_group(proc.pid, signal.SIGKILL)
 
 
+def exited(execution: Execution) -> bool:
+    """Whether the run's process has exited, read or not (``waitid`` with ``WNOWAIT`` leaves
+    the exit status to the event loop's child watcher); an HTTP call: whether it is done."""
+    proc = execution.process
+    if proc is None:
+        return execution.task is not None and execution.task.done()
+    if proc.returncode is not None:
+        return True
+    try:
+        found = os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+    except ChildProcessError:
+        return True  # already reaped
+    return found is not None
+
+
 def _signal_group(pid: int, signum: int) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pid, signum)

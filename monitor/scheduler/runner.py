@@ -18,7 +18,13 @@ Every round (at most :data:`ROUND` seconds apart, and at each next tick of a hel
 A separate task renews the leases every TTL/3; a lease found lost forgets the job's queue
 (those ticks are unclaimed, so the next holder runs them). A fenced write refused as stale
 steps down from the lease. Runs already started go on and are reported whatever happens to
-the lease: their start was recorded, so no one runs them again.
+the lease: their start was recorded, so no one runs them again — while this replica keeps
+heartbeating, its successor counts them as running (``Forbid`` waits for them). A replica whose
+heartbeat lapsed for a TTL or more (a stall: SIGSTOP, a frozen VM; or cut off from the
+database) was not counted live, so a successor may have started the job's next tick: when it
+finds the lease of a job still running lost, it terminates those runs (:data:`LEASE_LOST`, as
+``Replace`` does: SIGTERM to the group, SIGKILL after :data:`executor.TERMINATE_GRACE`) and
+reports them, rather than keep two copies running.
 
 Shutdown (:meth:`Scheduler.run` returns when ``stop`` is set): take no new ticks, let running
 jobs finish for up to ``shutdown_grace`` seconds, terminate the rest, report them, release the
@@ -72,6 +78,8 @@ died (its job died with it, see :mod:`monitor.scheduler.executor`); its outcome 
 FENCE_WINDOW = 0.9
 """Fraction of the lease TTL after a fence check within which a run may still be spawned
 (PostgreSQL; the server may end the checking transaction one TTL after it went idle)."""
+LEASE_LOST = "lease lost while this scheduler was out of touch (stalled) for a lease TTL"
+"""Why a run is terminated when its replica lost the job's lease after its heartbeat lapsed."""
 ROLE = "scheduler"
 """The role scheduler replicas announce in the ``replicas`` table (fair share of the jobs)."""
 
@@ -180,6 +188,10 @@ class Scheduler:
         self.stopping = False
         self._stop: asyncio.Event | None = None
         self._unheld_checked: datetime | None = None
+        self._beat = time.monotonic()
+        """``time.monotonic()`` of the last heartbeat written (or of the start)."""
+        self._lapsed_at: float | None = None
+        """``time.monotonic()`` when a heartbeat last came a TTL or more after the one before."""
 
     # ------------------------------------------------------------------ leases
 
@@ -236,6 +248,10 @@ class Scheduler:
         """Heartbeat in ``replicas``; learn how many scheduler replicas are live."""
         try:
             live = await replicas.announce(self.engine, self.holder, ROLE, self.clock.now(), self.ttl)
+            beat = time.monotonic()
+            if beat - self._beat >= self.ttl.total_seconds():
+                self._lapsed_at = beat  # the others saw no heartbeat of ours for a TTL
+            self._beat = beat
             if live != self.live:  # new replicas may know the jobs taken above the share
                 for slot in self.slots:
                     slot.sticky = False
@@ -279,6 +295,7 @@ class Scheduler:
                 raise
             except Exception:
                 logger.exception("lease renewal failed", extra={"action": "lease_renewal_failed"})
+                self._end_unleased_runs()
                 continue
             held = self.leases.held
             for slot in self.slots:
@@ -286,6 +303,33 @@ class Scheduler:
                     slot.job.lease_name in lost or slot.job.lease_name not in held
                 ):
                     slot.forget()
+            self._end_unleased_runs()
+
+    def _out_of_touch(self, execution: executor.Execution) -> bool:
+        """Whether the other replicas may have taken this replica for dead while ``execution``
+        ran: its heartbeat lapsed for a TTL since the run started, or lapses now."""
+        if time.monotonic() - self._beat >= self.ttl.total_seconds():
+            return True
+        return self._lapsed_at is not None and execution.started <= self._lapsed_at
+
+    def _end_unleased_runs(self) -> None:
+        """Terminate the runs of a job whose lease this replica lost while out of touch (see the
+        module docstring); a run that already ended (its exit not read yet) is left to report."""
+        for slot in self.slots:
+            for execution in list(slot.runs):
+                if execution.terminated or execution.context.token == slot.token:
+                    continue
+                if not self._out_of_touch(execution) or executor.exited(execution):
+                    continue
+                logger.warning(
+                    "run_terminated %s %s (token %d): %s",
+                    slot.job.name,
+                    schedules.format_utc(execution.context.tick),
+                    execution.context.token,
+                    LEASE_LOST,
+                    extra={"action": "run_terminated", "job": slot.job.name, "rid": execution.context.run_id},
+                )
+                self._spawn(execution.terminate(LEASE_LOST))
 
     # ------------------------------------------------------------------ one round
 
