@@ -80,6 +80,13 @@ FENCE_WINDOW = 0.9
 (PostgreSQL; the server may end the checking transaction one TTL after it went idle)."""
 LEASE_LOST = "lease lost while this scheduler was out of touch (stalled) for a lease TTL"
 """Why a run is terminated when its replica lost the job's lease after its heartbeat lapsed."""
+SESSION_TIMEOUT = 0.75
+"""The job lease session's idle timeouts, as a fraction of the TTL (PostgreSQL): the server frees
+a stalled replica's job leases 3/4 of a TTL after its last renewal (every TTL/3), so with
+:data:`ORPHAN_POLL` a standby takes them over within one TTL of the stall."""
+ORPHAN_POLL = 0.1
+"""How often, as a fraction of the lease TTL, a replica at its fair share looks for job leases
+whose holder died or stalled (so a takeover lands within one TTL)."""
 ROLE = "scheduler"
 """The role scheduler replicas announce in the ``replicas`` table (fair share of the jobs)."""
 
@@ -175,7 +182,7 @@ class Scheduler:
         self.handover_window = 2 * lease_ttl
         self.holder = holder or holder_name()
         self.base_env = base_env
-        self.leases = lease_store.open_leases(engine, self.holder, lease_ttl)
+        self.leases = lease_store.open_leases(engine, self.holder, lease_ttl, lease_ttl * SESSION_TIMEOUT)
         slots = [Slot(job=job, rules=planning.Rules.of(job)) for job in jobs]
         start = zlib.crc32(self.holder.encode()) % max(1, len(slots))
         self.slots = slots[start:] + slots[:start]  # replicas try the jobs in different orders
@@ -334,36 +341,31 @@ class Scheduler:
     # ------------------------------------------------------------------ one round
 
     async def _orphaned(self) -> set[str]:
-        """Jobs of this replica whose lease has been unheld for a TTL (checked every TTL/3).
+        """Jobs of this replica whose lease to take above the fair share (checked every
+        :data:`ORPHAN_POLL` of a TTL): one whose holder died or stalled past the TTL (PostgreSQL:
+        no session holds its lock any more, the database's own view; SQLite: its row expired),
+        taken at once, and one left unheld for a TTL.
 
         Replicas may run different jobs files (a rolling deploy adding a job): a job only this
         replica knows must run even above its fair share, so a lease no replica below its share
         took within a TTL is taken anyway (and kept, see :attr:`Slot.sticky`).
         """
         now = self.clock.now()
-        if self._unheld_checked is not None and now - self._unheld_checked < self.ttl / 3:
+        if self._unheld_checked is not None and now - self._unheld_checked < self.ttl * ORPHAN_POLL:
             return set()
         self._unheld_checked = now
-        rows = {r["name"]: r for r in await lease_store.list_leases(self.engine)}
-        stamp = schedules.format_utc(now)
+        unheld = [s for s in self.slots if s.token is None]
+        vacant = {v.name: v for v in await self.leases.vacancies([s.job.lease_name for s in unheld], now)}
         out: set[str] = set()
-        for slot in self.slots:
-            if slot.token is not None:
-                continue
-            row = rows.get(slot.job.lease_name)
-            expired = row is not None and (row["expires_at"] or "") < stamp
-            if (
-                row is not None
-                and row["holder"] not in (None, self.holder)
-                and (expired or holder_dead(row["holder"]))
-            ):
-                # its holder died (SIGKILL, crash) without releasing it: take it over now,
-                # above the share (the dead replica still counts as live for up to a TTL)
-                out.add(slot.job.name)
-                continue
-            unheld = row is None or row["holder"] is None or expired
-            if not unheld:
+        for slot in unheld:
+            vacancy = vacant.get(slot.job.lease_name)
+            if vacancy is None:  # a live holder has it
                 slot.unheld_since = None
+                continue
+            if vacancy.last_holder is not None:
+                # its holder died (SIGKILL, crash) or stalled without releasing it: take it over
+                # now, above the share (the dead replica still counts as live for up to a TTL)
+                out.add(slot.job.name)
                 continue
             slot.unheld_since = slot.unheld_since or now
             if now - slot.unheld_since >= self.ttl:
