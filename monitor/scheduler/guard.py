@@ -81,6 +81,11 @@ class RunGuard:
         with contextlib.suppress(OSError):  # a dead guard is started again before the next spawn
             self._socket.send(line.encode(), NOSIGNAL)
 
+    @property
+    def pid(self) -> int | None:
+        """The guard process's pid (``None`` before the first run)."""
+        return self._proc.pid if self._proc is not None and self._owner == os.getpid() else None
+
     def spawned(self, pgid: int) -> None:
         """The run ``pgid`` started (it registered itself; remembered for a restarted guard)."""
         with self._lock:
