@@ -20,11 +20,12 @@ A separate task renews the leases every TTL/3; a lease found lost forgets the jo
 steps down from the lease. Runs already started go on and are reported whatever happens to
 the lease: their start was recorded, so no one runs them again — while this replica keeps
 heartbeating, its successor counts them as running (``Forbid`` waits for them). A replica whose
-heartbeat lapsed for a TTL or more (a stall: SIGSTOP, a frozen VM; or cut off from the
-database) was not counted live, so a successor may have started the job's next tick: when it
-finds the lease of a job still running lost, it terminates those runs (:data:`LEASE_LOST`, as
-``Replace`` does: SIGTERM to the group, SIGKILL after :data:`executor.TERMINATE_GRACE`) and
-reports them, rather than keep two copies running.
+heartbeat lapsed for a TTL (a stall: SIGSTOP, a frozen VM; or cut off from the database) is not
+counted, so its successor may start the job's next tick beside the run (``Replace`` does so
+anyway). Every lease renewal (TTL/3) this replica looks at the runs of jobs whose lease it
+lost: one that a newer holder's later run has overtaken is terminated (:data:`LEASE_LOST`:
+SIGTERM to the group, SIGKILL after :data:`executor.TERMINATE_GRACE`) and reported, unless the
+job's policy is ``Allow`` — rather than keep two copies running.
 
 Shutdown (:meth:`Scheduler.run` returns when ``stop`` is set): take no new ticks, let running
 jobs finish for up to ``shutdown_grace`` seconds, terminate the rest, report them, release the
@@ -52,7 +53,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from monitor.domain import planning, schedules
 from monitor.domain.clock import Clock
 from monitor.domain.errors import StaleLease
-from monitor.domain.jobs import Job
+from monitor.domain.jobs import ConcurrencyPolicy, Job
 from monitor.scheduler import executor
 from monitor.scheduler.reporter import Reporter
 from monitor.storage import claims, replicas
@@ -78,8 +79,8 @@ died (its job died with it, see :mod:`monitor.scheduler.executor`); its outcome 
 FENCE_WINDOW = 0.9
 """Fraction of the lease TTL after a fence check within which a run may still be spawned
 (PostgreSQL; the server may end the checking transaction one TTL after it went idle)."""
-LEASE_LOST = "lease lost while this scheduler was out of touch (stalled) for a lease TTL"
-"""Why a run is terminated when its replica lost the job's lease after its heartbeat lapsed."""
+LEASE_LOST = "lease lost; the next holder started a later tick"
+"""Why a run is terminated when its replica lost the job's lease and was overtaken."""
 SESSION_TIMEOUT = 0.75
 """The job lease session's idle timeouts, as a fraction of the TTL (PostgreSQL): the server frees
 a stalled replica's job leases 3/4 of a TTL after its last renewal (every TTL/3), so with
@@ -195,10 +196,6 @@ class Scheduler:
         self.stopping = False
         self._stop: asyncio.Event | None = None
         self._unheld_checked: datetime | None = None
-        self._beat = time.monotonic()
-        """``time.monotonic()`` of the last heartbeat written (or of the start)."""
-        self._lapsed_at: float | None = None
-        """``time.monotonic()`` when a heartbeat last came a TTL or more after the one before."""
 
     # ------------------------------------------------------------------ leases
 
@@ -255,10 +252,6 @@ class Scheduler:
         """Heartbeat in ``replicas``; learn how many scheduler replicas are live."""
         try:
             live = await replicas.announce(self.engine, self.holder, ROLE, self.clock.now(), self.ttl)
-            beat = time.monotonic()
-            if beat - self._beat >= self.ttl.total_seconds():
-                self._lapsed_at = beat  # the others saw no heartbeat of ours for a TTL
-            self._beat = beat
             if live != self.live:  # new replicas may know the jobs taken above the share
                 for slot in self.slots:
                     slot.sticky = False
@@ -302,7 +295,7 @@ class Scheduler:
                 raise
             except Exception:
                 logger.exception("lease renewal failed", extra={"action": "lease_renewal_failed"})
-                self._end_unleased_runs()
+                await self._end_overtaken_runs()
                 continue
             held = self.leases.held
             for slot in self.slots:
@@ -310,23 +303,28 @@ class Scheduler:
                     slot.job.lease_name in lost or slot.job.lease_name not in held
                 ):
                     slot.forget()
-            self._end_unleased_runs()
+            await self._end_overtaken_runs()
 
-    def _out_of_touch(self, execution: executor.Execution) -> bool:
-        """Whether the other replicas may have taken this replica for dead while ``execution``
-        ran: its heartbeat lapsed for a TTL since the run started, or lapses now."""
-        if time.monotonic() - self._beat >= self.ttl.total_seconds():
-            return True
-        return self._lapsed_at is not None and execution.started <= self._lapsed_at
-
-    def _end_unleased_runs(self) -> None:
-        """Terminate the runs of a job whose lease this replica lost while out of touch (see the
-        module docstring); a run that already ended (its exit not read yet) is left to report."""
+    async def _end_overtaken_runs(self) -> None:
+        """Terminate the runs of a job whose lease this replica lost once a newer holder started
+        a later tick (see the module docstring); a run that already ended (its exit not read
+        yet) is left to report, and ``Allow`` jobs may overlap."""
         for slot in self.slots:
+            if slot.job.concurrency_policy is ConcurrencyPolicy.ALLOW:
+                continue
             for execution in list(slot.runs):
-                if execution.terminated or execution.context.token == slot.token:
+                context = execution.context
+                if execution.terminated or context.token == slot.token or executor.exited(execution):
                     continue
-                if not self._out_of_touch(execution) or executor.exited(execution):
+                try:
+                    async with self.engine.connect() as conn:
+                        overtaken = await claims.overtaken(conn, context.job, context.tick, context.token)
+                except asyncio.CancelledError:
+                    raise
+                except Exception:
+                    logger.exception("could not read claims", extra={"action": "claims_read_failed"})
+                    return
+                if not overtaken:
                     continue
                 logger.warning(
                     "run_terminated %s %s (token %d): %s",
@@ -355,6 +353,8 @@ class Scheduler:
             return set()
         self._unheld_checked = now
         unheld = [s for s in self.slots if s.token is None]
+        if not unheld:
+            return set()
         vacant = {v.name: v for v in await self.leases.vacancies([s.job.lease_name for s in unheld], now)}
         out: set[str] = set()
         for slot in unheld:
