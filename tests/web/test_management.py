@@ -11,12 +11,18 @@ import pytest
 from sqlalchemy import select
 
 from monitor.domain.errors import ValidationError
+from monitor.domain.messages import Message
+from monitor.notify.apprise import AppriseNotifier
 from monitor.services import users
 from monitor.storage import tables as t
 from monitor.web import channel_forms, reasons
 from tests.conftest import Api
 from tests.support.app import create_check
+from tests.support.fixtures import http_receiver
+from tests.support.receivers import HttpReceiver
 from tests.web.test_dashboard import PASSWORD, csrf_of, log_in
+
+__all__ = ["http_receiver"]  # a fixture, imported for pytest
 
 NOW = datetime(2026, 7, 18, 3, 0, tzinfo=UTC)
 ROW = re.compile(r'<tr data-uuid="([0-9a-f-]+)" data-status="([a-z]+)">')
@@ -267,7 +273,7 @@ def test_service_forms_spell_apprise_urls_and_name_bad_fields() -> None:
     assert channel_forms.apprise_url("discord", discord) == "discord://42/tok"
     assert (
         channel_forms.apprise_url("webhook", {"webhook_url": "https://h.example/x?a=1"})
-        == "jsons://h.example/x?a=1"
+        == "jsons://h.example/x?-a=1"
     )
     assert channel_forms.apprise_url("ntfy", {"ntfy_topic": "alerts"}) == "ntfy://alerts"
     assert (
@@ -293,6 +299,23 @@ def test_service_forms_spell_apprise_urls_and_name_bad_fields() -> None:
     ):
         with pytest.raises(ValidationError, match=f"^{field}:"):
             channel_forms.apprise_url(service, form)
+
+
+async def test_a_webhook_form_url_keeps_its_query_string_for_the_receiver(
+    http_receiver: HttpReceiver,
+) -> None:
+    # Apprise's json:// reads ?key=value as its own options; only -key=value reaches the target.
+    url = channel_forms.apprise_url(
+        "webhook", {"webhook_url": f"{http_receiver.http_url}?token=abc123&to=a%26b&empty="}
+    )
+    async with AppriseNotifier(allow_private_targets=True) as notifier:
+        result = await notifier.send(
+            url, Message(title="t", body="b", body_markdown="b", json_fields={}), timeout=5
+        )
+    assert result.ok, result.error
+    [request] = await http_receiver.async_wait_for_requests(1)
+    assert request.method == "POST"
+    assert request.path == "/hook?token=abc123&to=a%26b&empty="
 
 
 async def test_check_page_header_says_since_when_and_marks_failing_pings(api: Api) -> None:
