@@ -8,6 +8,7 @@ with a redirect (303), so reloading a page never repeats it.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import secrets
 import zoneinfo
@@ -335,6 +336,40 @@ def check_form_data(
     data["channels"] = ",".join(channels)
     data["escalate_to"] = ",".join(escalate_to or [])
     return data
+
+
+CHANGED_SINCE_OPENED = "this check was changed since you opened the form; review and save again"
+"""The edit form's answer (409) when the stored settings differ from the ones it was loaded with."""
+
+
+def _stored_form(row: dict[str, Any], chosen: list[str]) -> tuple[dict[str, str], list[str]]:
+    """A stored check (``dashboard.get_check``'s row and its channel ids) as the edit form's
+    values and ticked escalation channels; ``values["version"]`` is :func:`settings_version`
+    of them."""
+    values = {k: "" if v is None else str(v) for k, v in row.items()}
+    values["post_only"] = "on" if row["methods"] == "POST" else ""
+    values["manual_resume"] = "on" if row["manual_resume"] else ""
+    for key in check_service.KEYWORD_FLAGS:
+        values[key] = "on" if row[key] else ""
+    values["project"] = str(row["project_id"])
+    escalate_to = [c for c in (row["escalate_to"] or "").split(",") if c]
+    values["version"] = settings_version(values, chosen, escalate_to)
+    return values, escalate_to
+
+
+def settings_version(form: dict[str, str], channels: list[str], escalate_to: list[str]) -> str:
+    """The version of a check's editable settings: a SHA-256 (hex) of what
+    :func:`check_form_data` makes of them, so it changes exactly when a setting the form edits
+    changes (a ping, a flip or a re-plan of ``next_due`` leaves it alone)."""
+    data = check_form_data(form, sorted(channels), sorted(escalate_to))
+    return hashlib.sha256(json.dumps(data, sort_keys=True, default=str).encode()).hexdigest()
+
+
+async def _stored_version(conn: Any, session: users.Session, uuid: str) -> str:
+    """:func:`settings_version` of the check ``uuid`` as stored now (read in ``conn``)."""
+    row = await dashboard.get_check(conn, session.user.project_ids, uuid)
+    chosen = (await check_service.channels_of(conn, [row["id"]]))[row["id"]]
+    return _stored_form(row, chosen)[0]["version"]
 
 
 def form_errors(error: MonitorError) -> dict[str, str]:
@@ -665,13 +700,7 @@ class DashboardController(Controller):
         async with services.engine.connect() as conn:
             row = await dashboard.get_check(conn, session.user.project_ids, _uuid(uuid))
             chosen = (await check_service.channels_of(conn, [row["id"]]))[row["id"]]
-        values = {k: "" if v is None else str(v) for k, v in row.items()}
-        values["post_only"] = "on" if row["methods"] == "POST" else ""
-        values["manual_resume"] = "on" if row["manual_resume"] else ""
-        for key in check_service.KEYWORD_FLAGS:
-            values[key] = "on" if row[key] else ""
-        values["project"] = str(row["project_id"])
-        escalate_to = [c for c in (row["escalate_to"] or "").split(",") if c]
+        values, escalate_to = _stored_form(row, chosen)
         context = await self._check_form_context(request, session, row["project_id"])
         return _page(
             "check_form.html",
@@ -700,9 +729,15 @@ class DashboardController(Controller):
         now = services.clock.now()
         errors = {e.field: e.problem for e in check_service.field_errors(data, now)}
         status = 400
+        values = {**form, "project": str(row["project_id"])}
         if not errors:
             try:
                 async with services.engine.begin() as conn:
+                    current = await _stored_version(conn, session, uuid)
+                    if form.get("version") and form["version"] != current:
+                        # another tab or user saved since this form was loaded (lost update)
+                        values["version"] = current
+                        raise Conflict(f"form: {CHANGED_SINCE_OPENED}")
                     await check_service.update_check(conn, row["project_id"], row["id"], data, now)
                 return Redirect(path=f"/checks/{uuid}", query_params={"saved": "saved"}, status_code=303)
             except (ValidationError, Conflict) as error:
@@ -712,7 +747,7 @@ class DashboardController(Controller):
             "check_form.html",
             session,
             status_code=status,
-            values={**form, "project": str(row["project_id"])},
+            values=values,
             chosen=chosen,
             escalate_to=escalate_to,
             editing=row,

@@ -124,6 +124,58 @@ async def test_create_and_edit_a_check_through_the_form_as_the_api_would(api: Ap
     assert page.status_code == 200 and 'value="600"' in page.text
 
 
+def _version_of(html: str) -> str:
+    match = re.search(r'name="version" value="([0-9a-f]{64})"', html)
+    assert match, "the edit form carries the version it was loaded with"
+    return match.group(1)
+
+
+async def test_a_second_tab_saving_a_stale_edit_form_is_refused_with_its_input_kept(api: Api) -> None:
+    token = await admin(api)
+    check = await create_check(api, name="nightly", schedule="0 3 * * *", grace=600)
+    uuid = check["uuid"]
+    first = _version_of((await api.client.get(f"/checks/{uuid}/edit")).text)
+    second = _version_of((await api.client.get(f"/checks/{uuid}/edit")).text)
+    assert first == second
+    form = {
+        "csrf_token": token,
+        "kind": "cron",
+        "schedule": "0 3 * * *",
+        "tz": "UTC",
+        "dialect": "unix",
+        "max_runtime": "1800",
+        "failure_threshold": "1",
+        "recovery_threshold": "1",
+    }
+    saved = await api.client.post(
+        f"/checks/{uuid}/edit",
+        data={**form, "version": first, "name": "nightly", "grace": "120"},
+        follow_redirects=False,
+    )
+    assert saved.status_code == 303, saved.text
+
+    stale = await api.client.post(
+        f"/checks/{uuid}/edit",
+        data={**form, "version": second, "name": "nightly-renamed", "grace": "600"},
+        follow_redirects=False,
+    )
+    assert stale.status_code == 409
+    assert "this check was changed since you opened the form; review and save again" in stale.text
+    assert 'value="nightly-renamed"' in stale.text  # what the second tab typed is kept
+    body = (await api.client.get(f"/api/v3/checks/{uuid}", headers=api.headers)).json()
+    assert body["grace"] == 120 and body["name"] == "nightly"  # the first save stands
+
+    # the re-rendered form carries the version now stored: saving again after review goes through
+    again = await api.client.post(
+        f"/checks/{uuid}/edit",
+        data={**form, "version": _version_of(stale.text), "name": "nightly-renamed", "grace": "120"},
+        follow_redirects=False,
+    )
+    assert again.status_code == 303, again.text
+    body = (await api.client.get(f"/api/v3/checks/{uuid}", headers=api.headers)).json()
+    assert body["grace"] == 120 and body["name"] == "nightly-renamed"
+
+
 async def test_delete_needs_the_typed_name(api: Api) -> None:
     token = await admin(api)
     check = await create_check(api, name="nightly", schedule="0 3 * * *")
