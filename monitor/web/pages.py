@@ -233,7 +233,7 @@ def _zone(name: str) -> zoneinfo.ZoneInfo | None:
         return None
     try:
         return zoneinfo.ZoneInfo(name)
-    except (zoneinfo.ZoneInfoNotFoundError, ValueError):
+    except (zoneinfo.ZoneInfoNotFoundError, ValueError, OSError):  # OSError: a name too long for a path
         return None
 
 
@@ -1185,12 +1185,20 @@ class DashboardController(Controller):
         form = await _form(request)
         try:
             async with services.engine.begin() as conn:
-                await users.set_zone(conn, session.user.id, form.get("tz", ""))
+                stored = await users.set_zone(conn, session.user.id, form.get("tz", ""))
         except ValidationError as error:
             return _page(
-                "account.html", session, status_code=400, zones=zones(), error=str(error), nav="account"
+                "account.html",
+                session,
+                status_code=400,
+                zones=zones(),
+                error=str(error),
+                typed=form.get("tz", ""),
+                nav="account",
             )
-        return Redirect(path="/account", query_params={"done": "zone-saved"}, status_code=303)
+        # an empty field (or UTC) is the default: say so rather than save it silently
+        done = "zone-saved" if stored else "zone-default"
+        return Redirect(path="/account", query_params={"done": done}, status_code=303)
 
 
 SAVED_MESSAGES = {
@@ -1209,6 +1217,7 @@ DONE_MESSAGES = {
     "user-member": "The user is now a plain member of the project.",
     "user-remove": "User removed from the project.",
     "zone-saved": "Time zone saved.",
+    "zone-default": "Time zone set to the default, UTC: times are shown in UTC.",
 }
 """Confirmations a redirect names by key (``?done=…``): never text taken from the URL."""
 

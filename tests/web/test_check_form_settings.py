@@ -266,3 +266,29 @@ async def test_the_check_page_shows_a_sentry_snippet_when_the_project_has_a_key(
         )
     without = (await api.client.get(f"/checks/{check['uuid']}")).text
     assert "Sentry SDK" not in without and "sentry_sdk" not in without
+
+
+async def test_the_account_zone_is_judged_as_a_check_zone_and_empty_means_utc(api: Api) -> None:
+    token = await admin(api)
+    for typed, problem in (
+        ("x" * 5000, "tz: must be at most 64 characters, got 5000"),
+        ("Mars/Olympus", "tz: unknown time zone 'Mars/Olympus'"),
+        ("+02:00", "is a fixed UTC offset"),
+    ):
+        refused = await api.client.post("/account", data={"csrf_token": token, "tz": typed})
+        assert refused.status_code == 400, typed[:20]
+        assert problem in html.unescape(refused.text), typed[:20]
+        assert 'aria-invalid="true" aria-describedby="account-error"' in refused.text
+        assert f'value="{html.escape(typed)}"' in refused.text  # what was typed is kept
+        check_form = await api.client.post("/checks/new", data=_form(api, token, tz=typed))
+        assert check_form.status_code == 400 and problem in html.unescape(check_form.text), typed[:20]
+
+    saved = await api.client.post("/account", data={"csrf_token": token, "tz": "Asia/Kolkata"})
+    assert saved.status_code == 200 and "Time zone saved." in saved.text
+    assert 'value="Asia/Kolkata"' in saved.text
+    cleared = await api.client.post("/account", data={"csrf_token": token, "tz": "  "})
+    assert cleared.status_code == 200
+    assert (
+        "Time zone set to the default, UTC" in cleared.text
+        and 'id="tz" name="tz" value="UTC"' in cleared.text
+    )
