@@ -588,15 +588,23 @@ class DashboardController(Controller):
             "nav": "checks",
         }
         max_runtime = timedelta(seconds=row["max_runtime"])
+        zone = user_zone(session)  # the axis speaks the zone the rest of the page does
 
         def render() -> str:
             # the SVGs and up to 500 tick rows are pure CPU work: off the event loop
             marks = _bars(views, max_runtime)
             context.update(
                 ticks=list(reversed(marks)),
-                timeline_svg=svg.timeline_svg(marks, line.since, line.until, now),
+                timeline_svg=svg.timeline_svg(marks, line.since, line.until, now, zone=zone),
                 timeline_phone_svg=svg.timeline_svg(
-                    marks, line.since, line.until, now, width=420, max_marks=36, svg_id="timeline-phone"
+                    marks,
+                    line.since,
+                    line.until,
+                    now,
+                    width=420,
+                    max_marks=36,
+                    svg_id="timeline-phone",
+                    zone=zone,
                 ),
                 duration_svg=svg.duration_chart_svg([b for m in marks for b in m.runs]),
             )

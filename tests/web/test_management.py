@@ -370,6 +370,28 @@ async def test_a_webhook_form_url_keeps_its_query_string_for_the_receiver(
     assert request.path == "/hook?token=abc123&to=a%26b&empty="
 
 
+async def test_the_check_page_timeline_speaks_the_users_zone(api: Api) -> None:
+    token = await admin(api)
+    check = await create_check(api, name="report", schedule="*/2 * * * *", grace=30)
+    api.clock.set(NOW)
+    assert (await api.client.get(f"/ping/{check['uuid']}")).status_code == 200
+
+    def axis_minutes(page: str, svg_id: str) -> list[int]:
+        drawing = page.split(f'id="{svg_id}"')[1].split("</svg>")[0]
+        labels = re.findall(r'text-anchor="(?:start|middle|end)">([0-9: -]+)</text>', drawing)
+        return [int(h) * 60 + int(m) for h, m in (re.search(r"(\d\d):(\d\d)", x).groups() for x in labels)]  # type: ignore[union-attr]
+
+    in_utc = (await api.client.get(f"/checks/{check['uuid']}")).text
+    saved = await api.client.post("/account", data={"csrf_token": token, "tz": "Asia/Kolkata"})
+    assert saved.status_code == 200
+    page = (await api.client.get(f"/checks/{check['uuid']}")).text
+    for svg_id in ("timeline", "timeline-phone"):
+        desc = page.split(f'<desc id="{svg_id}-desc">')[1].split("</desc>")[0]
+        assert desc.endswith("Asia/Kolkata"), desc
+        utc, local = axis_minutes(in_utc, svg_id), axis_minutes(page, svg_id)
+        assert utc and [(k - u) % 1440 for u, k in zip(utc, local, strict=True)] == [330] * len(utc)
+
+
 async def test_check_page_header_says_since_when_and_marks_failing_pings(api: Api) -> None:
     check = await create_check(api, name="report", schedule="*/2 * * * *", grace=30)
     api.clock.set(NOW)
