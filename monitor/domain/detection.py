@@ -173,7 +173,11 @@ def apply_ping(
     if tick is None:  # the schedule never fires: nothing to bind to
         state.last_run_ping_at = now
         return fx
-    first_run = state.is_new
+    # an early run satisfies nothing and raises nothing (DESIGN §5, rule 4c): it does not
+    # end ``new`` either (no ``up`` flip from a run that counted for no tick)
+    # (a finish bound to an open early run by rule 3 is that early run's)
+    early = binding.early or (binding.run is not None and binding.run.early)
+    first_run = state.is_new and not early
     if first_run:
         _start_watching(spec, state, fx, tick, now)
 

@@ -46,6 +46,18 @@ def clock_words(instant: datetime, now: datetime, zone: tzinfo) -> str:
     return here.strftime("%m-%d %H:%M")
 
 
+def run_result(run: dict[str, Any]) -> str:
+    """A run's own result (``run``: :func:`monitor.services.dashboard.latest_run`'s dict):
+    ``ok``, ``failed: exit 1``, ``failed`` or ``running``."""
+    kind = run.get("finish_kind")
+    if kind == "success":
+        return "ok"
+    if kind == "fail":
+        status = run.get("exit_status")
+        return f"failed: exit {status}" if status not in (None, 0) else "failed"
+    return "running"
+
+
 def _plural(count: int, word: str) -> str:
     return f"{count} {word}" if count == 1 else f"{count} {word}s"
 
@@ -55,6 +67,11 @@ def reason(check: dict[str, Any], now: datetime, zone: tzinfo) -> str:
     status = check["status"]
     if status == "paused":
         return "paused: no tick is watched, nothing alerts"
+    run = check.get("latest_run")
+    if status in ("new", "up") and run and run.get("early"):
+        # DESIGN §5 rule 4c: an early run counts for no tick; say what it was, never "ok"
+        text = f"early run for {clock_words(run['scheduled'], now, zone)} — {run_result(run)}"
+        return text + ("; waiting for the first run of a tick" if status == "new" else "")
     if status == "new":
         return "waiting for the first ping"
     if status == "grace":

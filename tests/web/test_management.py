@@ -4,6 +4,7 @@ every write needs the session's CSRF token, and the list is paged in triage orde
 
 from __future__ import annotations
 
+import html
 import re
 from datetime import UTC, datetime, timedelta
 
@@ -390,6 +391,36 @@ async def test_the_check_page_timeline_speaks_the_users_zone(api: Api) -> None:
         assert desc.endswith("Asia/Kolkata"), desc
         utc, local = axis_minutes(in_utc, svg_id), axis_minutes(page, svg_id)
         assert utc and [(k - u) % 1440 for u, k in zip(utc, local, strict=True)] == [330] * len(utc)
+
+
+async def test_an_early_run_is_described_as_early_and_never_as_the_last_good_run(api: Api) -> None:
+    await admin(api)
+    api.clock.set(NOW - timedelta(hours=2))
+    check = await create_check(api, name="nightly", schedule="0 3 * * *", grace=60)
+    uuid = check["uuid"]
+
+    def header(page: str) -> str:
+        return html.unescape(page[page.index('id="check-head"') : page.index('class="actions"')])
+
+    api.clock.set(NOW - timedelta(minutes=50))  # 02:10, outside the 60 s early window of 03:00
+    assert (await api.client.get(f"/ping/{uuid}/1")).status_code == 200
+    page = header((await api.client.get(f"/checks/{uuid}")).text)
+    assert (await api.client.get(f"/api/v3/checks/{uuid}", headers=api.headers)).json()["status"] == "new"
+    assert "early run for 03:00 — failed: exit 1" in page and "ok" not in page.split("Since")[0]
+    assert "none yet" in page.split("Last good run")[1].split("</dd>")[0]
+
+    api.clock.set(NOW + timedelta(seconds=10))  # the real run of 03:00: the check is up
+    assert (await api.client.get(f"/ping/{uuid}")).status_code == 200
+    api.clock.set(NOW + timedelta(hours=23))  # 02:00 the next day: an early success for 03:00
+    assert (await api.client.get(f"/ping/{uuid}")).status_code == 200
+    page = header((await api.client.get(f"/checks/{uuid}")).text)
+    good = page.split("Last good run")[1].split("</dd>")[0]
+    assert "07-18 03:00" in good, good  # the real run, not the early one of a future tick
+    assert "early run for 03:00 — ok" in page
+    api.clock.set(NOW + timedelta(hours=23, minutes=5))
+    assert (await api.client.get(f"/ping/{uuid}/fail")).status_code == 200
+    listed = html.unescape((await api.client.get("/")).text)
+    assert "early run for 03:00 — failed" in listed
 
 
 async def test_check_page_header_says_since_when_and_marks_failing_pings(api: Api) -> None:
