@@ -104,8 +104,14 @@ def _down_reason(check: dict[str, Any], now: datetime, zone: tzinfo) -> str:
     if kind == "failed":
         status = check.get("last_exit_status")
         text = f"failed: exit {status}" if status not in (None, 0) else "failed"
-        return text + (f" ({_plural(count, 'run')} in a row)" if count > 1 else "")
+        return text + _bad_ticks(count)
     if kind == "timeout":
         return f"timed out after {duration_words(int(check.get('max_runtime') or 0))}"
     words = EPISODE_WORDS.get(kind, kind.replace("_", " ") or "down")
-    return words + (f" ×{count}" if count > 1 else "")
+    return words + _bad_ticks(count)
+
+
+def _bad_ticks(count: int) -> str:
+    """An episode's count in words: it counts the episode's bad ticks (a failed run, then each
+    missed tick, ...), not runs of the kind that opened it: ``" (21 bad ticks)"``, ``""`` for 1."""
+    return f" ({count} bad ticks)" if count > 1 else ""

@@ -15,6 +15,7 @@ from monitor.domain.errors import ValidationError
 from monitor.domain.messages import Message
 from monitor.notify.apprise import AppriseNotifier
 from monitor.services import users
+from monitor.services.evaluator import evaluate_due
 from monitor.storage import tables as t
 from monitor.web import channel_forms, reasons
 from tests.conftest import Api
@@ -317,6 +318,28 @@ def test_reasons_say_why_in_words() -> None:
     assert reasons.reason({"status": "new"}, NOW, zone) == "waiting for the first ping"
     assert reasons.reason({"status": "paused"}, NOW, zone).startswith("paused")
     assert reasons.duration_words(5400) == "1 h 30 min"
+
+
+async def test_an_episode_counts_bad_ticks_not_runs(api: Api) -> None:
+    # one failed run, then 20 missed ticks: 21 bad ticks, not "21 runs in a row"
+    await admin(api)
+    api.clock.set(NOW)
+    check = await create_check(api, name="every-minute", schedule="* * * * *", grace=10)
+    assert (await api.client.get(f"/ping/{check['uuid']}")).status_code == 200
+    api.clock.set(NOW + timedelta(minutes=1, seconds=2))
+    assert (await api.client.post(f"/ping/{check['uuid']}/2", content=b"disk full\n")).status_code == 200
+    for minute in range(2, 22):
+        api.clock.set(NOW + timedelta(minutes=minute, seconds=30))
+        await evaluate_due(api.engine, api.clock.now(), settings=api.settings)
+    page = html.unescape((await api.client.get(f"/checks/{check['uuid']}")).text)
+    head = page[page.index('id="check-head"') : page.index('class="actions"')]
+    assert "failed: exit 2 (21 bad ticks)" in head
+    assert "failed</strong>, 21 bad ticks" in head
+    assert "runs in a row" not in head and "× 21" not in head
+    assert (
+        reasons.reason({"status": "down", "episode": {"kind": "late", "count": 3}}, NOW, UTC)
+        == "late (3 bad ticks)"
+    )
 
 
 def test_service_forms_spell_apprise_urls_and_name_bad_fields() -> None:
