@@ -104,6 +104,7 @@ async def _checks_context(
     zone = user_zone(session)
     for check in listed.checks:
         check["reason"] = reasons.reason(check, now, zone)
+        check["started_words"] = reasons.started_words(check, now, zone)
     pages = max(1, -(-listed.matched // size))
     return {
         "checks": listed.checks,
@@ -513,6 +514,7 @@ class DashboardController(Controller):
             }
         zone = user_zone(session)
         check["reason"] = reasons.reason(check, now, zone)
+        check["started_words"] = reasons.started_words(check, now, zone)
         header.update(check=check, now=now, zone=zone)
         return row, header
 

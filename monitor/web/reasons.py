@@ -58,6 +58,15 @@ def run_result(run: dict[str, Any]) -> str:
     return "running"
 
 
+def started_words(check: dict[str, Any], now: datetime, zone: tzinfo) -> str:
+    """``started 03:00, no finish yet`` when the check's newest run has a start and no finish
+    (its ``last_ping`` stays null: a start is not a run ping, as in Healthchecks), else ``""``."""
+    run = check.get("latest_run")
+    if not run or run.get("finished_at") is not None or not isinstance(run.get("started_at"), datetime):
+        return ""
+    return f"started {clock_words(run['started_at'], now, zone)}, no finish yet"
+
+
 def _plural(count: int, word: str) -> str:
     return f"{count} {word}" if count == 1 else f"{count} {word}s"
 
@@ -87,7 +96,7 @@ def reason(check: dict[str, Any], now: datetime, zone: tzinfo) -> str:
     if isinstance(last, str) and last:
         when = datetime.fromisoformat(last.replace("Z", "+00:00"))
         return f"ok: last ping {duration_words((now - when).total_seconds())} ago"
-    return "ok"
+    return started_words(check, now, zone) or "ok"
 
 
 def _down_reason(check: dict[str, Any], now: datetime, zone: tzinfo) -> str:

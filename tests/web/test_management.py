@@ -342,6 +342,24 @@ async def test_an_episode_counts_bad_ticks_not_runs(api: Api) -> None:
     )
 
 
+async def test_after_only_a_start_the_dashboard_says_when_it_started_not_never(api: Api) -> None:
+    await admin(api)
+    api.clock.set(NOW - timedelta(minutes=1))
+    check = await create_check(api, name="backup", schedule="0 3 * * *", grace=600)
+    api.clock.set(NOW + timedelta(seconds=5))
+    assert (await api.client.get(f"/ping/{check['uuid']}/start")).status_code == 200
+    api.clock.set(NOW + timedelta(minutes=2))
+    body = (await api.client.get(f"/api/v3/checks/{check['uuid']}", headers=api.headers)).json()
+    assert body["last_ping"] is None  # as in Healthchecks: a start is not a run ping
+    page = html.unescape((await api.client.get(f"/checks/{check['uuid']}")).text)
+    head = page[page.index('id="check-head"') : page.index('class="actions"')]
+    last = head.split("<dt>Last ping</dt>")[1].split("</dd>")[0]
+    assert "started 03:00:05, no finish yet" in last and "never" not in last
+    listed = html.unescape((await api.client.get("/")).text)
+    row = listed.split('<span class="label">last ping </span>')[1].split("</td>")[0]
+    assert row == "started 03:00:05, no finish yet"
+
+
 def test_service_forms_spell_apprise_urls_and_name_bad_fields() -> None:
     slack = {"slack_webhook": "https://hooks.slack.com/services/T1/B2/c3"}
     assert channel_forms.apprise_url("slack", slack) == "slack://T1/B2/c3"
