@@ -20,7 +20,13 @@
     // keep the keyboard focus on the same link or control across a refresh
     const focused = document.activeElement;
     const key = focused && target.contains(focused) ? (focused.getAttribute("href") || focused.id) : null;
+    // and keep each opened <details> (a row's last output line) open
+    const opened = [...target.querySelectorAll("details[open] > summary[id]")].map(function (s) { return s.id; });
     target.innerHTML = html;
+    opened.forEach(function (id) {
+      const summary = document.getElementById(id);
+      if (summary && target.contains(summary)) { summary.parentElement.open = true; }
+    });
     if (key) {
       const again = target.querySelector('[href="' + CSS.escape(key) + '"]') || document.getElementById(key);
       if (again) { again.focus(); }
