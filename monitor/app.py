@@ -37,6 +37,7 @@ from monitor.services.retention import run_retention
 from monitor.settings import Settings
 from monitor.storage import cluster
 from monitor.storage.engine import make_engine, migrate
+from monitor.web import auth as web_auth
 from monitor.web import badges as web_badges
 from monitor.web import setup as web_setup
 from monitor.workers.evaluator import run_evaluator
@@ -155,7 +156,7 @@ def create_app(
     handlers = http_app.route_handlers(ping_app, writer) + web_setup.route_handlers()
     # Healthchecks' v1 and v2 APIs: the same controllers (the dashboard's badges API too)
     handlers += http_app.older_versions({"badges": web_badges.BadgesApiController})
-    return Litestar(
+    app = Litestar(
         route_handlers=handlers,
         middleware=[http_app.api_cors],
         lifespan=[lifespan],
@@ -170,6 +171,10 @@ def create_app(
         debug=False,
         template_config=web_setup.template_config(),
     )
+    # around routing itself (Litestar's middleware runs only for a matched route): an unknown
+    # page's 404 also knows who is signed in
+    app.asgi_handler = web_auth.load_page_session(app.asgi_handler)
+    return app
 
 
 def app_from_env() -> Litestar:

@@ -32,7 +32,7 @@ from monitor.services import hints as hint_service
 from monitor.services import sentry as sentry_service
 from monitor.storage import tables as t
 from monitor.web import channel_forms, reasons, svg
-from monitor.web.auth import EXCEPTION_HANDLERS, SECURITY_HEADERS, csrf_guard, require_session
+from monitor.web.auth import EXCEPTION_HANDLERS, SECURITY_HEADERS, csrf_guard, page_session, require_session
 from monitor.web.colors import (
     OUTCOME_COLORS,
     OUTCOME_GLYPHS,
@@ -61,9 +61,16 @@ def _page(template: str, session: users.Session, status_code: int = 200, **conte
 
 
 def not_found(request: Req, error: NotFound) -> Response[Any]:
+    session = page_session(request)
     return Template(
         template_name="error.html",
-        context={"title": "Not found", "message": str(error), "session": None, "status": 404},
+        context={
+            "title": "Not found",
+            "message": str(error),
+            "session": session,
+            "csrf_token": session.csrf_token if session else "",
+            "status": 404,
+        },
         status_code=404,
     )
 

@@ -261,6 +261,25 @@ async def _id(api: Api, uuid: str) -> int:
         return int((await conn.execute(select(t.checks.c.id).where(t.checks.c.uuid == uuid))).scalar_one())
 
 
+async def test_error_pages_show_a_signed_in_user_the_usual_navigation(api: Api) -> None:
+    await admin(api)
+    page = {"Accept": "text/html"}
+    for path, status in (
+        ("/no-such-page", 404),
+        ("/checks/5f1c1f2e-0000-4000-8000-000000000001", 404),
+        ("/checks/5f1c1f2e-0000-4000-8000-000000000001/edit", 404),
+    ):
+        answer = await api.client.get(path, headers=page)
+        assert answer.status_code == status, (path, answer.text[:200])
+        assert 'href="/account"' in answer.text and "Log out" in answer.text, path
+        assert "admin@example.com" in answer.text and 'href="/users"' in answer.text, path
+        assert 'href="/login"' not in answer.text, path
+    api.client.cookies.clear()
+    signed_out = await api.client.get("/no-such-page", headers=page)
+    assert signed_out.status_code == 404 and 'href="/login"' in signed_out.text
+    assert "Log out" not in signed_out.text
+
+
 async def test_only_project_admins_manage_users_and_a_project_keeps_an_admin(api: Api) -> None:
     async with api.engine.begin() as conn:
         await users.create_user(
