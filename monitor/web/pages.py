@@ -298,7 +298,10 @@ def _number(text: str) -> int | str:
     ASCII digits only, as the API's JSON numbers: ``str.isdigit`` alone would read ``"٣٠"``
     (Arabic-Indic digits) as 30."""
     stripped = text.strip()
-    return int(stripped) if stripped.isascii() and stripped.isdigit() else stripped
+    digits = stripped[1:] if stripped.startswith("-") else stripped
+    # a negative whole number is a number too: the service then states its bound
+    # ("must be between 1 and 1000, got -1"), not "must be an integer, got '-1'"
+    return int(stripped) if digits.isascii() and digits.isdigit() else stripped
 
 
 CHECK_NUMBERS = ("grace", "max_runtime", "failure_threshold", "recovery_threshold")
@@ -323,8 +326,12 @@ def check_form_data(
     data: dict[str, Any] = {key: form.get(key, "") for key in ("name", "slug", "tags", "desc")}
     if form.get("kind") == "cron":
         # a browser posts a textarea's line breaks as CRLF: the schedule keeps the LF it was typed with
-        data.update(schedule=form.get("schedule", "").replace("\r\n", "\n"), tz=form.get("tz", "") or "UTC")
+        schedule = form.get("schedule", "").replace("\r\n", "\n")
+        data.update(schedule=schedule, tz=form.get("tz", "") or "UTC")
         data["dialect"] = form.get("dialect", "") or "unix"
+        if data["dialect"] == "oncalendar":
+            # a blank line between OnCalendar entries is spacing in a textarea, not an entry
+            data["schedule"] = "\n".join(line for line in schedule.split("\n") if line.strip())
     else:
         data["timeout"] = _number(form.get("timeout", ""))
     for key in CHECK_NUMBERS:

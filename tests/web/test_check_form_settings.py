@@ -292,3 +292,30 @@ async def test_the_account_zone_is_judged_as_a_check_zone_and_empty_means_utc(ap
         "Time zone set to the default, UTC" in cleared.text
         and 'id="tz" name="tz" value="UTC"' in cleared.text
     )
+
+
+async def test_negative_numbers_are_told_their_bound_and_blank_oncalendar_lines_are_spacing(api: Api) -> None:
+    token = await admin(api)
+    refused = await api.client.post(
+        "/checks/new",
+        data=_form(api, token, expected_runs="-1", failure_threshold="-1", nag_interval="-1"),
+    )
+    assert refused.status_code == 400
+    text = html.unescape(refused.text)
+    assert "expected_runs: must be between 1 and 1000, got -1" in text
+    assert "failure_threshold: must be between 1 and 1000, got -1" in text
+    assert "nag_interval: must be between 0 and 31536000, got -1" in text
+    assert "must be an integer" not in text
+    made = await api.client.post(
+        "/checks/new",
+        data=_form(
+            api,
+            token,
+            dialect="oncalendar",
+            schedule="Mon..Fri 09:00\r\n\r\n  \r\nSat 10:30 Europe/Berlin\r\n",
+        ),
+        follow_redirects=False,
+    )
+    uuid = _uuid_of(made)
+    body = (await api.client.get(f"/api/v3/checks/{uuid}", headers=api.headers)).json()
+    assert body["schedule"] == MULTI_LINE
