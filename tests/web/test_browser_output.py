@@ -1,8 +1,11 @@
-"""The list's last output line on a phone: cut to one line, opened to the whole line by a tap
-or the keyboard (one tab stop per row), with no sideways scrolling and no serious axe finding.
-Playwright drives Debian's Chromium against the real app seeded by ``tests.support.dashboard``."""
+"""The live checks list in a browser: the last output line on a phone (cut to one line, opened to
+the whole line by a tap or the keyboard, one tab stop per row, no sideways scrolling, no serious
+axe finding) and the notice when the live refresh loses the server. Playwright drives Debian's
+Chromium against the real app seeded by ``tests.support.dashboard``."""
 
 from __future__ import annotations
+
+import re
 
 import httpx
 from playwright.sync_api import Browser, expect
@@ -49,4 +52,25 @@ def test_a_cut_last_output_line_opens_to_the_whole_line_on_a_phone(
     expect(row.locator("details.output")).to_have_attribute("open", "")
     page.keyboard.press("Enter")  # the focus stayed on the summary: Enter closes it again
     expect(row.locator("details.output")).not_to_have_attribute("open", "")
+    context.close()
+
+
+def test_a_failing_live_refresh_says_the_rows_are_stale_and_since_when(
+    browser: Browser, site: scenario.Dashboard, axe: str
+) -> None:
+    context = browser.new_context(viewport=NARROW["narrow"], bypass_csp=True)  # type: ignore[arg-type]
+    page = context.new_page()
+    log_in(page, site)
+    lost = page.locator("#live-lost")
+    expect(lost).to_be_hidden()
+    shown_at = page.locator("#live-meta").get_attribute("data-at")
+    assert shown_at
+    page.route("**/fragments/checks*", lambda route: route.abort())
+    expect(lost).to_be_visible(timeout=12_000)
+    expect(lost).to_have_text(
+        re.compile(rf"^Connection lost — showing data from {shown_at[11:16]}\. Retrying every few seconds\.$")
+    )
+    audit(page, axe)
+    page.unroute("**/fragments/checks*")
+    expect(lost).to_be_hidden(timeout=12_000)
     context.close()

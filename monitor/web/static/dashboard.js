@@ -49,10 +49,24 @@
       const keep = new URLSearchParams(query);
       if (here.get("page") && keep.get("page") === "1" && !filters.dataset.changed) { keep.set("page", here.get("page")); }
       const full = keep.toString();
+      const lost = document.getElementById("live-lost");
       if (await fetchInto(live, live.dataset.refresh + "?" + full)) {
         const meta = document.getElementById("live-meta");
         if (meta) { document.title = meta.dataset.title; setIcon(Number(meta.dataset.down) > 0); }
         history.replaceState(null, "", "/?" + full);
+        if (lost) { lost.hidden = true; lost.textContent = ""; }
+      } else if (lost) {
+        // say that the rows are stale, and since when (the time of the data shown, in the user's zone)
+        const meta = document.getElementById("live-meta");
+        let at = "";
+        if (meta && meta.dataset.at) {
+          const options = { hour: "2-digit", minute: "2-digit", hourCycle: "h23" };
+          try { options.timeZone = meta.dataset.zone || "UTC"; at = new Date(meta.dataset.at).toLocaleTimeString("en-GB", options); }
+          catch (error) { at = new Date(meta.dataset.at).toISOString().slice(11, 16); }
+        }
+        const text = "Connection lost — showing data from " + (at || "earlier") + ". Retrying every few seconds.";
+        if (lost.textContent !== text) { lost.textContent = text; }
+        lost.hidden = false;
       }
     };
     let timer = null;
