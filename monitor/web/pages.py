@@ -1241,7 +1241,7 @@ DONE_MESSAGES = {
     "user-member": "The user is now a plain member of the project.",
     "user-remove": "User removed from the project.",
     "zone-saved": "Time zone saved.",
-    "zone-default": "Time zone set to the default, UTC: times are shown in UTC.",
+    "zone-default": "Time zone saved: the default, UTC (an empty field means UTC).",
 }
 """Confirmations a redirect names by key (``?done=…``): never text taken from the URL."""
 

@@ -289,7 +289,7 @@ async def test_the_account_zone_is_judged_as_a_check_zone_and_empty_means_utc(ap
     cleared = await api.client.post("/account", data={"csrf_token": token, "tz": "  "})
     assert cleared.status_code == 200
     assert (
-        "Time zone set to the default, UTC" in cleared.text
+        "Time zone saved: the default, UTC (an empty field means UTC)." in cleared.text
         and 'id="tz" name="tz" value="UTC"' in cleared.text
     )
 
