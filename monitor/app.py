@@ -38,6 +38,7 @@ from monitor.services.retention import run_retention
 from monitor.settings import Settings
 from monitor.storage import cluster
 from monitor.storage.engine import make_engine, migrate
+from monitor.web import auth as web_auth
 from monitor.web import badges as web_badges
 from monitor.web import setup as web_setup
 from monitor.workers.evaluator import run_evaluator
@@ -173,6 +174,9 @@ def create_app(
     )
     # what no handler's types state: the ping API, the error body on every route, X-Api-Key
     openapi.amend(app.openapi_schema)
+    # around routing itself (Litestar's middleware runs only for a matched route): an unknown
+    # page's 404 also knows who is signed in
+    app.asgi_handler = web_auth.load_page_session(app.asgi_handler)
     return app
 
 

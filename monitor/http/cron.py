@@ -35,7 +35,7 @@ class Tick(msgspec.Struct, frozen=True):
 
 
 class Explanation(msgspec.Struct, frozen=True):
-    """What :func:`monitor.domain.explain.explain` answers."""
+    """What :func:`monitor.domain.cron.explain.explain` answers."""
 
     schedule: str
     tz: str

@@ -101,6 +101,9 @@ def handle_http(request: Request[Any, Any, Any], exc: HTTPException) -> Response
                 "title": "Not found",
                 "message": f"There is no page at {request.url.path}.",
                 "status": 404,
+                # set by monitor.web.auth.load_page_session for a signed-in user: the same nav
+                "session": (session := request.scope.get("state", {}).get("monitor_session")),
+                "csrf_token": getattr(session, "csrf_token", ""),
             },
             status_code=404,
         )

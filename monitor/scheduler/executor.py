@@ -9,12 +9,13 @@ spawn never runs a tick its successor may own by then.
 
 A command runs in a session of its own (``start_new_session``), so terminating a run
 (``kill_after``, ``Replace``, shutdown) signals the whole process group — ``sh -c "a; b"``
-included: SIGTERM first, SIGKILL after :data:`TERMINATE_GRACE`. On Linux the command's process
-also gets a parent-death signal (``prctl(PR_SET_PDEATHSIG, SIGKILL)``): a scheduler killed with
-SIGKILL takes its running jobs with it, instead of leaving them running unreported (reparented
-to PID 1) while its successor starts the next tick. The signal reaches the process the
-scheduler started; what *that* process forks (a shell's background children) is not covered,
-so a string command is best a single command or ends with ``exec``. Its stdout and stderr are read
+included: SIGTERM first, SIGKILL after :data:`TERMINATE_GRACE`. A scheduler killed with SIGKILL
+takes its running jobs with it — their whole process groups, whatever the command forked —
+instead of leaving them running unreported (reparented to PID 1) while its successor starts the
+next tick: the run registers its group with the process's guard (:mod:`monitor.scheduler.guard`)
+between ``fork`` and ``exec``, and the guard kills the registered groups when the scheduler
+dies; on Linux the command's own process also gets a parent-death signal
+(``prctl(PR_SET_PDEATHSIG, SIGKILL)``). Its stdout and stderr are read
 as they come into a bounded buffer keeping the last :data:`OUTPUT_TAIL` bytes, which becomes the
 finish ping's body (the monitor keeps the first bytes of a body, so the client sends the tail).
 """
@@ -26,6 +27,7 @@ import contextlib
 import ctypes
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -37,6 +39,7 @@ import httpx
 
 from monitor.domain.cron import schedules
 from monitor.domain.jobs import Job
+from monitor.scheduler import guard
 
 OUTPUT_TAIL = 100_000
 """Bytes of a run's output kept for the finish ping (the monitor's default body limit)."""
@@ -76,12 +79,15 @@ def _prctl() -> Callable[..., int] | None:
 _PRCTL = _prctl()
 
 
-def child_setup(deadline: float | None, parent: int) -> Callable[[], None]:
+def child_setup(
+    deadline: float | None, parent: int, channel: socket.socket | None = None
+) -> Callable[[], None]:
     """The function run in the child between ``fork`` and ``exec`` (``preexec_fn``).
 
     It asks for SIGKILL when the scheduler (``parent``) dies (Linux; checks the parent did not
-    die already), and raises when ``time.monotonic()`` is past ``deadline``: ``subprocess`` then
-    reports the failure to the parent and nothing is executed.
+    die already), raises when ``time.monotonic()`` is past ``deadline`` (``subprocess`` then
+    reports the failure to the parent and nothing is executed), and registers its process group
+    with the guard on ``channel`` (:func:`monitor.scheduler.guard.register`).
     """
     prctl = _PRCTL
 
@@ -92,6 +98,8 @@ def child_setup(deadline: float | None, parent: int) -> Callable[[], None]:
                 os._exit(128 + signal.SIGKILL)
         if deadline is not None and time.monotonic() > deadline:
             raise SpawnTooLate
+        if channel is not None:
+            guard.register(channel)
 
     return setup
 
@@ -171,6 +179,21 @@ class Execution:
             _signal_group(proc.pid, signal.SIGKILL)
 
 
+def exited(execution: Execution) -> bool:
+    """Whether the run's process has exited, read or not (``waitid`` with ``WNOWAIT`` leaves
+    the exit status to the event loop's child watcher); an HTTP call: whether it is done."""
+    proc = execution.process
+    if proc is None:
+        return execution.task is not None and execution.task.done()
+    if proc.returncode is not None:
+        return True
+    try:
+        found = os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+    except ChildProcessError:
+        return True  # already reaped
+    return found is not None
+
+
 def _signal_group(pid: int, signum: int) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pid, signum)
@@ -197,6 +220,8 @@ async def spawn_command(
     Raises:
         SpawnTooLate: ``time.monotonic()`` passed ``deadline`` before the command could exec.
     """
+    runs = guard.shared()
+    channel = runs.ready()
     execution.started = time.monotonic()
     try:
         proc = await asyncio.create_subprocess_exec(
@@ -206,7 +231,7 @@ async def spawn_command(
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.STDOUT,
             start_new_session=True,
-            preexec_fn=child_setup(deadline, os.getpid()),
+            preexec_fn=child_setup(deadline, os.getpid(), channel),
         )
     except subprocess.SubprocessError as error:
         # the only exception our preexec_fn raises is SpawnTooLate (subprocess reports any
@@ -218,6 +243,7 @@ async def spawn_command(
         return Outcome(
             exit_status=127, output=f"{error}\n".encode(), duration=time.monotonic() - execution.started
         )
+    runs.spawned(proc.pid)
     execution.process = proc
     return None
 
@@ -252,6 +278,8 @@ async def wait_command(execution: Execution, kill_after: timedelta | None) -> Ou
         _signal_group(proc.pid, signal.SIGKILL)
         raise
     finally:
+        if proc.returncode is not None:
+            guard.shared().exited(proc.pid)
         with contextlib.suppress(TimeoutError, asyncio.CancelledError):
             # a grandchild may hold the pipe open after the group leader exits
             await asyncio.wait_for(reader, 1.0)

@@ -18,7 +18,14 @@ Every round (at most :data:`ROUND` seconds apart, and at each next tick of a hel
 A separate task renews the leases every TTL/3; a lease found lost forgets the job's queue
 (those ticks are unclaimed, so the next holder runs them). A fenced write refused as stale
 steps down from the lease. Runs already started go on and are reported whatever happens to
-the lease: their start was recorded, so no one runs them again.
+the lease: their start was recorded, so no one runs them again — while this replica keeps
+heartbeating, its successor counts them as running (``Forbid`` waits for them). A replica whose
+heartbeat lapsed for a TTL (a stall: SIGSTOP, a frozen VM; or cut off from the database) is not
+counted, so its successor may start the job's next tick beside the run (``Replace`` does so
+anyway). Every lease renewal (TTL/3) this replica looks at the runs of jobs whose lease it
+lost: one that a newer holder's later run has overtaken is terminated (:data:`LEASE_LOST`:
+SIGTERM to the group, SIGKILL after :data:`executor.TERMINATE_GRACE`) and reported, unless the
+job's policy is ``Allow`` — rather than keep two copies running.
 
 Shutdown (:meth:`Scheduler.run` returns when ``stop`` is set): take no new ticks, let running
 jobs finish for up to ``shutdown_grace`` seconds, terminate the rest, report them, release the
@@ -47,7 +54,7 @@ from monitor.domain import planning
 from monitor.domain.clock import Clock
 from monitor.domain.cron import schedules
 from monitor.domain.errors import StaleLease
-from monitor.domain.jobs import Job
+from monitor.domain.jobs import ConcurrencyPolicy, Job
 from monitor.scheduler import executor
 from monitor.scheduler.reporter import Reporter
 from monitor.storage import claims, replicas
@@ -73,6 +80,15 @@ died (its job died with it, see :mod:`monitor.scheduler.executor`); its outcome 
 FENCE_WINDOW = 0.9
 """Fraction of the lease TTL after a fence check within which a run may still be spawned
 (PostgreSQL; the server may end the checking transaction one TTL after it went idle)."""
+LEASE_LOST = "lease lost; the next holder started a later tick"
+"""Why a run is terminated when its replica lost the job's lease and was overtaken."""
+SESSION_TIMEOUT = 0.75
+"""The job lease session's idle timeouts, as a fraction of the TTL (PostgreSQL): the server frees
+a stalled replica's job leases 3/4 of a TTL after its last renewal (every TTL/3), so with
+:data:`ORPHAN_POLL` a standby takes them over within one TTL of the stall."""
+ORPHAN_POLL = 0.1
+"""How often, as a fraction of the lease TTL, a replica at its fair share looks for job leases
+whose holder died or stalled (so a takeover lands within one TTL)."""
 ROLE = "scheduler"
 """The role scheduler replicas announce in the ``replicas`` table (fair share of the jobs)."""
 
@@ -168,7 +184,7 @@ class Scheduler:
         self.handover_window = 2 * lease_ttl
         self.holder = holder or holder_name()
         self.base_env = base_env
-        self.leases = lease_store.open_leases(engine, self.holder, lease_ttl)
+        self.leases = lease_store.open_leases(engine, self.holder, lease_ttl, lease_ttl * SESSION_TIMEOUT)
         slots = [Slot(job=job, rules=planning.Rules.of(job)) for job in jobs]
         start = zlib.crc32(self.holder.encode()) % max(1, len(slots))
         self.slots = slots[start:] + slots[:start]  # replicas try the jobs in different orders
@@ -280,6 +296,7 @@ class Scheduler:
                 raise
             except Exception:
                 logger.exception("lease renewal failed", extra={"action": "lease_renewal_failed"})
+                await self._end_overtaken_runs()
                 continue
             held = self.leases.held
             for slot in self.slots:
@@ -287,40 +304,69 @@ class Scheduler:
                     slot.job.lease_name in lost or slot.job.lease_name not in held
                 ):
                     slot.forget()
+            await self._end_overtaken_runs()
+
+    async def _end_overtaken_runs(self) -> None:
+        """Terminate the runs of a job whose lease this replica lost once a newer holder started
+        a later tick (see the module docstring); a run that already ended (its exit not read
+        yet) is left to report, and ``Allow`` jobs may overlap."""
+        for slot in self.slots:
+            if slot.job.concurrency_policy is ConcurrencyPolicy.ALLOW:
+                continue
+            for execution in list(slot.runs):
+                context = execution.context
+                if execution.terminated or context.token == slot.token or executor.exited(execution):
+                    continue
+                try:
+                    async with self.engine.connect() as conn:
+                        overtaken = await claims.overtaken(conn, context.job, context.tick, context.token)
+                except asyncio.CancelledError:
+                    raise
+                except Exception:
+                    logger.exception("could not read claims", extra={"action": "claims_read_failed"})
+                    return
+                if not overtaken:
+                    continue
+                logger.warning(
+                    "run_terminated %s %s (token %d): %s",
+                    slot.job.name,
+                    schedules.format_utc(execution.context.tick),
+                    execution.context.token,
+                    LEASE_LOST,
+                    extra={"action": "run_terminated", "job": slot.job.name, "rid": execution.context.run_id},
+                )
+                self._spawn(execution.terminate(LEASE_LOST))
 
     # ------------------------------------------------------------------ one round
 
     async def _orphaned(self) -> set[str]:
-        """Jobs of this replica whose lease has been unheld for a TTL (checked every TTL/3).
+        """Jobs of this replica whose lease to take above the fair share (checked every
+        :data:`ORPHAN_POLL` of a TTL): one whose holder died or stalled past the TTL (PostgreSQL:
+        no session holds its lock any more, the database's own view; SQLite: its row expired),
+        taken at once, and one left unheld for a TTL.
 
         Replicas may run different jobs files (a rolling deploy adding a job): a job only this
         replica knows must run even above its fair share, so a lease no replica below its share
         took within a TTL is taken anyway (and kept, see :attr:`Slot.sticky`).
         """
         now = self.clock.now()
-        if self._unheld_checked is not None and now - self._unheld_checked < self.ttl / 3:
+        if self._unheld_checked is not None and now - self._unheld_checked < self.ttl * ORPHAN_POLL:
             return set()
         self._unheld_checked = now
-        rows = {r["name"]: r for r in await lease_store.list_leases(self.engine)}
-        stamp = schedules.format_utc(now)
+        unheld = [s for s in self.slots if s.token is None]
+        if not unheld:
+            return set()
+        vacant = {v.name: v for v in await self.leases.vacancies([s.job.lease_name for s in unheld], now)}
         out: set[str] = set()
-        for slot in self.slots:
-            if slot.token is not None:
-                continue
-            row = rows.get(slot.job.lease_name)
-            expired = row is not None and (row["expires_at"] or "") < stamp
-            if (
-                row is not None
-                and row["holder"] not in (None, self.holder)
-                and (expired or holder_dead(row["holder"]))
-            ):
-                # its holder died (SIGKILL, crash) without releasing it: take it over now,
-                # above the share (the dead replica still counts as live for up to a TTL)
-                out.add(slot.job.name)
-                continue
-            unheld = row is None or row["holder"] is None or expired
-            if not unheld:
+        for slot in unheld:
+            vacancy = vacant.get(slot.job.lease_name)
+            if vacancy is None:  # a live holder has it
                 slot.unheld_since = None
+                continue
+            if vacancy.last_holder is not None:
+                # its holder died (SIGKILL, crash) or stalled without releasing it: take it over
+                # now, above the share (the dead replica still counts as live for up to a TTL)
+                out.add(slot.job.name)
                 continue
             slot.unheld_since = slot.unheld_since or now
             if now - slot.unheld_since >= self.ttl:

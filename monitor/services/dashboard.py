@@ -243,8 +243,30 @@ async def decorate(
         data["last_output"] = found["line"] if found else ""
         data["last_output_bad"] = bool(found and found["bad"])
         data["last_exit_status"] = found["exit_status"] if found else None
+        data["latest_run"] = latest_run(books[row["id"]])
         out.append(data)
     return out
+
+
+def latest_run(book: RunBook) -> dict[str, Any] | None:
+    """The newest run of ``book`` (by its first ping) as ``{"scheduled", "started_at",
+    "finished_at", "finish_kind", "exit_status", "early"}`` (aware UTC datetimes or ``None``;
+    ``finish_kind`` ``"success"``/``"fail"``/``None`` while it runs), or ``None`` with no run.
+
+    The list and the check header describe it: an ``early`` run (DESIGN §5 rule 4c) counts for
+    no tick and is never the last good run; a run with a start and no finish yet is why a
+    check whose ``last_ping`` is still null (a start is not a run ping) has been heard from."""
+    if not book.runs:
+        return None
+    run = max(book.runs.values(), key=lambda r: (r.first_ping_at, r.scheduled))
+    return {
+        "scheduled": run.scheduled,
+        "started_at": run.started_at,
+        "finished_at": run.finished_at,
+        "finish_kind": run.finish_kind.value if run.finish_kind is not None else None,
+        "exit_status": run.exit_status,
+        "early": run.early,
+    }
 
 
 async def open_episodes(conn: AsyncConnection, rows: Sequence[dict[str, Any]]) -> dict[int, dict[str, Any]]:
@@ -337,13 +359,15 @@ async def last_failure(conn: AsyncConnection, check_id: int) -> dict[str, Any] |
 
 async def last_good_run(conn: AsyncConnection, check_id: int) -> dict[str, Any] | None:
     """The check's newest run that finished successfully (``on_time`` or ``late``, duplicates
-    and overlaps included): ``{"scheduled", "finished_at"}``, or ``None``."""
+    and overlaps included; never an ``early`` run, which counts for no tick, DESIGN §5 rule 4c):
+    ``{"scheduled", "finished_at"}``, or ``None``."""
     r = t.runs.c
     found = (
         await conn.execute(
             select(r.scheduled, r.finished_at)
             .where(r.check_id == check_id)
             .where(r.finish_kind == "success")
+            .where(r.early.is_(False))
             .order_by(r.scheduled.desc())
             .limit(1)
         )

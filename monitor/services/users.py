@@ -18,7 +18,6 @@ import functools
 import hashlib
 import re
 import secrets
-import zoneinfo
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -28,7 +27,9 @@ from typing import Any
 from argon2 import PasswordHasher
 from argon2.exceptions import InvalidHashError, VerificationError
 
-from monitor.domain.errors import Conflict, NotFound, ValidationError
+from monitor.domain.cron import schedules
+from monitor.domain.errors import Conflict, NotFound, ValidationError, ZoneError
+from monitor.services import zone_names
 from monitor.storage.ports import DuplicateKey
 from monitor.storage.unit_of_work import Connection, UnitOfWork
 
@@ -319,20 +320,32 @@ async def user_id_by_email(conn: Connection, email: str) -> int:
     return int(found["id"])
 
 
-async def set_zone(conn: Connection, user_id: int, tz: str) -> None:
-    """Store the zone the user's pages show times in: an IANA name, or ``""`` / ``UTC``.
+async def set_zone(conn: Connection, user_id: int, tz: str) -> str:
+    """Store the zone the user's pages show times in: an IANA name, or ``""`` / ``UTC``
+    (stored as ``""``: the default, UTC).
+
+    The name is judged as a check's ``tz`` is (:func:`monitor.services.checks.parse_check_fields`):
+    at most 64 characters, a legacy link becomes its current name
+    (:func:`monitor.services.zone_names.canonical_zone`), then
+    :func:`monitor.domain.cron.schedules.validate_zone`.
+
+    Returns:
+        The stored name (``""`` for UTC).
 
     Raises:
-        ValidationError: naming ``tz``, for a zone the system does not know.
+        ValidationError: naming ``tz``, for a name longer than 64 characters or a zone the
+            system does not know (or a fixed offset).
     """
     value = tz.strip()
+    if len(value) > 64:
+        raise ValidationError("tz", f"must be at most 64 characters, got {len(value)}")
+    value = zone_names.canonical_zone(value)
     if value in ("", "UTC", "Etc/UTC"):
         value = ""
     else:
         try:
-            zoneinfo.ZoneInfo(value)
-        except (zoneinfo.ZoneInfoNotFoundError, ValueError):
-            raise ValidationError(
-                "tz", f"unknown time zone {value!r}; use an IANA name such as Europe/Berlin"
-            ) from None
+            schedules.validate_zone(value)
+        except ZoneError as error:
+            raise ValidationError("tz", str(error)) from None
     await UnitOfWork.joining(conn).users.update(user_id, {"tz": value})
+    return value

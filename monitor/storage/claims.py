@@ -276,6 +276,22 @@ async def stranded(conn: AsyncConnection, job: str, token: int) -> list[Claim]:
     return [_claim(r) for r in rows.all()]
 
 
+async def overtaken(conn: AsyncConnection, job: str, tick: datetime, token: int) -> bool:
+    """Whether a holder with a newer token than ``token`` claimed a later tick of ``job`` than
+    ``tick`` to run it (``claimed``, ``started`` or ``finished``; not ``skipped``)."""
+    row = (
+        await conn.execute(
+            select(t.job_claims.c.tick)
+            .where(t.job_claims.c.job == job)
+            .where(t.job_claims.c.tick > tick)
+            .where(t.job_claims.c.token > token)
+            .where(t.job_claims.c.state != ClaimState.SKIPPED.value)
+            .limit(1)
+        )
+    ).first()
+    return row is not None
+
+
 async def close_stranded(engine: AsyncEngine, claim: Claim, now: datetime, reason: str) -> bool:
     """Record a dead holder's run as ``finished`` with no exit status and ``reason`` (outcome
     unknown); ``False`` when its holder recorded the end meanwhile."""

@@ -9,11 +9,11 @@ written.
 
 * :class:`PostgresLeases`: one dedicated session connection per process (raw asyncpg, outside
   every pool) holds all the process's ``pg_try_advisory_lock`` locks. Its
-  ``idle_session_timeout`` and ``idle_in_transaction_session_timeout`` are the TTL and it is
-  renewed every TTL/3, so the server ends a stalled (SIGSTOPped) holder's session — freeing
-  its locks — within one TTL; a SIGKILLed holder's locks go when its socket closes. Taking
-  the row's token runs with a short ``lock_timeout``, so a contender never blocks. A dropped
-  session loses every lease at once.
+  ``idle_session_timeout`` and ``idle_in_transaction_session_timeout`` are the TTL (or a
+  shorter session timeout, as the scheduler asks for) and it is renewed every TTL/3, so the
+  server ends a stalled (SIGSTOPped) holder's session — freeing its locks — within one TTL; a
+  SIGKILLed holder's locks go when its socket closes. Taking the row's token runs with a short
+  ``lock_timeout``, so a contender never blocks. A dropped session loses every lease at once.
 * :class:`SqliteLeases`: the row itself is the lock, taken by a conditional ``UPDATE`` (under
   ``BEGIN IMMEDIATE``, which is how this codebase begins every SQLite transaction) when it is
   free, expired or already ours; renewal extends ``expires_at`` only while holder, token and
@@ -214,10 +214,15 @@ class PostgresLeases(Leases):
         url: the SQLAlchemy URL of the database (``postgresql+asyncpg://…``).
         holder: ``<host>:<pid>``.
         ttl: lease TTL; also the session's ``idle_session_timeout`` and
-            ``idle_in_transaction_session_timeout``.
+            ``idle_in_transaction_session_timeout`` unless ``session_timeout`` is given.
+        session_timeout: those two timeouts when shorter than the TTL (more than TTL/3, the
+            renewal period): a stalled holder's locks are freed that long after its last
+            renewal, so a contender polling often takes over within one TTL of the stall.
     """
 
-    def __init__(self, url: str, holder: str, ttl: timedelta) -> None:
+    def __init__(
+        self, url: str, holder: str, ttl: timedelta, session_timeout: timedelta | None = None
+    ) -> None:
         super().__init__(holder, ttl)
         self._dsn = url.replace("postgresql+asyncpg://", "postgresql://", 1)
         self._conn: asyncpg.Connection | None = None
@@ -226,10 +231,11 @@ class PostgresLeases(Leases):
         # traceback every round either (F4)
         self._failures = FailureLog(logger, "lease session", action="lease_session_failed")
         ttl_s = ttl.total_seconds()
+        idle_s = ttl_s if session_timeout is None else min(ttl_s, session_timeout.total_seconds())
         self._statement_timeout_s = max(ttl_s / 3, 0.05)
         self._settings = {
-            "idle_session_timeout": str(max(1, round(ttl_s * 1000))),
-            "idle_in_transaction_session_timeout": str(max(1, round(ttl_s * 1000))),
+            "idle_session_timeout": str(max(1, round(idle_s * 1000))),
+            "idle_in_transaction_session_timeout": str(max(1, round(idle_s * 1000))),
             # contenders never block on a row another transaction holds (DESIGN §6)
             "lock_timeout": str(max(1, round(min(ttl_s / 10, 1.0) * 1000))),
             "application_name": f"monitor leases {holder}"[:63],
@@ -560,10 +566,14 @@ class SqliteLeases(Leases):
             )
 
 
-def open_leases(engine: AsyncEngine, holder: str, ttl: timedelta) -> Leases:
-    """The lease implementation for ``engine``'s database (PostgreSQL or SQLite)."""
+def open_leases(
+    engine: AsyncEngine, holder: str, ttl: timedelta, session_timeout: timedelta | None = None
+) -> Leases:
+    """The lease implementation for ``engine``'s database (PostgreSQL or SQLite);
+    ``session_timeout``: see :class:`PostgresLeases` (SQLite has no session to end)."""
     if engine.dialect.name == "postgresql":
-        return PostgresLeases(engine.url.render_as_string(hide_password=False), holder, ttl)
+        url = engine.url.render_as_string(hide_password=False)
+        return PostgresLeases(url, holder, ttl, session_timeout)
     return SqliteLeases(engine, holder, ttl)
 
 

@@ -74,6 +74,8 @@ async def live(conn: AsyncConnection, role: str, now: datetime, ttl: timedelta) 
         select(t.replicas.c.name).where(t.replicas.c.role == role).where(t.replicas.c.renewed_at >= now - ttl)
     )
     return {name for (name,) in rows.all()}
+
+
 async def forget(engine: AsyncEngine, names: Iterable[str]) -> list[str]:
     """Remove the rows of replicas found dead before their heartbeat aged one TTL.
 

@@ -101,6 +101,41 @@ async def require_session(request: Req) -> users.Session:
     return session
 
 
+NOT_PAGES = ("/api/", "/ping/", "/b/", "/badge/", "/metrics", "/health", "/ready", "/schema", "/static/")
+"""Path prefixes that are never a dashboard page (no session is looked up for them)."""
+
+
+def load_page_session(app: Any) -> Any:
+    """ASGI middleware: a page request carrying a session cookie has its live session looked up
+    before routing and kept where :func:`require_session` finds it (one lookup per request).
+
+    Exception handlers are synchronous and cannot look it up themselves: with it there, an error
+    page (404, 403, 500 …) shows a signed-in user the same navigation as every other page
+    (:func:`page_session`). A failed lookup leaves the request without one (the handler then
+    answers as for a signed-out user)."""
+
+    async def middleware(scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "http" and not scope["path"].startswith(NOT_PAGES):
+            request: Req = Request(scope, receive)
+            if request.cookies.get(SESSION_COOKIE):
+                try:
+                    session = await current_session(request)
+                except Exception:  # the database is down: the page's own lookup will say so
+                    logger.warning("session lookup failed", extra={"action": "session_lookup"})
+                    session = None
+                if session is not None:
+                    scope.setdefault("state", {})["monitor_session"] = session
+        await app(scope, receive, send)
+
+    return middleware
+
+
+def page_session(request: Req) -> users.Session | None:
+    """The session :func:`load_page_session` (or :func:`require_session`) found, or ``None``."""
+    session = request.scope.get("state", {}).get("monitor_session")
+    return session if isinstance(session, users.Session) else None
+
+
 def check_csrf(given: str | None, expected: str | None) -> None:
     """Raises CsrfRejected unless ``given`` equals ``expected`` (constant-time)."""
     if not given or not expected or not hmac.compare_digest(given.encode(), expected.encode()):
@@ -149,10 +184,17 @@ def csrf_rejected(request: Req, error: CsrfRejected) -> Response[Any]:
     )
 
 
-def _error_page(title: str, message: str, status: int) -> Response[Any]:
+def _error_page(request: Req, title: str, message: str, status: int) -> Response[Any]:
+    session = page_session(request)
     return Template(
         template_name="error.html",
-        context={"title": title, "message": message, "session": None, "status": status},
+        context={
+            "title": title,
+            "message": message,
+            "session": session,
+            "csrf_token": session.csrf_token if session else "",
+            "status": status,
+        },
         status_code=status,
         headers={"Cache-Control": "no-store"},
     )
@@ -161,24 +203,26 @@ def _error_page(title: str, message: str, status: int) -> Response[Any]:
 def html_http_error(request: Req, error: HTTPException) -> Response[Any]:
     """Litestar's own errors (bad query parameter, 405 …) as an HTML page with their status."""
     if isinstance(error, LitestarValidation):
-        return _error_page("Bad request", f"request: {error.detail}", 400)
-    return _error_page(HTTPStatus(error.status_code).phrase, str(error.detail), error.status_code)
+        return _error_page(request, "Bad request", f"request: {error.detail}", 400)
+    return _error_page(request, HTTPStatus(error.status_code).phrase, str(error.detail), error.status_code)
 
 
 def html_domain_error(request: Req, error: MonitorError) -> Response[Any]:
     """A domain error raised under a page: 404 for NotFound, 409 Conflict, else 400."""
     if isinstance(error, NotFound):
-        return _error_page("Not found", str(error), 404)
+        return _error_page(request, "Not found", str(error), 404)
     if isinstance(error, Conflict):
-        return _error_page("Conflict", str(error), 409)
-    return _error_page("Bad request", str(error), 400)
+        return _error_page(request, "Conflict", str(error), 409)
+    return _error_page(request, "Bad request", str(error), 400)
 
 
 def html_unexpected(request: Req, error: Exception) -> Response[Any]:
     """Anything else: logged with its stack trace, answered with an HTML 500 page (pages answer
     HTML, never the API's JSON error)."""
     logger.exception("unhandled error", extra={"action": "unhandled_error", "path": request.url.path})
-    return _error_page("Something went wrong", "An internal error occurred; it has been logged.", 500)
+    return _error_page(
+        request, "Something went wrong", "An internal error occurred; it has been logged.", 500
+    )
 
 
 SECURITY_HEADERS = [

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from urllib.parse import quote, urlencode, urlsplit
+from urllib.parse import parse_qsl, quote, urlencode, urlsplit
 
 from monitor.domain.errors import ValidationError
 
@@ -150,12 +150,24 @@ def apprise_url(service: str, form: Mapping[str, str]) -> str:
         if parts.scheme not in ("http", "https") or not parts.netloc:
             raise ValidationError("webhook_url", "must be an http:// or https:// URL")
         scheme = "jsons" if parts.scheme == "https" else "json"
-        return f"{scheme}://{parts.netloc}{parts.path}" + (f"?{parts.query}" if parts.query else "")
+        return f"{scheme}://{parts.netloc}{parts.path}" + _target_query(parts.query)
     if service == "telegram":
         return f"tgram://{quote(values['token'], safe=':')}/{quote(values['chat'], safe='')}"
     if service == "ntfy":
         return _ntfy_url(values)
     return _email_url(values)
+
+
+def _target_query(query: str) -> str:
+    """The webhook URL's query string re-spelt for Apprise's ``json://``: ``?a=1&b=2`` →
+    ``?-a=1&-b=2`` (``""`` for no query).
+
+    Apprise's JSON plugin reads a plain ``?key=value`` as one of its own options and drops it;
+    only a ``-key=value`` token becomes a query parameter of the request it sends
+    (``apprise/plugins/custom_json.py``, "params" with prefix ``-``).
+    """
+    pairs = parse_qsl(query, keep_blank_values=True)
+    return "?" + urlencode([(f"-{key}", value) for key, value in pairs]) if pairs else ""
 
 
 def _ntfy_url(values: Mapping[str, str]) -> str:

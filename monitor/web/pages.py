@@ -8,6 +8,7 @@ with a redirect (303), so reloading a page never repeats it.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import secrets
 import zoneinfo
@@ -31,7 +32,7 @@ from monitor.services import hints as hint_service
 from monitor.services import sentry as sentry_service
 from monitor.storage import tables as t
 from monitor.web import channel_forms, reasons, svg
-from monitor.web.auth import EXCEPTION_HANDLERS, SECURITY_HEADERS, csrf_guard, require_session
+from monitor.web.auth import EXCEPTION_HANDLERS, SECURITY_HEADERS, csrf_guard, page_session, require_session
 from monitor.web.colors import (
     OUTCOME_COLORS,
     OUTCOME_GLYPHS,
@@ -60,9 +61,16 @@ def _page(template: str, session: users.Session, status_code: int = 200, **conte
 
 
 def not_found(request: Req, error: NotFound) -> Response[Any]:
+    session = page_session(request)
     return Template(
         template_name="error.html",
-        context={"title": "Not found", "message": str(error), "session": None, "status": 404},
+        context={
+            "title": "Not found",
+            "message": str(error),
+            "session": session,
+            "csrf_token": session.csrf_token if session else "",
+            "status": 404,
+        },
         status_code=404,
     )
 
@@ -103,6 +111,7 @@ async def _checks_context(
     zone = user_zone(session)
     for check in listed.checks:
         check["reason"] = reasons.reason(check, now, zone)
+        check["started_words"] = reasons.started_words(check, now, zone)
     pages = max(1, -(-listed.matched // size))
     return {
         "checks": listed.checks,
@@ -232,7 +241,7 @@ def _zone(name: str) -> zoneinfo.ZoneInfo | None:
         return None
     try:
         return zoneinfo.ZoneInfo(name)
-    except (zoneinfo.ZoneInfoNotFoundError, ValueError):
+    except (zoneinfo.ZoneInfoNotFoundError, ValueError, OSError):  # OSError: a name too long for a path
         return None
 
 
@@ -289,7 +298,10 @@ def _number(text: str) -> int | str:
     ASCII digits only, as the API's JSON numbers: ``str.isdigit`` alone would read ``"٣٠"``
     (Arabic-Indic digits) as 30."""
     stripped = text.strip()
-    return int(stripped) if stripped.isascii() and stripped.isdigit() else stripped
+    digits = stripped[1:] if stripped.startswith("-") else stripped
+    # a negative whole number is a number too: the service then states its bound
+    # ("must be between 1 and 1000, got -1"), not "must be an integer, got '-1'"
+    return int(stripped) if digits.isascii() and digits.isdigit() else stripped
 
 
 CHECK_NUMBERS = ("grace", "max_runtime", "failure_threshold", "recovery_threshold")
@@ -314,8 +326,12 @@ def check_form_data(
     data: dict[str, Any] = {key: form.get(key, "") for key in ("name", "slug", "tags", "desc")}
     if form.get("kind") == "cron":
         # a browser posts a textarea's line breaks as CRLF: the schedule keeps the LF it was typed with
-        data.update(schedule=form.get("schedule", "").replace("\r\n", "\n"), tz=form.get("tz", "") or "UTC")
+        schedule = form.get("schedule", "").replace("\r\n", "\n")
+        data.update(schedule=schedule, tz=form.get("tz", "") or "UTC")
         data["dialect"] = form.get("dialect", "") or "unix"
+        if data["dialect"] == "oncalendar":
+            # a blank line between OnCalendar entries is spacing in a textarea, not an entry
+            data["schedule"] = "\n".join(line for line in schedule.split("\n") if line.strip())
     else:
         data["timeout"] = _number(form.get("timeout", ""))
     for key in CHECK_NUMBERS:
@@ -335,6 +351,40 @@ def check_form_data(
     data["channels"] = ",".join(channels)
     data["escalate_to"] = ",".join(escalate_to or [])
     return data
+
+
+CHANGED_SINCE_OPENED = "this check was changed since you opened the form; review and save again"
+"""The edit form's answer (409) when the stored settings differ from the ones it was loaded with."""
+
+
+def _stored_form(row: dict[str, Any], chosen: list[str]) -> tuple[dict[str, str], list[str]]:
+    """A stored check (``dashboard.get_check``'s row and its channel ids) as the edit form's
+    values and ticked escalation channels; ``values["version"]`` is :func:`settings_version`
+    of them."""
+    values = {k: "" if v is None else str(v) for k, v in row.items()}
+    values["post_only"] = "on" if row["methods"] == "POST" else ""
+    values["manual_resume"] = "on" if row["manual_resume"] else ""
+    for key in check_service.KEYWORD_FLAGS:
+        values[key] = "on" if row[key] else ""
+    values["project"] = str(row["project_id"])
+    escalate_to = [c for c in (row["escalate_to"] or "").split(",") if c]
+    values["version"] = settings_version(values, chosen, escalate_to)
+    return values, escalate_to
+
+
+def settings_version(form: dict[str, str], channels: list[str], escalate_to: list[str]) -> str:
+    """The version of a check's editable settings: a SHA-256 (hex) of what
+    :func:`check_form_data` makes of them, so it changes exactly when a setting the form edits
+    changes (a ping, a flip or a re-plan of ``next_due`` leaves it alone)."""
+    data = check_form_data(form, sorted(channels), sorted(escalate_to))
+    return hashlib.sha256(json.dumps(data, sort_keys=True, default=str).encode()).hexdigest()
+
+
+async def _stored_version(conn: Any, session: users.Session, uuid: str) -> str:
+    """:func:`settings_version` of the check ``uuid`` as stored now (read in ``conn``)."""
+    row = await dashboard.get_check(conn, session.user.project_ids, uuid)
+    chosen = (await check_service.channels_of(conn, [row["id"]]))[row["id"]]
+    return _stored_form(row, chosen)[0]["version"]
 
 
 def form_errors(error: MonitorError) -> dict[str, str]:
@@ -478,6 +528,7 @@ class DashboardController(Controller):
             }
         zone = user_zone(session)
         check["reason"] = reasons.reason(check, now, zone)
+        check["started_words"] = reasons.started_words(check, now, zone)
         header.update(check=check, now=now, zone=zone)
         return row, header
 
@@ -553,15 +604,23 @@ class DashboardController(Controller):
             "nav": "checks",
         }
         max_runtime = timedelta(seconds=row["max_runtime"])
+        zone = user_zone(session)  # the axis speaks the zone the rest of the page does
 
         def render() -> str:
             # the SVGs and up to 500 tick rows are pure CPU work: off the event loop
             marks = _bars(views, max_runtime)
             context.update(
                 ticks=list(reversed(marks)),
-                timeline_svg=svg.timeline_svg(marks, line.since, line.until, now),
+                timeline_svg=svg.timeline_svg(marks, line.since, line.until, now, zone=zone),
                 timeline_phone_svg=svg.timeline_svg(
-                    marks, line.since, line.until, now, width=420, max_marks=36, svg_id="timeline-phone"
+                    marks,
+                    line.since,
+                    line.until,
+                    now,
+                    width=420,
+                    max_marks=36,
+                    svg_id="timeline-phone",
+                    zone=zone,
                 ),
                 duration_svg=svg.duration_chart_svg([b for m in marks for b in m.runs]),
             )
@@ -665,13 +724,7 @@ class DashboardController(Controller):
         async with services.engine.connect() as conn:
             row = await dashboard.get_check(conn, session.user.project_ids, _uuid(uuid))
             chosen = (await check_service.channels_of(conn, [row["id"]]))[row["id"]]
-        values = {k: "" if v is None else str(v) for k, v in row.items()}
-        values["post_only"] = "on" if row["methods"] == "POST" else ""
-        values["manual_resume"] = "on" if row["manual_resume"] else ""
-        for key in check_service.KEYWORD_FLAGS:
-            values[key] = "on" if row[key] else ""
-        values["project"] = str(row["project_id"])
-        escalate_to = [c for c in (row["escalate_to"] or "").split(",") if c]
+        values, escalate_to = _stored_form(row, chosen)
         context = await self._check_form_context(request, session, row["project_id"])
         return _page(
             "check_form.html",
@@ -700,9 +753,15 @@ class DashboardController(Controller):
         now = services.clock.now()
         errors = {e.field: e.problem for e in check_service.field_errors(data, now)}
         status = 400
+        values = {**form, "project": str(row["project_id"])}
         if not errors:
             try:
                 async with services.engine.begin() as conn:
+                    current = await _stored_version(conn, session, uuid)
+                    if form.get("version") and form["version"] != current:
+                        # another tab or user saved since this form was loaded (lost update)
+                        values["version"] = current
+                        raise Conflict(f"form: {CHANGED_SINCE_OPENED}")
                     await check_service.update_check(conn, row["project_id"], row["id"], data, now)
                 return Redirect(path=f"/checks/{uuid}", query_params={"saved": "saved"}, status_code=303)
             except (ValidationError, Conflict) as error:
@@ -712,7 +771,7 @@ class DashboardController(Controller):
             "check_form.html",
             session,
             status_code=status,
-            values={**form, "project": str(row["project_id"])},
+            values=values,
             chosen=chosen,
             escalate_to=escalate_to,
             editing=row,
@@ -1150,12 +1209,20 @@ class DashboardController(Controller):
         form = await _form(request)
         try:
             async with services.engine.begin() as conn:
-                await users.set_zone(conn, session.user.id, form.get("tz", ""))
+                stored = await users.set_zone(conn, session.user.id, form.get("tz", ""))
         except ValidationError as error:
             return _page(
-                "account.html", session, status_code=400, zones=zones(), error=str(error), nav="account"
+                "account.html",
+                session,
+                status_code=400,
+                zones=zones(),
+                error=str(error),
+                typed=form.get("tz", ""),
+                nav="account",
             )
-        return Redirect(path="/account", query_params={"done": "zone-saved"}, status_code=303)
+        # an empty field (or UTC) is the default: say so rather than save it silently
+        done = "zone-saved" if stored else "zone-default"
+        return Redirect(path="/account", query_params={"done": done}, status_code=303)
 
 
 SAVED_MESSAGES = {
@@ -1174,6 +1241,7 @@ DONE_MESSAGES = {
     "user-member": "The user is now a plain member of the project.",
     "user-remove": "User removed from the project.",
     "zone-saved": "Time zone saved.",
+    "zone-default": "Time zone saved: the default, UTC (an empty field means UTC).",
 }
 """Confirmations a redirect names by key (``?done=…``): never text taken from the URL."""
 

@@ -46,6 +46,27 @@ def clock_words(instant: datetime, now: datetime, zone: tzinfo) -> str:
     return here.strftime("%m-%d %H:%M")
 
 
+def run_result(run: dict[str, Any]) -> str:
+    """A run's own result (``run``: :func:`monitor.services.dashboard.latest_run`'s dict):
+    ``ok``, ``failed: exit 1``, ``failed`` or ``running``."""
+    kind = run.get("finish_kind")
+    if kind == "success":
+        return "ok"
+    if kind == "fail":
+        status = run.get("exit_status")
+        return f"failed: exit {status}" if status not in (None, 0) else "failed"
+    return "running"
+
+
+def started_words(check: dict[str, Any], now: datetime, zone: tzinfo) -> str:
+    """``started 03:00, no finish yet`` when the check's newest run has a start and no finish
+    (its ``last_ping`` stays null: a start is not a run ping, as in Healthchecks), else ``""``."""
+    run = check.get("latest_run")
+    if not run or run.get("finished_at") is not None or not isinstance(run.get("started_at"), datetime):
+        return ""
+    return f"started {clock_words(run['started_at'], now, zone)}, no finish yet"
+
+
 def _plural(count: int, word: str) -> str:
     return f"{count} {word}" if count == 1 else f"{count} {word}s"
 
@@ -55,6 +76,11 @@ def reason(check: dict[str, Any], now: datetime, zone: tzinfo) -> str:
     status = check["status"]
     if status == "paused":
         return "paused: no tick is watched, nothing alerts"
+    run = check.get("latest_run")
+    if status in ("new", "up") and run and run.get("early"):
+        # DESIGN §5 rule 4c: an early run counts for no tick; say what it was, never "ok"
+        text = f"early run for {clock_words(run['scheduled'], now, zone)} — {run_result(run)}"
+        return text + ("; waiting for the first run of a tick" if status == "new" else "")
     if status == "new":
         return "waiting for the first ping"
     if status == "grace":
@@ -70,7 +96,7 @@ def reason(check: dict[str, Any], now: datetime, zone: tzinfo) -> str:
     if isinstance(last, str) and last:
         when = datetime.fromisoformat(last.replace("Z", "+00:00"))
         return f"ok: last ping {duration_words((now - when).total_seconds())} ago"
-    return "ok"
+    return started_words(check, now, zone) or "ok"
 
 
 def _down_reason(check: dict[str, Any], now: datetime, zone: tzinfo) -> str:
@@ -87,8 +113,14 @@ def _down_reason(check: dict[str, Any], now: datetime, zone: tzinfo) -> str:
     if kind == "failed":
         status = check.get("last_exit_status")
         text = f"failed: exit {status}" if status not in (None, 0) else "failed"
-        return text + (f" ({_plural(count, 'run')} in a row)" if count > 1 else "")
+        return text + _bad_ticks(count)
     if kind == "timeout":
         return f"timed out after {duration_words(int(check.get('max_runtime') or 0))}"
     words = EPISODE_WORDS.get(kind, kind.replace("_", " ") or "down")
-    return words + (f" ×{count}" if count > 1 else "")
+    return words + _bad_ticks(count)
+
+
+def _bad_ticks(count: int) -> str:
+    """An episode's count in words: it counts the episode's bad ticks (a failed run, then each
+    missed tick, ...), not runs of the kind that opened it: ``" (21 bad ticks)"``, ``""`` for 1."""
+    return f" ({count} bad ticks)" if count > 1 else ""

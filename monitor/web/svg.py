@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta, tzinfo
 from html import escape
 
 from monitor.web.colors import OUTCOME_COLORS, OUTCOME_GLYPHS, OUTCOME_LABELS, OUTCOME_SEVERITY, TEXT
@@ -187,6 +187,7 @@ def timeline_svg(
     width: int = 1000,
     max_marks: int = 120,
     svg_id: str = "timeline",
+    zone: tzinfo = UTC,
 ) -> str:
     """The run timeline over ``[since, until]`` as an accessible SVG (role img + title/desc).
 
@@ -194,9 +195,12 @@ def timeline_svg(
     drawn as one mark of its worst outcome (its title counts the outcomes), and runs are not
     drawn one by one (the ticks table and a narrower window show them): a wide window stays a
     readable strip instead of a staircase of lanes. ``width`` is the drawing's width in user
-    units; a narrow one (the phone version) gets larger text and marks.
+    units; a narrow one (the phone version) gets larger text and marks. ``zone`` is the zone the
+    axis labels, the description and the titles are written in (the user's preference, as the
+    rest of the page); the ``data-tick`` stamps stay ISO UTC, as the ticks table's anchors.
     """
     left, right = 12, 12
+    zone_name = str(zone)
     span = max(until - since, timedelta(seconds=1))
     inner = width - left - right
     small = width < 700
@@ -223,7 +227,8 @@ def timeline_svg(
         f'viewBox="0 0 {width} {height}" width="100%" role="img" aria-labelledby="{title_id} {desc_id}">',
         f'<title id="{title_id}">Run timeline: ticks against runs</title>',
         f'<desc id="{desc_id}">{len(ticks)} ticks and {run_total} runs from '
-        f"{since:%Y-%m-%d %H:%M:%S} to {until:%Y-%m-%d %H:%M:%S} UTC"
+        f"{since.astimezone(zone):%Y-%m-%d %H:%M:%S} to "
+        f"{until.astimezone(zone):%Y-%m-%d %H:%M:%S} {zone_name}"
         + (f", grouped into {max_marks} buckets" if bucketed else "")
         + "</desc>",
         f'<rect class="svg-bg" x="0" y="0" width="{width}" height="{height}" fill="#ffffff"/>',
@@ -233,11 +238,12 @@ def timeline_svg(
     for i in range(axis_n + 1):
         at = since + span * (i / axis_n)
         ax = x(at)
+        label = _fmt_axis(at.astimezone(zone), span)
         anchor = "start" if i == 0 else "end" if i == axis_n else "middle"
         parts.append(
             f'<line class="svg-grid" x1="{ax:.1f}" y1="{axis_y + 4}" x2="{ax:.1f}" y2="{grid_bottom}" '
             f'stroke="#d0d7de" stroke-dasharray="2,3"/><text class="svg-text" x="{ax:.1f}" y="{axis_y}" '
-            f'font-size="{font}" fill="#424a53" text-anchor="{anchor}">{_fmt_axis(at, span)}</text>'
+            f'font-size="{font}" fill="#424a53" text-anchor="{anchor}">{label}</text>'
         )
     if since <= now <= until:
         nx = x(now)
@@ -259,7 +265,10 @@ def timeline_svg(
             for tick in group:
                 counts[tick.outcome] = counts.get(tick.outcome, 0) + 1
             summary = ", ".join(f"{n} {OUTCOME_LABELS.get(k, k)}" for k, n in counts.items())
-            title = f"{start:%Y-%m-%d %H:%M}–{end:%H:%M} UTC: {len(group)} ticks: {summary}"
+            local_start, local_end = start.astimezone(zone), end.astimezone(zone)
+            title = (
+                f"{local_start:%Y-%m-%d %H:%M}–{local_end:%H:%M} {zone_name}: {len(group)} ticks: {summary}"
+            )
             stamp = group[-1].scheduled.strftime("%Y-%m-%dT%H:%M:%SZ")
             parts.append(
                 f'<g class="tick bucket" data-tick="{stamp}" data-outcome="{escape(worst)}" '
@@ -294,8 +303,8 @@ def timeline_svg(
         title = (
             f"run {bar.rid or bar.id[:8]} for tick {bar.scheduled:%Y-%m-%dT%H:%M:%SZ}: {outcome}"
             + (f" ({', '.join(flags)})" if flags else "")
-            + f"; started {bar.start:%H:%M:%S}"
-            + (f", finished {bar.end:%H:%M:%S}" if bar.end else ", still running")
+            + f"; started {bar.start.astimezone(zone):%H:%M:%S}"
+            + (f", finished {bar.end.astimezone(zone):%H:%M:%S}" if bar.end else ", still running")
         )
         bad = bar.outcome in ("failed", "timed_out") or bar.timed_out
         parts.append(

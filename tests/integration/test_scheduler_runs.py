@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import signal
+import sys
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -74,6 +77,67 @@ async def test_kill_after_terminates_the_whole_process_group() -> None:
     # a job that exits 0 on SIGTERM still did not finish in time: a failure, like timeout(1)
     outcome = await run({"command": "trap 'exit 0' TERM; sleep 30 & wait", "kill_after": 0.3})
     assert outcome.exit_status == 124
+
+
+GUARDED = """
+import asyncio, os, signal, sys
+from datetime import UTC, datetime
+from monitor.scheduler import executor, guard
+
+async def main() -> None:
+    pids = []
+    for n, command in enumerate(("sleep 41 & sleep 41", "sleep 42 & sleep 42")):
+        ctx = executor.RunContext(job="j", tick=datetime.now(UTC), run_id=str(n), token=1, attempt=1)
+        execution = executor.Execution(context=ctx)
+        await executor.spawn_command(execution, ("sh", "-c", command), dict(os.environ))
+        assert execution.process is not None
+        pids.append(execution.process.pid)
+        if n == 0:  # the guard dies: the next spawn starts another, told of the first run too
+            old = guard.shared().pid
+            assert old is not None
+            os.kill(old, signal.SIGKILL)
+            os.waitpid(old, 0)
+    await asyncio.sleep(0.3)
+    print(*pids, flush=True)
+    os.kill(os.getpid(), signal.SIGKILL)
+
+asyncio.run(main())
+"""
+
+
+def _group(pgid: int) -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if entry.name.isdigit() and int(fields[2]) == pgid and fields[0] not in ("Z", "X"):
+            found.append(int(entry.name))
+    return found
+
+
+async def test_a_sigkilled_scheduler_takes_its_runs_process_groups_along_even_after_its_guard_died(
+    tmp_path: Path,
+) -> None:
+    script = tmp_path / "scheduler.py"
+    script.write_text(GUARDED)
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, str(script), stdout=asyncio.subprocess.PIPE, cwd=Path(__file__).parents[2]
+    )
+    out, _ = await asyncio.wait_for(proc.communicate(), 20)
+    assert proc.returncode == -signal.SIGKILL
+    groups = [int(p) for p in out.split()]
+    assert len(groups) == 2, out
+    for _ in range(100):
+        if not any(_group(g) for g in groups):
+            break
+        await asyncio.sleep(0.02)
+    left = {g: _group(g) for g in groups}
+    for pids in left.values():
+        for pid in pids:
+            os.kill(pid, signal.SIGKILL)
+    assert left == {groups[0]: [], groups[1]: []}  # both runs' shells and sleeps died within 2 s
 
 
 async def test_an_http_job_calls_its_url_with_idempotency_key_and_token() -> None:

@@ -22,6 +22,7 @@ from urllib.parse import urlsplit
 import httpx
 import pytest
 from playwright.sync_api import Browser, Page, expect, sync_playwright
+from playwright.sync_api import Error as PlaywrightError
 
 from monitor.domain.clock import FrozenClock
 from monitor.settings import Settings
@@ -96,11 +97,22 @@ def log_in(page: Page, site: scenario.Dashboard) -> None:
 
 def audit(page: Page, axe: str) -> None:
     """No sideways scrolling at the page's width, and no serious or critical axe violation."""
-    overflow = page.evaluate(
+    script = (
         "() => ({scroll: document.documentElement.scrollWidth, inner: window.innerWidth,"
         " wide: [...document.querySelectorAll('body *')].filter(e => e.getBoundingClientRect().right >"
         " window.innerWidth + 1).slice(0, 5).map(e => e.tagName + '.' + e.className)})"
     )
+    for attempt in range(3):
+        # a link clicked just before may still be replacing the document (no documentElement
+        # yet, or the context destroyed mid-call): audit the page once it has loaded
+        try:
+            page.wait_for_load_state("load")
+            overflow = page.evaluate(script)
+            break
+        except PlaywrightError:
+            if attempt == 2:
+                raise
+            page.wait_for_timeout(200)
     assert overflow["scroll"] <= overflow["inner"], (page.url, overflow)
     if not page.evaluate("typeof window.axe !== 'undefined'"):
         page.add_script_tag(content=axe)

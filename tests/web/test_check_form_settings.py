@@ -266,3 +266,56 @@ async def test_the_check_page_shows_a_sentry_snippet_when_the_project_has_a_key(
         )
     without = (await api.client.get(f"/checks/{check['uuid']}")).text
     assert "Sentry SDK" not in without and "sentry_sdk" not in without
+
+
+async def test_the_account_zone_is_judged_as_a_check_zone_and_empty_means_utc(api: Api) -> None:
+    token = await admin(api)
+    for typed, problem in (
+        ("x" * 5000, "tz: must be at most 64 characters, got 5000"),
+        ("Mars/Olympus", "tz: unknown time zone 'Mars/Olympus'"),
+        ("+02:00", "is a fixed UTC offset"),
+    ):
+        refused = await api.client.post("/account", data={"csrf_token": token, "tz": typed})
+        assert refused.status_code == 400, typed[:20]
+        assert problem in html.unescape(refused.text), typed[:20]
+        assert 'aria-invalid="true" aria-describedby="account-error"' in refused.text
+        assert f'value="{html.escape(typed)}"' in refused.text  # what was typed is kept
+        check_form = await api.client.post("/checks/new", data=_form(api, token, tz=typed))
+        assert check_form.status_code == 400 and problem in html.unescape(check_form.text), typed[:20]
+
+    saved = await api.client.post("/account", data={"csrf_token": token, "tz": "Asia/Kolkata"})
+    assert saved.status_code == 200 and "Time zone saved." in saved.text
+    assert 'value="Asia/Kolkata"' in saved.text
+    cleared = await api.client.post("/account", data={"csrf_token": token, "tz": "  "})
+    assert cleared.status_code == 200
+    assert (
+        "Time zone saved: the default, UTC (an empty field means UTC)." in cleared.text
+        and 'id="tz" name="tz" value="UTC"' in cleared.text
+    )
+
+
+async def test_negative_numbers_are_told_their_bound_and_blank_oncalendar_lines_are_spacing(api: Api) -> None:
+    token = await admin(api)
+    refused = await api.client.post(
+        "/checks/new",
+        data=_form(api, token, expected_runs="-1", failure_threshold="-1", nag_interval="-1"),
+    )
+    assert refused.status_code == 400
+    text = html.unescape(refused.text)
+    assert "expected_runs: must be between 1 and 1000, got -1" in text
+    assert "failure_threshold: must be between 1 and 1000, got -1" in text
+    assert "nag_interval: must be between 0 and 31536000, got -1" in text
+    assert "must be an integer" not in text
+    made = await api.client.post(
+        "/checks/new",
+        data=_form(
+            api,
+            token,
+            dialect="oncalendar",
+            schedule="Mon..Fri 09:00\r\n\r\n  \r\nSat 10:30 Europe/Berlin\r\n",
+        ),
+        follow_redirects=False,
+    )
+    uuid = _uuid_of(made)
+    body = (await api.client.get(f"/api/v3/checks/{uuid}", headers=api.headers)).json()
+    assert body["schedule"] == MULTI_LINE

@@ -4,6 +4,7 @@ every write needs the session's CSRF token, and the list is paged in triage orde
 
 from __future__ import annotations
 
+import html
 import re
 from datetime import UTC, datetime, timedelta
 
@@ -11,12 +12,19 @@ import pytest
 from sqlalchemy import select
 
 from monitor.domain.errors import ValidationError
+from monitor.domain.messages import Message
+from monitor.notify.apprise import AppriseNotifier
 from monitor.services import users
+from monitor.services.evaluator import evaluate_due
 from monitor.storage import tables as t
 from monitor.web import channel_forms, reasons
 from tests.conftest import Api
 from tests.support.app import create_check
+from tests.support.fixtures import http_receiver
+from tests.support.receivers import HttpReceiver
 from tests.web.test_dashboard import PASSWORD, csrf_of, log_in
+
+__all__ = ["http_receiver"]  # a fixture, imported for pytest
 
 NOW = datetime(2026, 7, 18, 3, 0, tzinfo=UTC)
 ROW = re.compile(r'<tr data-uuid="([0-9a-f-]+)" data-status="([a-z]+)">')
@@ -118,6 +126,58 @@ async def test_create_and_edit_a_check_through_the_form_as_the_api_would(api: Ap
     assert page.status_code == 200 and 'value="600"' in page.text
 
 
+def _version_of(html: str) -> str:
+    match = re.search(r'name="version" value="([0-9a-f]{64})"', html)
+    assert match, "the edit form carries the version it was loaded with"
+    return match.group(1)
+
+
+async def test_a_second_tab_saving_a_stale_edit_form_is_refused_with_its_input_kept(api: Api) -> None:
+    token = await admin(api)
+    check = await create_check(api, name="nightly", schedule="0 3 * * *", grace=600)
+    uuid = check["uuid"]
+    first = _version_of((await api.client.get(f"/checks/{uuid}/edit")).text)
+    second = _version_of((await api.client.get(f"/checks/{uuid}/edit")).text)
+    assert first == second
+    form = {
+        "csrf_token": token,
+        "kind": "cron",
+        "schedule": "0 3 * * *",
+        "tz": "UTC",
+        "dialect": "unix",
+        "max_runtime": "1800",
+        "failure_threshold": "1",
+        "recovery_threshold": "1",
+    }
+    saved = await api.client.post(
+        f"/checks/{uuid}/edit",
+        data={**form, "version": first, "name": "nightly", "grace": "120"},
+        follow_redirects=False,
+    )
+    assert saved.status_code == 303, saved.text
+
+    stale = await api.client.post(
+        f"/checks/{uuid}/edit",
+        data={**form, "version": second, "name": "nightly-renamed", "grace": "600"},
+        follow_redirects=False,
+    )
+    assert stale.status_code == 409
+    assert "this check was changed since you opened the form; review and save again" in stale.text
+    assert 'value="nightly-renamed"' in stale.text  # what the second tab typed is kept
+    body = (await api.client.get(f"/api/v3/checks/{uuid}", headers=api.headers)).json()
+    assert body["grace"] == 120 and body["name"] == "nightly"  # the first save stands
+
+    # the re-rendered form carries the version now stored: saving again after review goes through
+    again = await api.client.post(
+        f"/checks/{uuid}/edit",
+        data={**form, "version": _version_of(stale.text), "name": "nightly-renamed", "grace": "120"},
+        follow_redirects=False,
+    )
+    assert again.status_code == 303, again.text
+    body = (await api.client.get(f"/api/v3/checks/{uuid}", headers=api.headers)).json()
+    assert body["grace"] == 120 and body["name"] == "nightly-renamed"
+
+
 async def test_delete_needs_the_typed_name(api: Api) -> None:
     token = await admin(api)
     check = await create_check(api, name="nightly", schedule="0 3 * * *")
@@ -201,6 +261,25 @@ async def _id(api: Api, uuid: str) -> int:
         return int((await conn.execute(select(t.checks.c.id).where(t.checks.c.uuid == uuid))).scalar_one())
 
 
+async def test_error_pages_show_a_signed_in_user_the_usual_navigation(api: Api) -> None:
+    await admin(api)
+    page = {"Accept": "text/html"}
+    for path, status in (
+        ("/no-such-page", 404),
+        ("/checks/5f1c1f2e-0000-4000-8000-000000000001", 404),
+        ("/checks/5f1c1f2e-0000-4000-8000-000000000001/edit", 404),
+    ):
+        answer = await api.client.get(path, headers=page)
+        assert answer.status_code == status, (path, answer.text[:200])
+        assert 'href="/account"' in answer.text and "Log out" in answer.text, path
+        assert "admin@example.com" in answer.text and 'href="/users"' in answer.text, path
+        assert 'href="/login"' not in answer.text, path
+    api.client.cookies.clear()
+    signed_out = await api.client.get("/no-such-page", headers=page)
+    assert signed_out.status_code == 404 and 'href="/login"' in signed_out.text
+    assert "Log out" not in signed_out.text
+
+
 async def test_only_project_admins_manage_users_and_a_project_keeps_an_admin(api: Api) -> None:
     async with api.engine.begin() as conn:
         await users.create_user(
@@ -260,6 +339,46 @@ def test_reasons_say_why_in_words() -> None:
     assert reasons.duration_words(5400) == "1 h 30 min"
 
 
+async def test_an_episode_counts_bad_ticks_not_runs(api: Api) -> None:
+    # one failed run, then 20 missed ticks: 21 bad ticks, not "21 runs in a row"
+    await admin(api)
+    api.clock.set(NOW)
+    check = await create_check(api, name="every-minute", schedule="* * * * *", grace=10)
+    assert (await api.client.get(f"/ping/{check['uuid']}")).status_code == 200
+    api.clock.set(NOW + timedelta(minutes=1, seconds=2))
+    assert (await api.client.post(f"/ping/{check['uuid']}/2", content=b"disk full\n")).status_code == 200
+    for minute in range(2, 22):
+        api.clock.set(NOW + timedelta(minutes=minute, seconds=30))
+        await evaluate_due(api.engine, api.clock.now(), settings=api.settings)
+    page = html.unescape((await api.client.get(f"/checks/{check['uuid']}")).text)
+    head = page[page.index('id="check-head"') : page.index('class="actions"')]
+    assert "failed: exit 2 (21 bad ticks)" in head
+    assert "failed</strong>, 21 bad ticks" in head
+    assert "runs in a row" not in head and "× 21" not in head
+    assert (
+        reasons.reason({"status": "down", "episode": {"kind": "late", "count": 3}}, NOW, UTC)
+        == "late (3 bad ticks)"
+    )
+
+
+async def test_after_only_a_start_the_dashboard_says_when_it_started_not_never(api: Api) -> None:
+    await admin(api)
+    api.clock.set(NOW - timedelta(minutes=1))
+    check = await create_check(api, name="backup", schedule="0 3 * * *", grace=600)
+    api.clock.set(NOW + timedelta(seconds=5))
+    assert (await api.client.get(f"/ping/{check['uuid']}/start")).status_code == 200
+    api.clock.set(NOW + timedelta(minutes=2))
+    body = (await api.client.get(f"/api/v3/checks/{check['uuid']}", headers=api.headers)).json()
+    assert body["last_ping"] is None  # as in Healthchecks: a start is not a run ping
+    page = html.unescape((await api.client.get(f"/checks/{check['uuid']}")).text)
+    head = page[page.index('id="check-head"') : page.index('class="actions"')]
+    last = head.split("<dt>Last ping</dt>")[1].split("</dd>")[0]
+    assert "started 03:00:05, no finish yet" in last and "never" not in last
+    listed = html.unescape((await api.client.get("/")).text)
+    row = listed.split('<span class="label">last ping </span>')[1].split("</td>")[0]
+    assert row == "started 03:00:05, no finish yet"
+
+
 def test_service_forms_spell_apprise_urls_and_name_bad_fields() -> None:
     slack = {"slack_webhook": "https://hooks.slack.com/services/T1/B2/c3"}
     assert channel_forms.apprise_url("slack", slack) == "slack://T1/B2/c3"
@@ -267,7 +386,7 @@ def test_service_forms_spell_apprise_urls_and_name_bad_fields() -> None:
     assert channel_forms.apprise_url("discord", discord) == "discord://42/tok"
     assert (
         channel_forms.apprise_url("webhook", {"webhook_url": "https://h.example/x?a=1"})
-        == "jsons://h.example/x?a=1"
+        == "jsons://h.example/x?-a=1"
     )
     assert channel_forms.apprise_url("ntfy", {"ntfy_topic": "alerts"}) == "ntfy://alerts"
     assert (
@@ -293,6 +412,75 @@ def test_service_forms_spell_apprise_urls_and_name_bad_fields() -> None:
     ):
         with pytest.raises(ValidationError, match=f"^{field}:"):
             channel_forms.apprise_url(service, form)
+
+
+async def test_a_webhook_form_url_keeps_its_query_string_for_the_receiver(
+    http_receiver: HttpReceiver,
+) -> None:
+    # Apprise's json:// reads ?key=value as its own options; only -key=value reaches the target.
+    url = channel_forms.apprise_url(
+        "webhook", {"webhook_url": f"{http_receiver.http_url}?token=abc123&to=a%26b&empty="}
+    )
+    async with AppriseNotifier(allow_private_targets=True) as notifier:
+        result = await notifier.send(
+            url, Message(title="t", body="b", body_markdown="b", json_fields={}), timeout=5
+        )
+    assert result.ok, result.error
+    [request] = await http_receiver.async_wait_for_requests(1)
+    assert request.method == "POST"
+    assert request.path == "/hook?token=abc123&to=a%26b&empty="
+
+
+async def test_the_check_page_timeline_speaks_the_users_zone(api: Api) -> None:
+    token = await admin(api)
+    check = await create_check(api, name="report", schedule="*/2 * * * *", grace=30)
+    api.clock.set(NOW)
+    assert (await api.client.get(f"/ping/{check['uuid']}")).status_code == 200
+
+    def axis_minutes(page: str, svg_id: str) -> list[int]:
+        drawing = page.split(f'id="{svg_id}"')[1].split("</svg>")[0]
+        labels = re.findall(r'text-anchor="(?:start|middle|end)">([0-9: -]+)</text>', drawing)
+        return [int(h) * 60 + int(m) for h, m in (re.search(r"(\d\d):(\d\d)", x).groups() for x in labels)]  # type: ignore[union-attr]
+
+    in_utc = (await api.client.get(f"/checks/{check['uuid']}")).text
+    saved = await api.client.post("/account", data={"csrf_token": token, "tz": "Asia/Kolkata"})
+    assert saved.status_code == 200
+    page = (await api.client.get(f"/checks/{check['uuid']}")).text
+    for svg_id in ("timeline", "timeline-phone"):
+        desc = page.split(f'<desc id="{svg_id}-desc">')[1].split("</desc>")[0]
+        assert desc.endswith("Asia/Kolkata"), desc
+        utc, local = axis_minutes(in_utc, svg_id), axis_minutes(page, svg_id)
+        assert utc and [(k - u) % 1440 for u, k in zip(utc, local, strict=True)] == [330] * len(utc)
+
+
+async def test_an_early_run_is_described_as_early_and_never_as_the_last_good_run(api: Api) -> None:
+    await admin(api)
+    api.clock.set(NOW - timedelta(hours=2))
+    check = await create_check(api, name="nightly", schedule="0 3 * * *", grace=60)
+    uuid = check["uuid"]
+
+    def header(page: str) -> str:
+        return html.unescape(page[page.index('id="check-head"') : page.index('class="actions"')])
+
+    api.clock.set(NOW - timedelta(minutes=50))  # 02:10, outside the 60 s early window of 03:00
+    assert (await api.client.get(f"/ping/{uuid}/1")).status_code == 200
+    page = header((await api.client.get(f"/checks/{uuid}")).text)
+    assert (await api.client.get(f"/api/v3/checks/{uuid}", headers=api.headers)).json()["status"] == "new"
+    assert "early run for 03:00 — failed: exit 1" in page and "ok" not in page.split("Since")[0]
+    assert "none yet" in page.split("Last good run")[1].split("</dd>")[0]
+
+    api.clock.set(NOW + timedelta(seconds=10))  # the real run of 03:00: the check is up
+    assert (await api.client.get(f"/ping/{uuid}")).status_code == 200
+    api.clock.set(NOW + timedelta(hours=23))  # 02:00 the next day: an early success for 03:00
+    assert (await api.client.get(f"/ping/{uuid}")).status_code == 200
+    page = header((await api.client.get(f"/checks/{uuid}")).text)
+    good = page.split("Last good run")[1].split("</dd>")[0]
+    assert "07-18 03:00" in good, good  # the real run, not the early one of a future tick
+    assert "early run for 03:00 — ok" in page
+    api.clock.set(NOW + timedelta(hours=23, minutes=5))
+    assert (await api.client.get(f"/ping/{uuid}/fail")).status_code == 200
+    listed = html.unescape((await api.client.get("/")).text)
+    assert "early run for 03:00 — failed" in listed
 
 
 async def test_check_page_header_says_since_when_and_marks_failing_pings(api: Api) -> None:

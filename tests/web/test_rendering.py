@@ -211,3 +211,17 @@ def test_outcome_and_status_colours_hold_white_glyphs_and_differ_in_lightness() 
     # colour is not the only cue, and on time vs missed differ in lightness for red-green blindness
     assert len({OUTCOME_GLYPHS[k] for k in OUTCOME_COLORS}) == len(OUTCOME_COLORS)
     assert contrast_ratio(OUTCOME_COLORS["on_time"], OUTCOME_COLORS["missed"]) >= 2.0
+
+
+def test_timeline_axis_labels_are_in_the_given_zone() -> None:
+    from zoneinfo import ZoneInfo
+
+    since, until = NOW - timedelta(hours=1), NOW  # 02:00-03:00 UTC is 07:30-08:30 in Kolkata
+    ticks = [svg.TickMark(scheduled=NOW - timedelta(minutes=30), outcome="on_time", runs=())]
+    kolkata = svg.timeline_svg(ticks, since, until, NOW, zone=ZoneInfo("Asia/Kolkata"))
+    labels = re.findall(r'text-anchor="(?:start|middle|end)">([0-9:-]+(?: [0-9:]+)?)</text>', kolkata)
+    assert labels[0] == "07:30:00" and labels[-1] == "08:30:00", labels
+    assert "from 2026-07-18 07:30:00 to 2026-07-18 08:30:00 Asia/Kolkata" in kolkata
+    assert f'data-tick="{ticks[0].scheduled:%Y-%m-%dT%H:%M:%S}Z"' in kolkata  # anchors stay UTC
+    utc = svg.timeline_svg(ticks, since, until, NOW)
+    assert re.findall(r'text-anchor="start">([0-9:]+)</text>', utc) == ["02:00:00"]

@@ -20,7 +20,13 @@
     // keep the keyboard focus on the same link or control across a refresh
     const focused = document.activeElement;
     const key = focused && target.contains(focused) ? (focused.getAttribute("href") || focused.id) : null;
+    // and keep each opened <details> (a row's last output line) open
+    const opened = [...target.querySelectorAll("details[open] > summary[id]")].map(function (s) { return s.id; });
     target.innerHTML = html;
+    opened.forEach(function (id) {
+      const summary = document.getElementById(id);
+      if (summary && target.contains(summary)) { summary.parentElement.open = true; }
+    });
     if (key) {
       const again = target.querySelector('[href="' + CSS.escape(key) + '"]') || document.getElementById(key);
       if (again) { again.focus(); }
@@ -43,10 +49,24 @@
       const keep = new URLSearchParams(query);
       if (here.get("page") && keep.get("page") === "1" && !filters.dataset.changed) { keep.set("page", here.get("page")); }
       const full = keep.toString();
+      const lost = document.getElementById("live-lost");
       if (await fetchInto(live, live.dataset.refresh + "?" + full)) {
         const meta = document.getElementById("live-meta");
         if (meta) { document.title = meta.dataset.title; setIcon(Number(meta.dataset.down) > 0); }
         history.replaceState(null, "", "/?" + full);
+        if (lost) { lost.hidden = true; lost.textContent = ""; }
+      } else if (lost) {
+        // say that the rows are stale, and since when (the time of the data shown, in the user's zone)
+        const meta = document.getElementById("live-meta");
+        let at = "";
+        if (meta && meta.dataset.at) {
+          const options = { hour: "2-digit", minute: "2-digit", hourCycle: "h23" };
+          try { options.timeZone = meta.dataset.zone || "UTC"; at = new Date(meta.dataset.at).toLocaleTimeString("en-GB", options); }
+          catch (error) { at = new Date(meta.dataset.at).toISOString().slice(11, 16); }
+        }
+        const text = "Connection lost — showing data from " + (at || "earlier") + ". Retrying every few seconds.";
+        if (lost.textContent !== text) { lost.textContent = text; }
+        lost.hidden = false;
       }
     };
     let timer = null;

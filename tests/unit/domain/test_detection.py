@@ -91,10 +91,9 @@ class TestBinding:
         )
         # 6 s after P: 4 s before N, within the 5 s window (min(grace, 5 min), capped at half the
         # gap) -> N, even though P is watched and has no run (DESIGN §5, rule 4a)
-        assert (
-            bind(spec, state, book, kind=PingKind.SUCCESS, received=T0 + s(6), scheduled=None, rid=None).tick
-            == T0 + s(10)
-        )
+        assert bind(
+            spec, state, book, kind=PingKind.SUCCESS, received=T0 + s(6), scheduled=None, rid=None
+        ).tick == T0 + s(10)
 
     def test_rule1_scheduled_floors_to_the_tick(self) -> None:
         spec = cron_spec("0 3 * * *")
@@ -325,3 +324,22 @@ class TestEdgeCases:
         fx = detection.evaluate(spec, state, book, now + s(60))
         assert fx.alerts == [] and fx.new_marks == []
         assert state.next_due == datetime(2026, 7, 21, 3, 10, tzinfo=UTC)
+
+
+def test_an_early_run_does_not_end_new_but_the_next_real_run_does() -> None:
+    """DESIGN §5 rule 4c: an early run satisfies nothing and raises nothing, so it neither ends
+    ``new`` nor records an ``up`` flip (a failed test ping an hour before the first tick made a
+    new check up); the first run bound to its tick does."""
+    spec = cron_spec("0 3 * * *")
+    state, book = CheckState(), RunBook()
+    early_at = T0.replace(hour=2)  # an hour before 03:00, outside the 60 s early window
+    for kind in ("start", "fail"):
+        fx = detection.apply_ping(spec, state, book, ping(kind, early_at))
+        assert fx.run is not None and fx.run.early and fx.tick == T0.replace(hour=3)
+        assert fx.flips == [] and new_alerts(fx) == []
+        assert detection.status(state, early_at) is Status.NEW
+    real_at = T0.replace(hour=3, second=10)
+    fx = detection.apply_ping(spec, state, book, ping("success", real_at))
+    assert fx.run is not None and not fx.run.early
+    assert [flip.up for flip in fx.flips] == [True]
+    assert detection.status(state, real_at) is Status.UP

@@ -412,7 +412,7 @@ def check(expr: str, dialect: str, model: Model, tz: str, start: datetime) -> No
     expected, horizon = oracle_next(model, zone, start, COUNT)
     assert ticks[: len(expected)] == expected, (expr, dialect, tz, start)
     if len(expected) < COUNT:
-        assert all(t > horizon - timedelta(days=3) for t in ticks[len(expected):])
+        assert all(t > horizon - timedelta(days=3) for t in ticks[len(expected) :])
     previous = schedule.prev_tick(ticks[0]) if ticks else None
     if previous is not None:
         assert previous <= start

@@ -202,9 +202,7 @@ def test_a_run_binds_to_the_nearer_tick_unless_rules_4a_or_4b_say_otherwise(
     state = CheckState(watch_from=previous - gap, judged_until=previous - gap)
     book = RunBook()
     if satisfied:
-        run = Run(
-            id="r1", rid=None, scheduled=previous, first_ping_at=previous, finished_at=previous
-        )
+        run = Run(id="r1", rid=None, scheduled=previous, first_ping_at=previous, finished_at=previous)
         run.finish_kind = PingKind.SUCCESS
         run.settle()
         book.add(run)

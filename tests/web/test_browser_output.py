@@ -1,0 +1,76 @@
+"""The live checks list in a browser: the last output line on a phone (cut to one line, opened to
+the whole line by a tap or the keyboard, one tab stop per row, no sideways scrolling, no serious
+axe finding) and the notice when the live refresh loses the server. Playwright drives Debian's
+Chromium against the real app seeded by ``tests.support.dashboard``."""
+
+from __future__ import annotations
+
+import re
+
+import httpx
+from playwright.sync_api import Browser, expect
+
+from tests.support import dashboard as scenario
+from tests.web.test_browser_management import NARROW, audit, axe, browser, log_in, site
+
+__all__ = ["axe", "browser", "site"]  # fixtures, imported for pytest
+
+LONG_LINE = "ERROR: " + " ".join(f"table_{n}" for n in range(24)) + " could not be vacuumed: disk full"
+
+
+def test_a_cut_last_output_line_opens_to_the_whole_line_on_a_phone(
+    browser: Browser, site: scenario.Dashboard, axe: str
+) -> None:
+    made = httpx.post(
+        f"{site.base}/api/v3/checks/",
+        json={"name": "vacuum", "schedule": "0 4 * * *", "grace": 600},
+        headers={"X-Api-Key": scenario.API_KEY},
+    ).json()
+    sent = httpx.post(f"{site.base}/ping/{made['uuid']}/fail", content=(LONG_LINE + "\n").encode())
+    assert sent.status_code == 200
+    context = browser.new_context(viewport=NARROW["narrow"], bypass_csp=True)  # type: ignore[arg-type]
+    page = context.new_page()
+    log_in(page, site)
+    row = page.locator("#check-rows tr").filter(has=page.get_by_role("link", name="vacuum", exact=True))
+    line = row.locator(".output code")
+    expect(line).to_have_text(LONG_LINE)
+    cut = line.evaluate("e => ({height: e.clientHeight, cut: e.scrollWidth > e.clientWidth})")
+    assert cut["cut"], "the line is longer than the phone is wide"
+    audit(page, axe)
+
+    # one tab stop after the check's link: the summary; Enter opens it to the whole line
+    row.get_by_role("link", name="vacuum", exact=True).focus()
+    page.keyboard.press("Tab")
+    assert page.evaluate("document.activeElement.tagName") == "SUMMARY"
+    page.keyboard.press("Enter")
+    expect(row.locator("details.output")).to_have_attribute("open", "")
+    opened = line.evaluate("e => ({height: e.clientHeight, cut: e.scrollWidth > e.clientWidth})")
+    assert not opened["cut"] and opened["height"] > cut["height"] * 2, (cut, opened)
+    audit(page, axe)
+    # the 5-second refresh keeps it open
+    page.wait_for_timeout(6000)
+    expect(row.locator("details.output")).to_have_attribute("open", "")
+    page.keyboard.press("Enter")  # the focus stayed on the summary: Enter closes it again
+    expect(row.locator("details.output")).not_to_have_attribute("open", "")
+    context.close()
+
+
+def test_a_failing_live_refresh_says_the_rows_are_stale_and_since_when(
+    browser: Browser, site: scenario.Dashboard, axe: str
+) -> None:
+    context = browser.new_context(viewport=NARROW["narrow"], bypass_csp=True)  # type: ignore[arg-type]
+    page = context.new_page()
+    log_in(page, site)
+    lost = page.locator("#live-lost")
+    expect(lost).to_be_hidden()
+    shown_at = page.locator("#live-meta").get_attribute("data-at")
+    assert shown_at
+    page.route("**/fragments/checks*", lambda route: route.abort())
+    expect(lost).to_be_visible(timeout=12_000)
+    expect(lost).to_have_text(
+        re.compile(rf"^Connection lost — showing data from {shown_at[11:16]}\. Retrying every few seconds\.$")
+    )
+    audit(page, axe)
+    page.unroute("**/fragments/checks*")
+    expect(lost).to_be_hidden(timeout=12_000)
+    context.close()
