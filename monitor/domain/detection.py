@@ -173,7 +173,7 @@ def apply_ping(
     if tick is None:  # the schedule never fires: nothing to bind to
         state.last_run_ping_at = now
         return fx
-    first_run = state.is_new and not _is_early(binding)
+    first_run = state.is_new
     if first_run:
         _start_watching(spec, state, fx, tick, now)
 
@@ -196,13 +196,6 @@ def apply_ping(
     state.last_run_ping_at = now
     _advance(spec, state, book, now)
     return fx
-
-
-def _is_early(binding: Binding) -> bool:
-    """The ping is (or finishes) an early run: one that satisfies nothing and raises nothing
-    (DESIGN §5, rule 4c), so it does not end ``new`` either (no ``up`` flip from a run that
-    counts for no tick). A finish that rule 3 binds to an open early run is that run's."""
-    return binding.early or (binding.run is not None and binding.run.early)
 
 
 def _bind_or_restore(

@@ -326,20 +326,21 @@ class TestEdgeCases:
         assert state.next_due == datetime(2026, 7, 21, 3, 10, tzinfo=UTC)
 
 
-def test_an_early_run_does_not_end_new_but_the_next_real_run_does() -> None:
-    """DESIGN §5 rule 4c: an early run satisfies nothing and raises nothing, so it neither ends
-    ``new`` nor records an ``up`` flip (a failed test ping an hour before the first tick made a
-    new check up); the first run bound to its tick does."""
+def test_an_early_run_ends_new_but_satisfies_and_raises_nothing() -> None:
+    """DESIGN §5: "the first run ping ends ``new``" (status ``new``: no run ping yet), and an
+    early run (rule 4c) satisfies nothing and raises nothing: a failed test ping an hour before
+    the first tick makes the check ``up`` without an alert, and the real run at 03:00 is that
+    tick's run, not a duplicate."""
     spec = cron_spec("0 3 * * *")
     state, book = CheckState(), RunBook()
     early_at = T0.replace(hour=2)  # an hour before 03:00, outside the 60 s early window
     for kind in ("start", "fail"):
         fx = detection.apply_ping(spec, state, book, ping(kind, early_at))
         assert fx.run is not None and fx.run.early and fx.tick == T0.replace(hour=3)
-        assert fx.flips == [] and new_alerts(fx) == []
-        assert detection.status(state, early_at) is Status.NEW
+        assert new_alerts(fx) == []
+        assert detection.status(state, early_at) is Status.UP
     real_at = T0.replace(hour=3, second=10)
     fx = detection.apply_ping(spec, state, book, ping("success", real_at))
-    assert fx.run is not None and not fx.run.early
-    assert [flip.up for flip in fx.flips] == [True]
+    assert fx.run is not None and not fx.run.early and fx.tick == T0.replace(hour=3)
+    assert new_alerts(fx) == []
     assert detection.status(state, real_at) is Status.UP
