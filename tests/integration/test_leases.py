@@ -179,7 +179,10 @@ async def test_postgres_dropped_session_loses_every_lease_at_once(
         assert await a.acquire(name, now()) is not None
     async with engine.begin() as conn:
         killed = await conn.execute(
-            text("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = :app"),
+            text(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+                " WHERE application_name = :app AND datname = current_database()"
+            ),
             {"app": "monitor leases h:1"},
         )
         assert killed.scalars().all() == [True]
@@ -217,7 +220,10 @@ async def test_postgres_contender_never_blocks_on_a_fenced_transaction(
         await check_fence(fenced_conn, NAME, old, "h:1", now())
         async with engine.begin() as conn:
             await conn.execute(
-                text("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = :app"),
+                text(
+                    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+                    " WHERE application_name = :app AND datname = current_database()"
+                ),
                 {"app": "monitor leases h:1"},
             )
         await asyncio.sleep(0.1)
