@@ -13,6 +13,7 @@ import signal
 import sqlite3
 import subprocess
 import time
+from contextlib import closing
 from pathlib import Path
 
 import pytest
@@ -60,7 +61,7 @@ def test_a_ping_that_waited_out_a_stall_is_not_late(tmp_path: Path) -> None:
         server.proc.send_signal(signal.SIGSTOP)
         try:
             _sleep_until(tick + 0.1)
-            queued = subprocess.Popen([CURL, "-fsS", "-m", "20", ping], stdout=subprocess.PIPE)
+            queued = subprocess.Popen([CURL, "-fsS", "-m", "20", ping], stdout=subprocess.DEVNULL)
             _sleep_until(tick + 3.5)  # grace ended at tick + 1, inside the stall
         finally:
             server.proc.send_signal(signal.SIGCONT)
@@ -70,7 +71,7 @@ def test_a_ping_that_waited_out_a_stall_is_not_late(tmp_path: Path) -> None:
         status, alerts = curl_api(server.base, "GET", f"/api/v3/checks/{check['uuid']}/alerts/", KEY)
         assert status == 200
         assert [a["kind"] for a in alerts["alerts"]] == [], (alerts, server.describe())
-        with sqlite3.connect(db) as conn:
+        with closing(sqlite3.connect(db)) as conn:
             runs = [r[0] for r in conn.execute("SELECT scheduled FROM runs ORDER BY scheduled")]
             marks = conn.execute("SELECT outcome FROM tick_marks").fetchall()
             outages = conn.execute("SELECT count(*) FROM outages").fetchone()[0]
