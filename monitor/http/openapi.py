@@ -113,7 +113,7 @@ def _query_parameter(parameter: Parameter) -> None:
         kept = [s for s in schema.one_of if not (isinstance(s, Schema) and s.type == OpenAPIType.NULL)]
         if len(kept) == 1 and isinstance(kept[0], Schema):
             single = kept[0]
-            for name in ("pattern", "max_length", "min_length", "enum", "description"):
+            for name in ("pattern", "max_length", "min_length", "enum", "description", "any_of"):
                 if getattr(single, name) is None and getattr(schema, name) is not None:
                     setattr(single, name, getattr(schema, name))
             parameter.schema = single

@@ -32,6 +32,9 @@ from monitor.http.api.check_types import (
     typed,
 )
 from monitor.http.api.common import (
+    FLIP_SECONDS,
+    FLIP_TIMESTAMP,
+    INSTANT,
     api_version,
     authenticate,
     instant_param,
@@ -199,9 +202,9 @@ class ChecksController(Controller):
         request: Req,
         uuid: str,
         limit: str | None = None,
-        seconds: str | None = None,
-        start: str | None = None,
-        end: str | None = None,
+        seconds: str | None = Parameter(default=None, required=False, schema_extra=FLIP_SECONDS),
+        start: str | None = Parameter(default=None, required=False, schema_extra=FLIP_TIMESTAMP),
+        end: str | None = Parameter(default=None, required=False, schema_extra=FLIP_TIMESTAMP),
         cursor: str | None = None,
     ) -> FlipsPage:
         """``?seconds=`` (0-31536000: the last N seconds), ``?start=`` (flips at or after) and
@@ -226,8 +229,8 @@ class ChecksController(Controller):
         request: Req,
         uuid: str,
         limit: str | None = None,
-        from_: str | None = Parameter(query="from", default=None, required=False),
-        to: str | None = None,
+        from_: str | None = Parameter(query="from", default=None, required=False, schema_extra=INSTANT),
+        to: str | None = Parameter(default=None, required=False, schema_extra=INSTANT),
         cursor: str | None = None,
     ) -> RunsPage:
         key = await authenticate(request, write=False)

@@ -65,6 +65,9 @@ __all__ = [
     "API_KEY",
     "API_KEY_SECURITY",
     "ERROR_DESCRIPTIONS",
+    "FLIP_SECONDS",
+    "FLIP_TIMESTAMP",
+    "INSTANT",
     "MAX_JSON_BODY",
     "ApiKey",
     "ErrorBody",
@@ -221,7 +224,31 @@ def limit_param(value: str | None) -> int:
     return int(value)
 
 
+FLIP_SECONDS: dict[str, Any] = {
+    "pattern": "^0*([0-9]{1,7}|[12][0-9]{7}|30[0-9]{6}|31[0-4][0-9]{5}|315[0-2][0-9]{4}"
+    "|3153[0-5][0-9]{3}|31536000)$"
+}
+"""The OpenAPI schema of the flips filter ``seconds``: 0-31 536 000 in ASCII digits, as
+:func:`monitor.services.history.flip_window` reads it (``FLIP_MAX_SECONDS``)."""
+
+FLIP_TIMESTAMP: dict[str, Any] = {"pattern": "^0*([0-9]{1,10}|10000000000)$"}
+"""The OpenAPI schema of the flips filters ``start`` and ``end``: unix seconds 0-10^10 in ASCII
+digits, as :func:`monitor.services.history.flip_window` reads them (``FLIP_MAX_TIMESTAMP``)."""
+
+INSTANT: dict[str, Any] = {
+    "anyOf": [{"type": "string", "format": "date-time"}, {"type": "string", "pattern": "^[0-9]{1,11}$"}]
+}
+"""The OpenAPI schema of an instant query parameter read by :func:`instant_param`: RFC 3339 with
+an offset, or whole unix seconds."""
+
+
 def instant_param(name: str, value: str | None) -> datetime | None:
+    """``value`` as a UTC instant: RFC 3339 / ISO 8601 with an offset (``Z`` or ``±hh:mm``), or
+    whole unix seconds; ``None`` or empty is no bound.
+
+    Raises:
+        ValidationError: naming ``name``, when the value is neither.
+    """
     if value is None or value == "":
         return None
     try:
