@@ -434,6 +434,7 @@ async def create_many(
                 )
             values = new_check_values(project_id=project_id, now=now, shards=count)
             values.update(fields)
+            _apply_legacy_subject(values, fields)
             _apply_kind(values, fields)
             if values["kind"] == "cron" and not values.get("schedule"):
                 raise ValidationError("schedule", "is required for a cron check")

@@ -62,3 +62,12 @@ async def test_one_bad_check_in_a_list_creates_none_and_names_it(api: Api) -> No
 async def test_a_list_is_refused_for_a_read_only_key(api: Api) -> None:
     answer = await api.client.post("/api/v3/checks/", json=[{"name": "x"}], headers=api.ro_headers)
     assert answer.status_code == 403
+
+
+async def test_a_list_maps_the_deprecated_subject_fields_as_a_single_create_does(api: Api) -> None:
+    body = [{"name": "old", "subject": "SUCCESS", "subject_fail": "FAILURE"}, {"name": "new"}]
+    answer = await api.client.post("/api/v3/checks/", json=body, headers=api.headers)
+    assert answer.status_code == 201, answer.text
+    old, new = answer.json()["checks"]
+    assert (old["success_kw"], old["failure_kw"], old["filter_subject"]) == ("SUCCESS", "FAILURE", True)
+    assert (new["success_kw"], new["failure_kw"], new["filter_subject"]) == ("", "", False)
