@@ -37,7 +37,16 @@ SCHEDULE_FIELDS = ("schedule", "tz", "dialect", "timeout")
 
 
 def _int(data: Mapping[str, Any], name: str, low: int, high: int) -> int:
+    """``data[name]`` as an integer in ``low..high``. JSON has one number type: ``60.0`` is the
+    integer 60 (JSON Schema's ``integer`` includes it; Python's ``json.dumps(60.0)`` writes it),
+    ``60.5`` is refused.
+
+    Raises:
+        ValidationError: naming ``name``.
+    """
     value = data[name]
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
     if isinstance(value, bool) or not isinstance(value, int):
         raise ValidationError(
             name,

@@ -185,6 +185,13 @@ async def test_it_rejects_large_timeout(api: Api) -> None:
     await _error(api, {"timeout": 31536001}, "timeout: must be between")
 
 
+async def test_a_whole_number_written_with_a_fraction_is_that_integer(api: Api) -> None:
+    r = await _post(api, {"timeout": 60.0, "grace": 5.0, "failure_threshold": 2.0})
+    assert r.status_code == 201, r.text
+    assert (r.json()["timeout"], r.json()["grace"], r.json()["failure_threshold"]) == (60, 5, 2)
+    await _error(api, {"timeout": 60.5}, "timeout: must be a whole number")
+
+
 async def test_it_rejects_non_number_timeout(api: Api) -> None:
     await _error(api, {"timeout": "oops"}, "timeout: must be a whole number")
 
