@@ -14,6 +14,9 @@
 
 from __future__ import annotations
 
+from typing import Any
+
+import msgspec
 from litestar.openapi.spec import (
     Components,
     OpenAPI,
@@ -25,10 +28,12 @@ from litestar.openapi.spec import (
     Parameter,
     PathItem,
     Reference,
+    RequestBody,
     Schema,
     SecurityScheme,
 )
 
+from monitor.http.api.check_bodies import CHECK_BODY_SCHEMA_NAME, CheckIn
 from monitor.http.api.common import ERROR_DESCRIPTIONS
 from monitor.http.api.paging import CURSOR_PATTERN, LIMIT_PATTERN, MAX_CURSOR_LENGTH
 
@@ -99,8 +104,65 @@ def amend(document: OpenAPI) -> OpenAPI:
             ),
             "401": _error(401),
         }
+    _declare_check_bodies(document, components)
     document.paths = {**(document.paths or {}), **ping_paths()}
     return document
+
+
+_JSON_SCHEMA_WORDS = {
+    "anyOf": "any_of",
+    "oneOf": "one_of",
+    "maxLength": "max_length",
+    "minLength": "min_length",
+    "maxItems": "max_items",
+    "minItems": "min_items",
+}
+
+
+def _schema(value: dict[str, Any]) -> Schema | Reference:
+    """A JSON Schema dict as msgspec writes it (``msgspec.json.schema_components``), as
+    Litestar's spec objects: the checks' body is decoded by hand, so no handler states its type."""
+    if "$ref" in value:
+        return Reference(ref=value["$ref"])
+    fields: dict[str, Any] = {}
+    for word, given in value.items():
+        name = _JSON_SCHEMA_WORDS.get(word, word)
+        if word == "type":
+            given = OpenAPIType(given)
+        elif word in ("anyOf", "oneOf"):
+            given = [_schema(v) for v in given]
+        elif word == "items":
+            given = _schema(given)
+        elif word == "properties":
+            given = {k: _schema(v) for k, v in given.items()}
+        elif word == "required" and not given:
+            continue
+        fields[name] = given
+    return Schema(**fields)
+
+
+def _declare_check_bodies(document: OpenAPI, components: Components) -> None:
+    """``POST /api/v3/checks`` takes a :class:`CheckIn` or a list of 1-1000 of them;
+    ``POST /api/v3/checks/{uuid}`` one :class:`CheckIn` (the fields to change)."""
+    _, found = msgspec.json.schema_components([CheckIn], ref_template="#/components/schemas/{name}")
+    declared = {name: _schema(value) for name, value in found.items()}
+    components.schemas = {
+        **(components.schemas or {}),
+        **{name: schema for name, schema in declared.items() if isinstance(schema, Schema)},
+    }
+    one = Reference(ref=f"#/components/schemas/{CHECK_BODY_SCHEMA_NAME}")
+    bodies: dict[str, Schema | Reference] = {
+        "/api/v3/checks": Schema(
+            one_of=[one, Schema(type=OpenAPIType.ARRAY, items=one, min_items=1, max_items=1000)]
+        ),
+        "/api/v3/checks/{uuid}": one,
+    }
+    for path, schema in bodies.items():
+        item = (document.paths or {}).get(path)
+        if item is not None and item.post is not None:
+            item.post.request_body = RequestBody(
+                content={"application/json": OpenAPIMediaType(schema=schema)}, required=False
+            )
 
 
 def _query_parameter(parameter: Parameter) -> None:

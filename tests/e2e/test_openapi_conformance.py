@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import re
 from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
@@ -38,8 +39,15 @@ ALL_CHECKS: list[Callable[..., Any]] = [
     check for check in CHECKS.get_all() if check.__name__ != "max_response_time"
 ]
 
+CHECK_RULES = ("schedule: ", "tz: ", "channels: ", "escalate_to: ", "min_runtime: ", "escalate_after: ")
+"""A check body's rules across fields or rows: a schedule's grammar in its dialect (and one that
+ever fires), a zone name, channels that exist, a min_runtime under max_runtime, an escalation
+with somewhere to go; in a list, each as ``[<index>].<field>: …``."""
+
 SEMANTIC: dict[str, tuple[str, ...]] = {
     "GET /api/v3/cron/explain": ("schedule: ",),
+    "POST /api/v3/checks": CHECK_RULES,
+    "POST /api/v3/checks/{uuid}": CHECK_RULES,
     "POST /api/v3/channels": ("url: ",),
     "POST /api/v3/channels/{channel_id}": ("url: ",),
     "POST /api/v3/maintenance": ("schedule: ", "end: ", "duration: ", "check: "),
@@ -58,7 +66,10 @@ def _semantic(label: str, failure: BaseException, response: Any) -> bool:
         message = response.json()["error"]
     except (ValueError, KeyError, TypeError):
         return False
-    return isinstance(message, str) and message.startswith(("cursor: ", *SEMANTIC.get(label, ())))
+    if not isinstance(message, str):
+        return False
+    message = re.sub(r"^\[[0-9]+\]\.", "", message)  # a list's item: "[3].schedule: …"
+    return message.startswith(("cursor: ", *SEMANTIC.get(label, ())))
 
 
 async def _project(database_url: str, now: datetime) -> None:

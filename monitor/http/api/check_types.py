@@ -6,9 +6,10 @@ for a simple check, ``timeout`` for a cron one; for a read-only key ``uuid``, th
 it, ``channels`` and ``escalate_to``, with ``unique_key`` instead. A ``None`` field is sent as
 ``null``. A page carries ``next`` (the URL of the following page) only while more follow.
 
-The bodies the endpoints accept stay JSON objects checked by
-:func:`monitor.services.checks.parse_check_fields`, whose ``{"error": "<field>: <problem>"}``
-messages Healthchecks clients rely on (a decoder's own messages would differ).
+The bodies the endpoints accept are declared by :class:`monitor.http.api.check_bodies.CheckIn`
+and read by :func:`monitor.services.checks.parse_check_fields`, whose
+``{"error": "<field>: <problem>"}`` messages Healthchecks clients rely on (a decoder's own
+messages would differ); a test holds the two to the same rules.
 """
 
 from __future__ import annotations
