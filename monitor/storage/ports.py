@@ -300,3 +300,71 @@ class StatusStore(Protocol):
         """Row counts grouped by one of ``pings.kind``, ``alerts.kind``,
         ``notifications.status``, ``notification_attempts.ok``, ordered by the value."""
         ...
+
+
+# --- A check's history, retention and the Sentry lookups -----------------------------------
+# (implemented in monitor.storage.history_reads, retention_store and sentry_reads)
+
+
+class HistoryReads(Protocol):
+    """Read model of a check's past: its pings, flips, runs, tick marks, alerts and their
+    notifications, newest first where a page is asked for. Rows are dicts of column values."""
+
+    async def pings(self, check_id: int, limit: int, *, before: int | None = None) -> list[dict[str, Any]]:
+        """At most ``limit`` of the check's pings by number ``n``, newest first, ``n`` below
+        ``before`` if given: every column but ``body``, plus ``has_body`` (a non-empty body is
+        stored)."""
+        ...
+
+    async def ping_body(self, check_id: int, n: int) -> bytes | None:
+        """The stored body of ping ``n`` (``n`` within the column's 32-bit range), or ``None``
+        when there is no such ping or it kept no body."""
+        ...
+
+    async def flips(
+        self,
+        check_id: int,
+        limit: int,
+        *,
+        since: datetime | None = None,
+        until: datetime | None = None,
+        before: int | None = None,
+    ) -> list[dict[str, Any]]:
+        """At most ``limit`` flips by id, newest first, with ``since <= created_at < until``
+        (either bound open when ``None``) and id below ``before`` if given."""
+        ...
+
+    async def runs(
+        self,
+        check_id: int,
+        limit: int,
+        *,
+        since: datetime | None = None,
+        until: datetime | None = None,
+        after: tuple[datetime, datetime, str] | None = None,
+    ) -> list[dict[str, Any]]:
+        """At most ``limit`` runs newest first by ``(scheduled, first_ping_at, id)``, with
+        ``since <= scheduled <= until`` (bounds open when ``None``) and, given ``after`` (the
+        key of a previous page's last run), only runs ordered after it."""
+        ...
+
+    async def alerts(self, check_id: int, limit: int, *, before: int | None = None) -> list[dict[str, Any]]:
+        """At most ``limit`` alerts by id, newest first, ids below ``before`` if given."""
+        ...
+
+    async def notifications(self, alert_ids: Sequence[int]) -> list[tuple[int, str, str, int, str | None]]:
+        """``(alert id, channel id, status, attempts, last error)`` of these alerts'
+        notifications, by notification id."""
+        ...
+
+    async def all_runs(self, check_id: int) -> list[dict[str, Any]]:
+        """Every run of the check (no order)."""
+        ...
+
+    async def tick_marks(self, check_id: int) -> list[dict[str, Any]]:
+        """Every tick mark of the check (no order)."""
+        ...
+
+    async def alert_ticks(self, check_id: int) -> list[tuple[str, datetime | None]]:
+        """``(kind, scheduled)`` of every alert of the check, oldest first."""
+        ...

@@ -28,6 +28,8 @@ from typing import TypeAlias
 
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
+from monitor.storage import ports
+from monitor.storage.history_reads import SqlHistoryReads
 from monitor.storage.ports import ChannelStore, CheckStore, ProjectStore, StatusStore, UserStore
 from monitor.storage.stores import (
     SqlChannelStore,
@@ -56,6 +58,8 @@ class UnitOfWork:
     projects: ProjectStore
     users: UserStore
     status: StatusStore
+    # a check's past (the history reads)
+    history: ports.HistoryReads
 
     def __init__(self, conn: AsyncConnection) -> None:
         self.connection = conn
@@ -64,6 +68,7 @@ class UnitOfWork:
         self.projects = SqlProjectStore(conn)
         self.users = SqlUserStore(conn)
         self.status = SqlStatusStore(conn)
+        self.history = SqlHistoryReads(conn)
 
     @property
     def dialect(self) -> str:
