@@ -368,3 +368,68 @@ class HistoryReads(Protocol):
     async def alert_ticks(self, check_id: int) -> list[tuple[str, datetime | None]]:
         """``(kind, scheduled)`` of every alert of the check, oldest first."""
         ...
+
+
+class RetentionStore(Protocol):
+    """Bounded storage (:mod:`monitor.services.retention`): which checks have something old,
+    and deletes of one check's old rows, each capped at ``limit`` rows and driven by a
+    per-check index so a transaction stays short. Every ``prune_*`` returns the rows removed."""
+
+    async def candidates(
+        self, after_id: int, *, ping_retention: int, created_before: datetime, limit: int
+    ) -> list[dict[str, Any]]:
+        """At most ``limit`` checks by id above ``after_id`` with more than ``ping_retention``
+        pings or created before ``created_before``: their ``id``, ``kind``, ``timeout``,
+        ``n_pings``, ``judged_until``, ``watch_from``, ``last_run_ping_at``, ``created_at``,
+        ``episode_key``."""
+        ...
+
+    async def prune_pings(
+        self,
+        check_id: int,
+        *,
+        up_to_n: int,
+        ticks_from: datetime | None,
+        run_kinds: Sequence[str],
+        keys_since: datetime,
+        limit: int,
+    ) -> int:
+        """Delete pings numbered ``up_to_n`` or below that are not still needed: one of a run
+        in progress (its run has no outcome), a ping of ``run_kinds`` bound to a tick at or
+        after ``ticks_from`` (any tick when ``None``), or one with an ``Idempotency-Key``
+        received after ``keys_since``."""
+        ...
+
+    async def prune_runs(self, check_id: int, *, before: datetime, keep_last: int, limit: int) -> int:
+        """Delete finished runs of ticks before ``before``, older than the check's
+        ``keep_last``-th newest tick."""
+        ...
+
+    async def prune_ticks(self, check_id: int, *, before: datetime, keep_last: int, limit: int) -> int:
+        """Delete tick marks before ``before``, older than the check's ``keep_last``-th newest."""
+        ...
+
+    async def prune_flips(self, check_id: int, *, before: datetime, keep_last: int, limit: int) -> int:
+        """Delete flips created before ``before``, older (by id) than the check's
+        ``keep_last``-th newest."""
+        ...
+
+    async def prune_alerts(
+        self, check_id: int, *, before: datetime, keep_last: int, limit: int, keep_key: str | None = None
+    ) -> int:
+        """Delete alerts created before ``before``, older (by id) than the check's
+        ``keep_last``-th newest, with no open notification (``OPEN_STATUSES`` of
+        :mod:`monitor.storage.outbox`) and another key than ``keep_key`` — together with their
+        notifications and attempts (explicitly: no reliance on cascades)."""
+        ...
+
+    async def clear_bodies(self, after_id: int, *, received_before: datetime, limit: int) -> tuple[int, int]:
+        """Among the ``limit`` oldest pings with id above ``after_id``, clear the body of those
+        received before ``received_before`` (the rows stay). Ping ids grow with arrival, so
+        the walk stops at the first younger ping.
+
+        Returns:
+            (bodies cleared, the id to continue after next time: ``after_id`` when none of
+            them was old).
+        """
+        ...

@@ -31,6 +31,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from monitor.storage import ports
 from monitor.storage.history_reads import SqlHistoryReads
 from monitor.storage.ports import ChannelStore, CheckStore, ProjectStore, StatusStore, UserStore
+from monitor.storage.retention_store import SqlRetentionStore
 from monitor.storage.stores import (
     SqlChannelStore,
     SqlCheckStore,
@@ -60,6 +61,8 @@ class UnitOfWork:
     status: StatusStore
     # a check's past (the history reads)
     history: ports.HistoryReads
+    # bounded storage's batched deletes
+    retention: ports.RetentionStore
 
     def __init__(self, conn: AsyncConnection) -> None:
         self.connection = conn
@@ -69,6 +72,7 @@ class UnitOfWork:
         self.users = SqlUserStore(conn)
         self.status = SqlStatusStore(conn)
         self.history = SqlHistoryReads(conn)
+        self.retention = SqlRetentionStore(conn)
 
     @property
     def dialect(self) -> str:
