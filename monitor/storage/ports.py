@@ -433,3 +433,21 @@ class RetentionStore(Protocol):
             them was old).
         """
         ...
+
+
+class SentryReads(Protocol):
+    """The lookups of Sentry Crons check-ins (:mod:`monitor.services.sentry`): a DSN's public
+    key to its project, a project's name and key, a check by its slug."""
+
+    async def project_of_key(self, sentry_key: str) -> int | None:
+        """The id of the project whose DSN has this public key, or ``None``."""
+        ...
+
+    async def project(self, project_id: int) -> tuple[str, str | None] | None:
+        """``(name, sentry_key)`` of the project (the key ``None`` when it has none), or
+        ``None`` for no such project."""
+        ...
+
+    async def check_by_slug(self, project_id: int, slug: str) -> dict[str, Any] | None:
+        """The project's check row with this slug, or ``None``."""
+        ...

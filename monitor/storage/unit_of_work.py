@@ -32,6 +32,7 @@ from monitor.storage import ports
 from monitor.storage.history_reads import SqlHistoryReads
 from monitor.storage.ports import ChannelStore, CheckStore, ProjectStore, StatusStore, UserStore
 from monitor.storage.retention_store import SqlRetentionStore
+from monitor.storage.sentry_reads import SqlSentryReads
 from monitor.storage.stores import (
     SqlChannelStore,
     SqlCheckStore,
@@ -63,6 +64,8 @@ class UnitOfWork:
     history: ports.HistoryReads
     # bounded storage's batched deletes
     retention: ports.RetentionStore
+    # Sentry check-ins' project and check lookups
+    sentry: ports.SentryReads
 
     def __init__(self, conn: AsyncConnection) -> None:
         self.connection = conn
@@ -73,6 +76,7 @@ class UnitOfWork:
         self.status = SqlStatusStore(conn)
         self.history = SqlHistoryReads(conn)
         self.retention = SqlRetentionStore(conn)
+        self.sentry = SqlSentryReads(conn)
 
     @property
     def dialect(self) -> str:
