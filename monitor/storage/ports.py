@@ -157,7 +157,7 @@ class ProjectStore(Protocol):
 
     async def insert_keys(self, keys: Sequence[Mapping[str, Any]]) -> None:
         """Insert ``api_keys`` rows (``project_id``, ``key_hash``, ``read_only``, ``name``,
-        ``created_at``)."""
+        ``created_at``). Raises :class:`DuplicateKey` (a key another project has)."""
         ...
 
     async def count(self) -> int:
