@@ -78,16 +78,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
     logging.getLogger("alembic").setLevel(logging.WARNING)
-    from sqlalchemy.exc import IntegrityError
-
     from monitor.domain.errors import MonitorError
+    from monitor.storage.ports import DuplicateKey
 
     try:
         return _COMMANDS[args.command](args)
     except (SettingsError, MonitorError) as error:
         print(f"monitor: {error}", file=sys.stderr)
         return 2
-    except IntegrityError:
+    except DuplicateKey:
         # the only unique value a command takes from its user is an API key
         print("monitor: api_key: already in use (choose another key)", file=sys.stderr)
         return 2

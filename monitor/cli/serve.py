@@ -48,17 +48,14 @@ async def _bootstrap(settings: Settings) -> dict[str, object] | None:
     replicas started together (compose, Kubernetes) create one default project, not one each
     (or an ``api_key`` conflict that ends all but one).
     """
-    from sqlalchemy import text
-
     from monitor.services import projects
-    from monitor.storage.engine import MIGRATION_LOCK_KEY, make_engine, migrate
+    from monitor.storage.engine import hold_migration_lock, make_engine, migrate
 
     engine = make_engine(settings.database_url)
     try:
         await migrate(engine)
         async with engine.begin() as conn:
-            if engine.dialect.name == "postgresql":
-                await conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": MIGRATION_LOCK_KEY})
+            await hold_migration_lock(conn)
             if await projects.count_projects(conn) == 0:
                 return await projects.create_project(
                     conn, "default", datetime.now(UTC), api_key=settings.api_key, base_url=settings.base_url

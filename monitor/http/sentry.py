@@ -32,7 +32,6 @@ import msgspec
 from litestar import Request, Response, get, post, route
 from litestar.di import Provide
 from litestar.handlers import HTTPRouteHandler
-from sqlalchemy import select
 
 from monitor.domain import sentry as domain
 from monitor.domain.sentry import CheckIn, SentryError
@@ -47,7 +46,6 @@ from monitor.http.api.common import (
 from monitor.services import sentry as service
 from monitor.services.ingest import IngestWriter, PingAnswer, PingRequest
 from monitor.settings import Settings
-from monitor.storage import tables as t
 
 
 def _detail(status: int, text: str, headers: dict[str, str] | None = None) -> Response[dict[str, str]]:
@@ -186,8 +184,7 @@ class SentryIngest:
         Returns the first answer that is not a success, or ``None`` when all were stored.
         """
         services = services_of(request.app.state)
-        async with services.engine.connect() as conn:
-            await service.authorize(conn, project_id, key)
+        await service.authorize(services.engine, project_id, key)
         if not check_ins:
             return None
         async with self._locks.hold(project_id, [c.check_slug for c in check_ins]):
@@ -202,8 +199,9 @@ class SentryIngest:
     ) -> PingAnswer | None:
         services = services_of(request.app.state)
         settings = services.settings
-        async with services.engine.begin() as conn:
-            uuids = await service.checks_for(conn, project_id, check_ins, received, shards=settings.shards)
+        uuids = await service.checks_for(
+            services.engine, project_id, check_ins, received, shards=settings.shards
+        )
         remote = _remote(request, settings)
         ua = request.headers.get("user-agent", "")[:200]
         failure: PingAnswer | None = None
@@ -304,11 +302,7 @@ async def project_info(request: Request[Any, Any, Any], key: ApiKey) -> ProjectI
     """``{"id", "name", "sentry_dsn"}`` of the key's project (read-only keys may ask)."""
     found = key
     services = services_of(request.app.state)
-    async with services.engine.connect() as conn:
-        name = (
-            await conn.execute(select(t.projects.c.name).where(t.projects.c.id == found.project_id))
-        ).scalar_one()
-        dsn = await service.project_dsn(conn, found.project_id, services.settings.base_url)
+    name, dsn = await service.project_info(services.engine, found.project_id, services.settings.base_url)
     return ProjectInfo(id=found.project_id, name=name, sentry_dsn=dsn)
 
 

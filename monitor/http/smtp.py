@@ -29,13 +29,12 @@ from html.parser import HTMLParser
 from typing import Any
 
 from aiosmtpd.smtp import SMTP, Envelope, Session
-from sqlalchemy.ext.asyncio import AsyncEngine
 
 from monitor.domain.checks import PingKind
 from monitor.domain.clock import Clock
 from monitor.edge import UUID_RE
 from monitor.http.ping import SLUG_RE
-from monitor.services import mailbox
+from monitor.services import Engine, mailbox
 from monitor.services.ingest import IngestWriter, PingAnswer, PingRequest
 from monitor.settings import Settings
 
@@ -140,7 +139,7 @@ class PingMailHandler:
     """aiosmtpd handler: recipients checked at RCPT, pings submitted at DATA."""
 
     def __init__(
-        self, settings: Settings, clock: Clock, writer: Callable[[], IngestWriter], engine: AsyncEngine
+        self, settings: Settings, clock: Clock, writer: Callable[[], IngestWriter], engine: Engine
     ) -> None:
         self.settings = settings
         self.clock = clock
@@ -219,7 +218,7 @@ def _smtp_reply(answers: list[PingAnswer]) -> str:
 
 
 async def start_smtp(
-    settings: Settings, clock: Clock, writer: Callable[[], IngestWriter], engine: AsyncEngine
+    settings: Settings, clock: Clock, writer: Callable[[], IngestWriter], engine: Engine
 ) -> asyncio.Server:
     """Listen for email pings on ``settings.smtp_host``:``settings.smtp_port`` in the running loop.
 

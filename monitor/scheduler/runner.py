@@ -48,8 +48,6 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy.ext.asyncio import AsyncEngine
-
 from monitor.domain import planning
 from monitor.domain.clock import Clock
 from monitor.domain.cron import schedules
@@ -57,6 +55,7 @@ from monitor.domain.errors import StaleLease
 from monitor.domain.jobs import ConcurrencyPolicy, Job
 from monitor.scheduler import executor
 from monitor.scheduler.reporter import Reporter
+from monitor.services import Engine
 from monitor.storage import claims, replicas
 from monitor.storage import leases as lease_store
 
@@ -166,7 +165,7 @@ class Scheduler:
 
     def __init__(
         self,
-        engine: AsyncEngine,
+        engine: Engine,
         jobs: Sequence[Job],
         clock: Clock,
         reporter: Reporter,

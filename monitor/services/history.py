@@ -1,4 +1,8 @@
-"""Read models of a check's past: pings, flips, runs, alerts with their notifications."""
+"""Read models of a check's past: pings, flips, runs, alerts with their notifications.
+
+Each function is a step that joins the caller's unit of work (it takes its connection) and
+reads through :attr:`UnitOfWork.history` (:class:`monitor.storage.ports.HistoryReads`).
+"""
 
 from __future__ import annotations
 
@@ -6,12 +10,9 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from sqlalchemy import and_, or_, select
-from sqlalchemy.ext.asyncio import AsyncConnection
-
 from monitor.domain.detection import iso
 from monitor.domain.errors import NotFound, ValidationError
-from monitor.storage import tables as t
+from monitor.storage.unit_of_work import Connection, UnitOfWork
 
 DEFAULT_LIMIT = 100
 MAX_LIMIT = 1000
@@ -29,13 +30,10 @@ def _tick(value: datetime | None) -> str | None:
 
 
 async def list_pings(
-    conn: AsyncConnection, check_id: int, uuid: str, base_url: str, limit: int, *, before: int | None = None
+    conn: Connection, check_id: int, uuid: str, base_url: str, limit: int, *, before: int | None = None
 ) -> list[dict[str, Any]]:
     """The check's pings, newest first: at most ``limit``, numbered below ``before`` if given."""
-    query = select(t.pings).where(t.pings.c.check_id == check_id)
-    if before is not None:
-        query = query.where(t.pings.c.n < before)
-    rows = (await conn.execute(query.order_by(t.pings.c.n.desc()).limit(limit))).mappings().all()
+    rows = await UnitOfWork.joining(conn).history.pings(check_id, limit, before=before)
     return [
         {
             "n": r["n"],
@@ -50,23 +48,19 @@ async def list_pings(
             "remote_addr": r["remote_addr"],
             "ua": r["ua"],
             "body_size": r["body_size"],
-            "body_url": f"{base_url}/api/v3/checks/{uuid}/pings/{r['n']}/body" if r["body"] else None,
+            "body_url": f"{base_url}/api/v3/checks/{uuid}/pings/{r['n']}/body" if r["has_body"] else None,
         }
         for r in rows
     ]
 
 
-async def ping_body(conn: AsyncConnection, check_id: int, n: int) -> bytes:
+async def ping_body(conn: Connection, check_id: int, n: int) -> bytes:
     if not 1 <= n <= MAX_PING_NUMBER:  # beyond the column's range: no such ping (and no DB error)
         raise NotFound("n: no stored body for this ping")
-    body = (
-        await conn.execute(
-            select(t.pings.c.body).where(t.pings.c.check_id == check_id).where(t.pings.c.n == n)
-        )
-    ).first()
-    if body is None or body[0] is None:
+    body = await UnitOfWork.joining(conn).history.ping_body(check_id, n)
+    if body is None:
         raise NotFound("n: no stored body for this ping")
-    return bytes(body[0])
+    return body
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -112,14 +106,14 @@ def flip_window(*, now: datetime, seconds: str | None, start: str | None, end: s
 
 
 async def list_flips(
-    conn: AsyncConnection, check_id: int, limit: int, window: FlipWindow | None = None
+    conn: Connection, check_id: int, limit: int, window: FlipWindow | None = None
 ) -> list[dict[str, Any]]:
     """The check's flips, newest first (at most ``limit``): ``{"timestamp", "up", "reason"}``."""
     return (await flips_page(conn, check_id, limit, window=window))[0]
 
 
 async def flips_page(
-    conn: AsyncConnection,
+    conn: Connection,
     check_id: int,
     limit: int,
     before: int | None = None,
@@ -129,20 +123,16 @@ async def flips_page(
     """Flips newest first with ids below ``before`` inside ``window``; returns (flips, their ids
     as cursor keys). Timestamps in whole seconds, as Healthchecks shows them (``Flip.to_dict``
     strips microseconds)."""
-    query = select(t.flips).where(t.flips.c.check_id == check_id)
-    if window is not None and window.since is not None:
-        query = query.where(t.flips.c.created_at >= window.since)
-    if window is not None and window.until is not None:
-        query = query.where(t.flips.c.created_at < window.until)
-    if before is not None:
-        query = query.where(t.flips.c.id < before)
-    rows = (await conn.execute(query.order_by(t.flips.c.id.desc()).limit(limit))).mappings().all()
+    window = window or FlipWindow()
+    rows = await UnitOfWork.joining(conn).history.flips(
+        check_id, limit, since=window.since, until=window.until, before=before
+    )
     flips = [{"timestamp": _tick(r["created_at"]), "up": r["up"], "reason": r["reason"]} for r in rows]
     return flips, [int(r["id"]) for r in rows]
 
 
 async def list_runs(
-    conn: AsyncConnection,
+    conn: Connection,
     check_id: int,
     limit: int,
     since: datetime | None = None,
@@ -153,7 +143,7 @@ async def list_runs(
 
 
 async def runs_page(
-    conn: AsyncConnection,
+    conn: Connection,
     check_id: int,
     limit: int,
     since: datetime | None = None,
@@ -162,23 +152,7 @@ async def runs_page(
 ) -> tuple[list[dict[str, Any]], list[tuple[datetime, datetime, str]]]:
     """Runs by scheduled time, newest first (then by first ping, then id), after the
     ``(scheduled, first_ping_at, id)`` of the previous page's last run; returns (runs, their keys)."""
-    r_ = t.runs.c
-    query = select(t.runs).where(r_.check_id == check_id)
-    if since is not None:
-        query = query.where(r_.scheduled >= since)
-    if until is not None:
-        query = query.where(r_.scheduled <= until)
-    if after is not None:
-        scheduled, first, run_id = after
-        query = query.where(
-            or_(
-                r_.scheduled < scheduled,
-                and_(r_.scheduled == scheduled, r_.first_ping_at < first),
-                and_(r_.scheduled == scheduled, r_.first_ping_at == first, r_.id < run_id),
-            )
-        )
-    order = (r_.scheduled.desc(), r_.first_ping_at.desc(), r_.id.desc())
-    rows = (await conn.execute(query.order_by(*order).limit(limit))).mappings().all()
+    rows = await UnitOfWork.joining(conn).history.runs(check_id, limit, since=since, until=until, after=after)
     out = []
     for r in rows:
         duration = None
@@ -200,31 +174,16 @@ async def runs_page(
 
 
 async def list_alerts(
-    conn: AsyncConnection, check_id: int, limit: int, *, before: int | None = None
+    conn: Connection, check_id: int, limit: int, *, before: int | None = None
 ) -> list[dict[str, Any]]:
     """The check's alerts, newest first: at most ``limit``, ids below ``before`` if given."""
-    query = select(t.alerts).where(t.alerts.c.check_id == check_id)
-    if before is not None:
-        query = query.where(t.alerts.c.id < before)
-    rows = (await conn.execute(query.order_by(t.alerts.c.id.desc()).limit(limit))).mappings().all()
-    ids = [r["id"] for r in rows]
-    notes: dict[int, list[dict[str, Any]]] = {i: [] for i in ids}
-    if ids:
-        found = await conn.execute(
-            select(
-                t.notifications.c.alert_id,
-                t.notifications.c.channel_id,
-                t.notifications.c.status,
-                t.notifications.c.attempts,
-                t.notifications.c.last_error,
-            )
-            .where(t.notifications.c.alert_id.in_(ids))
-            .order_by(t.notifications.c.id)
+    reads = UnitOfWork.joining(conn).history
+    rows = await reads.alerts(check_id, limit, before=before)
+    notes: dict[int, list[dict[str, Any]]] = {int(r["id"]): [] for r in rows}
+    for alert_id, channel, status, attempts, error in await reads.notifications(list(notes)):
+        notes[alert_id].append(
+            {"channel": channel, "status": status, "attempts": attempts, "last_error": error}
         )
-        for alert_id, channel, status, attempts, error in found:
-            notes[alert_id].append(
-                {"channel": channel, "status": status, "attempts": attempts, "last_error": error}
-            )
     return [
         {
             "id": r["id"],

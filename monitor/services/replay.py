@@ -15,8 +15,6 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import func, select
-
 from monitor.domain import detection, pings
 from monitor.domain.checks import Outcome, PingKind
 from monitor.domain.errors import ValidationError
@@ -27,8 +25,8 @@ from monitor.services.evaluator import evaluate_due
 from monitor.services.ingest import PingRequest, ingest_pings
 from monitor.settings import Settings
 from monitor.storage import repositories
-from monitor.storage import tables as t
 from monitor.storage.engine import make_engine, migrate
+from monitor.storage.unit_of_work import Engine, UnitOfWork
 
 EPSILON = timedelta(milliseconds=1)
 MAX_EVALUATIONS = 100_000
@@ -91,24 +89,24 @@ async def replay(scenario: dict[str, Any], database_url: str | None = None) -> d
             await engine.dispose()
 
 
-async def _replay(engine: Any, scenario: dict[str, Any]) -> dict[str, Any]:
+async def _replay(engine: Engine, scenario: dict[str, Any]) -> dict[str, Any]:
     settings = Settings(database_url=str(engine.url))
     await migrate(engine)
     created = parse_instant(scenario["created"])
     fields = {k: v for k, v in scenario["check"].items()}
     fields.setdefault("name", scenario.get("id", "scenario"))
-    async with engine.begin() as conn:
-        project = await projects.create_project(conn, "replay", created)
+    async with UnitOfWork.begin(engine) as uow:
+        project = await projects.create_project(uow.connection, "replay", created)
         project_id = int(project["id"])  # type: ignore[call-overload]
         check_id, _ = await check_service.create_or_upsert(
-            conn, project_id, fields, created, shards=settings.shards
+            uow.connection, project_id, fields, created, shards=settings.shards
         )
-        uuid = (await conn.execute(select(t.checks.c.uuid).where(t.checks.c.id == check_id))).scalar_one()
+        uuid = str((await uow.checks.by_ids([check_id]))[check_id]["uuid"])
 
     async def evaluate_until(limit: datetime) -> None:
         for _ in range(MAX_EVALUATIONS):
-            async with engine.connect() as conn:
-                due = (await conn.execute(select(func.min(t.checks.c.next_due)))).scalar_one_or_none()
+            async with UnitOfWork.read(engine) as uow:
+                due = await uow.checks.oldest_due()
             if due is None:
                 return
             due = due if due.tzinfo else due.replace(tzinfo=UTC)
@@ -129,32 +127,22 @@ async def _replay(engine: Any, scenario: dict[str, Any]) -> dict[str, Any]:
                 # the ping endpoint would have refused it too: say so, as it would
                 print(f"step {number}: ping refused: {answer.status} {answer.text}", file=sys.stderr)
         elif step.get("pause"):
-            async with engine.begin() as conn:
-                await check_service.pause_check(conn, project_id, uuid, now)
+            async with UnitOfWork.begin(engine) as uow:
+                await check_service.pause_check(uow.connection, project_id, uuid, now)
         elif step.get("resume"):
-            async with engine.begin() as conn:
-                await check_service.resume_check(conn, project_id, uuid, now)
+            async with UnitOfWork.begin(engine) as uow:
+                await check_service.resume_check(uow.connection, project_id, uuid, now)
         else:
             await evaluate_due(engine, now, settings=settings)
     return await _report(engine, check_id, now)
 
 
-async def _report(engine: Any, check_id: int, now: datetime) -> dict[str, Any]:
-    async with engine.connect() as conn:
-        row = (await conn.execute(select(t.checks).where(t.checks.c.id == check_id))).mappings().one()
-        alerts = (
-            await conn.execute(
-                select(t.alerts.c.kind, t.alerts.c.scheduled)
-                .where(t.alerts.c.check_id == check_id)
-                .order_by(t.alerts.c.id)
-            )
-        ).all()
-        runs = (await conn.execute(select(t.runs).where(t.runs.c.check_id == check_id))).mappings().all()
-        marks = (
-            (await conn.execute(select(t.tick_marks).where(t.tick_marks.c.check_id == check_id)))
-            .mappings()
-            .all()
-        )
+async def _report(engine: Engine, check_id: int, now: datetime) -> dict[str, Any]:
+    async with UnitOfWork.read(engine) as uow:
+        row = (await uow.checks.by_ids([check_id]))[check_id]
+        alerts = await uow.history.alert_ticks(check_id)
+        runs = await uow.history.all_runs(check_id)
+        marks = await uow.history.tick_marks(check_id)
     book = RunBook.of(repositories.run_of(r) for r in runs)
     for m in marks:
         book.marks[m["scheduled"]] = TickMark(scheduled=m["scheduled"], outcome=Outcome(m["outcome"]))

@@ -12,18 +12,15 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import select
-from sqlalchemy.ext.asyncio import AsyncConnection
-
 from monitor.domain import sentry
-from monitor.domain.errors import Conflict, ValidationError
+from monitor.domain.errors import Conflict, NotFound, ValidationError
 from monitor.domain.sentry import CheckIn, SentryError
 from monitor.services import checks
-from monitor.storage import tables as t
+from monitor.storage.unit_of_work import Connection, Engine, UnitOfWork
 
 
-async def authorize(conn: AsyncConnection, project_id: int, key: str | None) -> None:
-    """Check that ``key`` is the public key of project ``project_id``'s DSN.
+async def authorize(engine: Engine, project_id: int, key: str | None) -> None:
+    """Check that ``key`` is the public key of project ``project_id``'s DSN (a read of its own).
 
     Raises:
         SentryError: 401 when no key was sent; 403 when it is unknown or another project's.
@@ -32,30 +29,42 @@ async def authorize(conn: AsyncConnection, project_id: int, key: str | None) -> 
         raise SentryError(
             401, "sentry_key", "missing authorization information (X-Sentry-Auth header or sentry_key)"
         )
-    owner = (
-        await conn.execute(select(t.projects.c.id).where(t.projects.c.sentry_key == key))
-    ).scalar_one_or_none()
+    async with UnitOfWork.read(engine) as uow:
+        owner = await uow.sentry.project_of_key(key)
     if owner is None:
         raise SentryError(403, "sentry_key", "unknown public key")
     if owner != project_id:
         raise SentryError(403, "sentry_key", f"the key does not belong to project {project_id}")
 
 
-async def project_dsn(conn: AsyncConnection, project_id: int, base_url: str) -> str | None:
-    """The project's Sentry DSN (``None`` if the project has no key)."""
-    key = (
-        await conn.execute(select(t.projects.c.sentry_key).where(t.projects.c.id == project_id))
-    ).scalar_one_or_none()
+async def project_dsn(conn: Connection, project_id: int, base_url: str) -> str | None:
+    """The project's Sentry DSN (``None`` if the project has no key), in the caller's unit of work."""
+    found = await UnitOfWork.joining(conn).sentry.project(project_id)
+    key = found[1] if found is not None else None
     return sentry.dsn(base_url, key, project_id) if key else None
 
 
+async def project_info(engine: Engine, project_id: int, base_url: str) -> tuple[str, str | None]:
+    """``(name, Sentry DSN or None)`` of an existing project (the API key's), in a read of its own.
+
+    Raises:
+        NotFound: no such project.
+    """
+    async with UnitOfWork.read(engine) as uow:
+        found = await uow.sentry.project(project_id)
+    if found is None:
+        raise NotFound("project: no such project")
+    name, key = found
+    return name, (sentry.dsn(base_url, key, project_id) if key else None)
+
+
 async def checks_for(
-    conn: AsyncConnection, project_id: int, check_ins: Sequence[CheckIn], now: datetime, *, shards: int
+    engine: Engine, project_id: int, check_ins: Sequence[CheckIn], now: datetime, *, shards: int
 ) -> list[str]:
     """The uuid of each check-in's check, creating or updating checks from ``monitor_config``.
 
-    Run inside one transaction: if any check-in is refused, the caller's rollback undoes the
-    others' upserts (nothing is stored half-way).
+    One write unit of work: if any check-in is refused, its rollback undoes the others'
+    upserts (nothing is stored half-way).
 
     * with a ``monitor_config``: the check of (monitor slug, environment) is created with the
       config (Sentry's defaults for what it leaves out: 1 minute margin, 30 minutes runtime), or
@@ -68,52 +77,43 @@ async def checks_for(
         SentryError: 404 for a monitor that has no check and no config; 400 for a config the
             check service refuses (the field named as Sentry's).
     """
-    out: list[str] = []
-    for check_in in check_ins:
-        row = await _check_row(conn, project_id, check_in.check_slug)
-        try:
-            if check_in.config is not None:
-                if row is None:
-                    row = await _create(conn, project_id, check_in, _config_fields(check_in), now, shards)
-                else:
-                    changes = sentry.config_changes(check_in.config, row)
-                    if changes:
-                        await checks.update_check(conn, project_id, row["id"], changes, now)
-            elif row is None:
-                base = None
-                if check_in.environment != sentry.DEFAULT_ENVIRONMENT:
-                    base = await _check_row(conn, project_id, check_in.monitor_slug)
-                if base is None:
-                    raise SentryError(
-                        404,
-                        "monitor_slug",
-                        f"no monitor {check_in.monitor_slug!r} (environment {check_in.environment}) in "
-                        "this project; send a monitor_config to create it",
-                    )
-                row = await _create(conn, project_id, check_in, _copied_fields(base), now, shards)
-        except ValidationError as error:
-            raise SentryError(400, f"monitor_config.{_sentry_field(error.field)}", error.problem) from None
-        except Conflict as error:
-            raise SentryError(400, "monitor_slug", str(error)) from None
-        out.append(row["uuid"])
-    return out
+    async with UnitOfWork.begin(engine) as uow:
+        return [await _check_for(uow, project_id, check_in, now, shards) for check_in in check_ins]
 
 
-async def _check_row(conn: AsyncConnection, project_id: int, slug: str) -> dict[str, Any] | None:
-    row = (
-        (
-            await conn.execute(
-                select(t.checks).where(t.checks.c.project_id == project_id).where(t.checks.c.slug == slug)
-            )
-        )
-        .mappings()
-        .first()
-    )
-    return dict(row) if row is not None else None
+async def _check_for(uow: UnitOfWork, project_id: int, check_in: CheckIn, now: datetime, shards: int) -> str:
+    """The uuid of one check-in's check (:func:`checks_for`), created or updated in ``uow``."""
+    conn = uow.connection
+    row = await uow.sentry.check_by_slug(project_id, check_in.check_slug)
+    try:
+        if check_in.config is not None:
+            if row is None:
+                row = await _create(conn, project_id, check_in, _config_fields(check_in), now, shards)
+            else:
+                changes = sentry.config_changes(check_in.config, row)
+                if changes:
+                    await checks.update_check(conn, project_id, row["id"], changes, now)
+        elif row is None:
+            base = None
+            if check_in.environment != sentry.DEFAULT_ENVIRONMENT:
+                base = await uow.sentry.check_by_slug(project_id, check_in.monitor_slug)
+            if base is None:
+                raise SentryError(
+                    404,
+                    "monitor_slug",
+                    f"no monitor {check_in.monitor_slug!r} (environment {check_in.environment}) in "
+                    "this project; send a monitor_config to create it",
+                )
+            row = await _create(conn, project_id, check_in, _copied_fields(base), now, shards)
+    except ValidationError as error:
+        raise SentryError(400, f"monitor_config.{_sentry_field(error.field)}", error.problem) from None
+    except Conflict as error:
+        raise SentryError(400, "monitor_slug", str(error)) from None
+    return str(row["uuid"])
 
 
 async def _create(
-    conn: AsyncConnection,
+    conn: Connection,
     project_id: int,
     check_in: CheckIn,
     fields: dict[str, Any],
@@ -133,8 +133,7 @@ async def _create(
         check_in.environment_tag,
     )
     check_id, _ = await checks.create_or_upsert(conn, project_id, data, now, shards=shards)
-    row = (await conn.execute(select(t.checks).where(t.checks.c.id == check_id))).mappings().one()
-    return dict(row)
+    return (await UnitOfWork.joining(conn).checks.by_ids([check_id]))[check_id]
 
 
 def _config_fields(check_in: CheckIn) -> dict[str, Any]:

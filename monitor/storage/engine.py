@@ -10,7 +10,7 @@ from typing import Any
 
 from sqlalchemy import event, text
 from sqlalchemy.engine import Connection
-from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
 logger = logging.getLogger(__name__)
 
@@ -120,11 +120,18 @@ def _downgrade(connection: Connection, revision: str) -> None:
     command.downgrade(_alembic_config(connection), revision)
 
 
+async def hold_migration_lock(conn: AsyncConnection) -> None:
+    """Hold the migration's lock until ``conn``'s transaction ends: on PostgreSQL
+    ``pg_advisory_xact_lock(MIGRATION_LOCK_KEY)``, which serialises replicas that migrate or
+    bootstrap together; on SQLite nothing (``BEGIN IMMEDIATE`` already excludes other writers)."""
+    if conn.dialect.name == "postgresql":
+        await conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": MIGRATION_LOCK_KEY})
+
+
 async def migrate(engine: AsyncEngine) -> None:
     """Apply pending migrations (DESIGN §10); on PostgreSQL under ``pg_advisory_xact_lock``."""
     async with engine.begin() as conn:
-        if engine.dialect.name == "postgresql":
-            await conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": MIGRATION_LOCK_KEY})
+        await hold_migration_lock(conn)
         await conn.run_sync(_upgrade)
 
 

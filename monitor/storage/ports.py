@@ -157,7 +157,7 @@ class ProjectStore(Protocol):
 
     async def insert_keys(self, keys: Sequence[Mapping[str, Any]]) -> None:
         """Insert ``api_keys`` rows (``project_id``, ``key_hash``, ``read_only``, ``name``,
-        ``created_at``)."""
+        ``created_at``). Raises :class:`DuplicateKey` (a key another project has)."""
         ...
 
     async def count(self) -> int:
@@ -299,4 +299,155 @@ class StatusStore(Protocol):
     async def counts_by(self, column: str) -> list[tuple[str, int]]:
         """Row counts grouped by one of ``pings.kind``, ``alerts.kind``,
         ``notifications.status``, ``notification_attempts.ok``, ordered by the value."""
+        ...
+
+
+# --- A check's history, retention and the Sentry lookups -----------------------------------
+# (implemented in monitor.storage.history_reads, retention_store and sentry_reads)
+
+
+class HistoryReads(Protocol):
+    """Read model of a check's past: its pings, flips, runs, tick marks, alerts and their
+    notifications, newest first where a page is asked for. Rows are dicts of column values."""
+
+    async def pings(self, check_id: int, limit: int, *, before: int | None = None) -> list[dict[str, Any]]:
+        """At most ``limit`` of the check's pings by number ``n``, newest first, ``n`` below
+        ``before`` if given: every column but ``body``, plus ``has_body`` (a non-empty body is
+        stored)."""
+        ...
+
+    async def ping_body(self, check_id: int, n: int) -> bytes | None:
+        """The stored body of ping ``n`` (``n`` within the column's 32-bit range), or ``None``
+        when there is no such ping or it kept no body."""
+        ...
+
+    async def flips(
+        self,
+        check_id: int,
+        limit: int,
+        *,
+        since: datetime | None = None,
+        until: datetime | None = None,
+        before: int | None = None,
+    ) -> list[dict[str, Any]]:
+        """At most ``limit`` flips by id, newest first, with ``since <= created_at < until``
+        (either bound open when ``None``) and id below ``before`` if given."""
+        ...
+
+    async def runs(
+        self,
+        check_id: int,
+        limit: int,
+        *,
+        since: datetime | None = None,
+        until: datetime | None = None,
+        after: tuple[datetime, datetime, str] | None = None,
+    ) -> list[dict[str, Any]]:
+        """At most ``limit`` runs newest first by ``(scheduled, first_ping_at, id)``, with
+        ``since <= scheduled <= until`` (bounds open when ``None``) and, given ``after`` (the
+        key of a previous page's last run), only runs ordered after it."""
+        ...
+
+    async def alerts(self, check_id: int, limit: int, *, before: int | None = None) -> list[dict[str, Any]]:
+        """At most ``limit`` alerts by id, newest first, ids below ``before`` if given."""
+        ...
+
+    async def notifications(self, alert_ids: Sequence[int]) -> list[tuple[int, str, str, int, str | None]]:
+        """``(alert id, channel id, status, attempts, last error)`` of these alerts'
+        notifications, by notification id."""
+        ...
+
+    async def all_runs(self, check_id: int) -> list[dict[str, Any]]:
+        """Every run of the check (no order)."""
+        ...
+
+    async def tick_marks(self, check_id: int) -> list[dict[str, Any]]:
+        """Every tick mark of the check (no order)."""
+        ...
+
+    async def alert_ticks(self, check_id: int) -> list[tuple[str, datetime | None]]:
+        """``(kind, scheduled)`` of every alert of the check, oldest first."""
+        ...
+
+
+class RetentionStore(Protocol):
+    """Bounded storage (:mod:`monitor.services.retention`): which checks have something old,
+    and deletes of one check's old rows, each capped at ``limit`` rows and driven by a
+    per-check index so a transaction stays short. Every ``prune_*`` returns the rows removed."""
+
+    async def candidates(
+        self, after_id: int, *, ping_retention: int, created_before: datetime, limit: int
+    ) -> list[dict[str, Any]]:
+        """At most ``limit`` checks by id above ``after_id`` with more than ``ping_retention``
+        pings or created before ``created_before``: their ``id``, ``kind``, ``timeout``,
+        ``n_pings``, ``judged_until``, ``watch_from``, ``last_run_ping_at``, ``created_at``,
+        ``episode_key``."""
+        ...
+
+    async def prune_pings(
+        self,
+        check_id: int,
+        *,
+        up_to_n: int,
+        ticks_from: datetime | None,
+        run_kinds: Sequence[str],
+        keys_since: datetime,
+        limit: int,
+    ) -> int:
+        """Delete pings numbered ``up_to_n`` or below that are not still needed: one of a run
+        in progress (its run has no outcome), a ping of ``run_kinds`` bound to a tick at or
+        after ``ticks_from`` (any tick when ``None``), or one with an ``Idempotency-Key``
+        received after ``keys_since``."""
+        ...
+
+    async def prune_runs(self, check_id: int, *, before: datetime, keep_last: int, limit: int) -> int:
+        """Delete finished runs of ticks before ``before``, older than the check's
+        ``keep_last``-th newest tick."""
+        ...
+
+    async def prune_ticks(self, check_id: int, *, before: datetime, keep_last: int, limit: int) -> int:
+        """Delete tick marks before ``before``, older than the check's ``keep_last``-th newest."""
+        ...
+
+    async def prune_flips(self, check_id: int, *, before: datetime, keep_last: int, limit: int) -> int:
+        """Delete flips created before ``before``, older (by id) than the check's
+        ``keep_last``-th newest."""
+        ...
+
+    async def prune_alerts(
+        self, check_id: int, *, before: datetime, keep_last: int, limit: int, keep_key: str | None = None
+    ) -> int:
+        """Delete alerts created before ``before``, older (by id) than the check's
+        ``keep_last``-th newest, with no open notification (``OPEN_STATUSES`` of
+        :mod:`monitor.storage.outbox`) and another key than ``keep_key`` — together with their
+        notifications and attempts (explicitly: no reliance on cascades)."""
+        ...
+
+    async def clear_bodies(self, after_id: int, *, received_before: datetime, limit: int) -> tuple[int, int]:
+        """Among the ``limit`` oldest pings with id above ``after_id``, clear the body of those
+        received before ``received_before`` (the rows stay). Ping ids grow with arrival, so
+        the walk stops at the first younger ping.
+
+        Returns:
+            (bodies cleared, the id to continue after next time: ``after_id`` when none of
+            them was old).
+        """
+        ...
+
+
+class SentryReads(Protocol):
+    """The lookups of Sentry Crons check-ins (:mod:`monitor.services.sentry`): a DSN's public
+    key to its project, a project's name and key, a check by its slug."""
+
+    async def project_of_key(self, sentry_key: str) -> int | None:
+        """The id of the project whose DSN has this public key, or ``None``."""
+        ...
+
+    async def project(self, project_id: int) -> tuple[str, str | None] | None:
+        """``(name, sentry_key)`` of the project (the key ``None`` when it has none), or
+        ``None`` for no such project."""
+        ...
+
+    async def check_by_slug(self, project_id: int, slug: str) -> dict[str, Any] | None:
+        """The project's check row with this slug, or ``None``."""
         ...

@@ -301,8 +301,13 @@ class SqlProjectStore(_Store):
         return int(found.scalar_one())
 
     async def insert_keys(self, keys: Sequence[Mapping[str, Any]]) -> None:
-        if keys:
-            await self.conn.execute(t.api_keys.insert(), [dict(k) for k in keys])
+        if not keys:
+            return
+        try:
+            async with self.conn.begin_nested():
+                await self.conn.execute(t.api_keys.insert(), [dict(k) for k in keys])
+        except IntegrityError as error:
+            raise DuplicateKey(str(error.orig)) from None
 
     async def count(self) -> int:
         return int((await self.conn.execute(select(func.count()).select_from(t.projects))).scalar_one())

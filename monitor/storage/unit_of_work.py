@@ -28,7 +28,11 @@ from typing import TypeAlias
 
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
+from monitor.storage import ports
+from monitor.storage.history_reads import SqlHistoryReads
 from monitor.storage.ports import ChannelStore, CheckStore, ProjectStore, StatusStore, UserStore
+from monitor.storage.retention_store import SqlRetentionStore
+from monitor.storage.sentry_reads import SqlSentryReads
 from monitor.storage.stores import (
     SqlChannelStore,
     SqlCheckStore,
@@ -56,6 +60,12 @@ class UnitOfWork:
     projects: ProjectStore
     users: UserStore
     status: StatusStore
+    # a check's past (the history reads)
+    history: ports.HistoryReads
+    # bounded storage's batched deletes
+    retention: ports.RetentionStore
+    # Sentry check-ins' project and check lookups
+    sentry: ports.SentryReads
 
     def __init__(self, conn: AsyncConnection) -> None:
         self.connection = conn
@@ -64,6 +74,9 @@ class UnitOfWork:
         self.projects = SqlProjectStore(conn)
         self.users = SqlUserStore(conn)
         self.status = SqlStatusStore(conn)
+        self.history = SqlHistoryReads(conn)
+        self.retention = SqlRetentionStore(conn)
+        self.sentry = SqlSentryReads(conn)
 
     @property
     def dialect(self) -> str:

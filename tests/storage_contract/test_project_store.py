@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import pytest
+
+from monitor.storage.ports import DuplicateKey
 from monitor.storage.unit_of_work import UnitOfWork
 from tests.storage_contract.conftest import NOW, add_project
 
@@ -49,3 +52,19 @@ async def test_lock_holds_the_project_row_in_the_transaction(uow: UnitOfWork) ->
     project = await add_project(uow)
     await uow.projects.lock(project)  # PostgreSQL: FOR UPDATE; SQLite: BEGIN IMMEDIATE already
     assert await uow.projects.ids_named("p") == [project]
+
+
+async def test_a_key_hash_another_project_has_is_a_duplicate_key_and_the_transaction_stays_usable(
+    uow: UnitOfWork,
+) -> None:
+    mine, theirs = await add_project(uow, "a"), await add_project(uow, "b")
+    key = {"key_hash": "d" * 64, "read_only": False, "name": "rw", "created_at": NOW}
+    await uow.projects.insert_keys([{**key, "project_id": theirs}])
+    with pytest.raises(DuplicateKey):
+        await uow.projects.insert_keys(
+            [{**key, "project_id": mine}, {**key, "key_hash": "e" * 64, "project_id": mine}]
+        )
+    assert await uow.projects.key("d" * 64) == (theirs, False)
+    assert await uow.projects.key("e" * 64) is None  # the batch went whole or not at all
+    await uow.projects.insert_keys([{**key, "key_hash": "e" * 64, "project_id": mine}])
+    assert await uow.projects.key("e" * 64) == (mine, False)

@@ -43,7 +43,6 @@ ALLOWED: dict[str, str] = {
     "monitor/services/projects.py:create_project": "a project and its two keys created",
     "monitor/services/reminders.py:insert_alert": "an alert and its notifications per channel",
     "monitor/services/reminders.py:summarise": "an ended occurrence's summary (reminders)",
-    "monitor/services/retention.py:_prune_check": "one check's history pruned (retention)",
     "monitor/services/shards.py:reshard": "the shard count changed in one transaction",
     "monitor/storage/engine.py:make_engine": "the engine and its per-dialect options",
     "monitor/web/pages.py:DashboardController.check_page": "a check's page (web edge)",
