@@ -28,7 +28,17 @@ from typing import TypeAlias
 
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from monitor.storage.ports import ChannelStore, CheckStore, ProjectStore, StatusStore, UserStore
+from monitor.storage.dashboard_reads import SqlDashboardReads
+from monitor.storage.maintenance_store import SqlMaintenanceStore
+from monitor.storage.ports import (
+    ChannelStore,
+    CheckStore,
+    DashboardReads,
+    MaintenanceStore,
+    ProjectStore,
+    StatusStore,
+    UserStore,
+)
 from monitor.storage.stores import (
     SqlChannelStore,
     SqlCheckStore,
@@ -45,7 +55,8 @@ Connection: TypeAlias = AsyncConnection
 
 
 class UnitOfWork:
-    """The ports of one transaction: ``checks``, ``channels``, ``projects``, ``users``, ``status``.
+    """The ports of one transaction: ``checks``, ``channels``, ``projects``, ``users``, ``status``;
+    ``dashboard`` (the dashboard's read model) and ``maintenance`` (maintenance windows).
 
     Construct with :meth:`begin` (write), :meth:`read` or :meth:`joining`; never share one
     across tasks (an ``AsyncConnection`` is not concurrency-safe).
@@ -56,6 +67,8 @@ class UnitOfWork:
     projects: ProjectStore
     users: UserStore
     status: StatusStore
+    dashboard: DashboardReads
+    maintenance: MaintenanceStore
 
     def __init__(self, conn: AsyncConnection) -> None:
         self.connection = conn
@@ -64,6 +77,8 @@ class UnitOfWork:
         self.projects = SqlProjectStore(conn)
         self.users = SqlUserStore(conn)
         self.status = SqlStatusStore(conn)
+        self.dashboard = SqlDashboardReads(conn)
+        self.maintenance = SqlMaintenanceStore(conn)
 
     @property
     def dialect(self) -> str:
