@@ -3,7 +3,8 @@
 A port speaks in plain values (dicts of column values, ids, domain values), never rows that
 could lazy-load, and never exposes SQLAlchemy: a service holding a
 :class:`monitor.storage.unit_of_work.UnitOfWork` reaches the database only through these.
-The one implementation of each (:mod:`monitor.storage.stores`) serves SQLite and PostgreSQL;
+The one implementation of each (:mod:`monitor.storage.stores`; :mod:`~monitor.storage.dashboard_reads`
+and :mod:`~monitor.storage.maintenance_store` for the last two) serves SQLite and PostgreSQL;
 ``tests/storage_contract/`` runs every method against both.
 
 Every method runs inside the unit of work's transaction; none commits.

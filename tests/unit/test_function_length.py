@@ -30,8 +30,6 @@ ALLOWED: dict[str, str] = {
     "monitor/services/checks.py:parse_check_fields": "a create/update body's fields validated in turn",
     "monitor/services/checks.py:create_many": "a list body created all or none, in one transaction",
     "monitor/services/checks.py:check_to_dict": "a check's JSON per API version (DESIGN §9)",
-    "monitor/services/dashboard.py:list_page": "a page of checks in triage order (dashboard)",
-    "monitor/services/dashboard.py:timeline": "ticks with their runs and marks (dashboard)",
     "monitor/services/dispatch.py:claim_due": "the delivery claim in one transaction (dispatch)",
     "monitor/services/dispatch.py:_prepare": "a delivery's preparation (dispatch)",
     "monitor/services/dispatch.py:_record": "one attempt's outcome recorded (dispatch)",
