@@ -453,6 +453,49 @@ def _header_context(found: dashboard.CheckHeader, session: users.Session, now: d
     }
 
 
+def _check_context(
+    details: dashboard.CheckDetails, session: users.Session, now: datetime, base_url: str
+) -> dict[str, Any]:
+    """A check page's template values from its read (without the window's choice, the
+    ``around`` error, the saved message and the drawings)."""
+    header = _header_context(details.header, session, now)
+    row, line = details.header.row, details.timeline
+    return {
+        **header,
+        "hints": details.hints,
+        "project": details.project,
+        "windows": list(dashboard.WINDOWS),
+        "since": line.since,
+        "until": line.until,
+        "requested_since": details.requested_since,
+        "truncated": line.truncated,
+        "max_ticks": dashboard.MAX_WINDOW_TICKS,
+        "check_zone": _zone(str(row.get("tz") or "UTC")),
+        "pings": details.pings,
+        "alerts": details.alerts,
+        "flips": details.flips,
+        "channel_names": details.channel_names,
+        "snippets": snippets(header["check"], base_url, details.sentry_dsn),
+        "session": session,
+        "csrf_token": session.csrf_token,
+        "nav": "checks",
+    }
+
+
+def _timeline_drawings(
+    marks: list[svg.TickMark], line: dashboard.Timeline, now: datetime, zone: tzinfo
+) -> dict[str, Any]:
+    """The tick rows (newest first), the timeline SVGs (wide and phone) and the duration chart."""
+    return {
+        "ticks": list(reversed(marks)),
+        "timeline_svg": svg.timeline_svg(marks, line.since, line.until, now, zone=zone),
+        "timeline_phone_svg": svg.timeline_svg(
+            marks, line.since, line.until, now, width=420, max_marks=36, svg_id="timeline-phone", zone=zone
+        ),
+        "duration_svg": svg.duration_chart_svg([b for m in marks for b in m.runs]),
+    }
+
+
 class DashboardController(Controller):
     """The pages behind login. Every write (any POST) passes :func:`csrf_guard` first."""
 
@@ -518,57 +561,20 @@ class DashboardController(Controller):
             window=window,
             centre=centre,
         )
-        header = _header_context(details.header, session, now)
-        row, check, line = details.header.row, header["check"], details.timeline
+        context = _check_context(details, session, now, services.settings.base_url)
+        context.update(window=window, around_error=around_error, saved_message=SAVED_MESSAGES.get(saved, ""))
+        row, line = details.header.row, details.timeline
         views = [
             v
             for v in line.views
             if v.runs or v.outcome not in ("no_run",) or v.scheduled >= row["created_at"]
         ]
-        context = {
-            **header,
-            "hints": details.hints,
-            "project": details.project,
-            "window": window,
-            "windows": list(dashboard.WINDOWS),
-            "since": line.since,
-            "until": line.until,
-            "requested_since": details.requested_since,
-            "truncated": line.truncated,
-            "max_ticks": dashboard.MAX_WINDOW_TICKS,
-            "around_error": around_error,
-            "check_zone": _zone(str(row.get("tz") or "UTC")),
-            "pings": details.pings,
-            "alerts": details.alerts,
-            "flips": details.flips,
-            "channel_names": details.channel_names,
-            "snippets": snippets(check, services.settings.base_url, details.sentry_dsn),
-            "saved_message": SAVED_MESSAGES.get(saved, ""),
-            "session": session,
-            "csrf_token": session.csrf_token,
-            "nav": "checks",
-        }
         max_runtime = timedelta(seconds=row["max_runtime"])
         zone = user_zone(session)  # the axis speaks the zone the rest of the page does
 
         def render() -> str:
             # the SVGs and up to 500 tick rows are pure CPU work: off the event loop
-            marks = _bars(views, max_runtime)
-            context.update(
-                ticks=list(reversed(marks)),
-                timeline_svg=svg.timeline_svg(marks, line.since, line.until, now, zone=zone),
-                timeline_phone_svg=svg.timeline_svg(
-                    marks,
-                    line.since,
-                    line.until,
-                    now,
-                    width=420,
-                    max_marks=36,
-                    svg_id="timeline-phone",
-                    zone=zone,
-                ),
-                duration_svg=svg.duration_chart_svg([b for m in marks for b in m.runs]),
-            )
+            context.update(_timeline_drawings(_bars(views, max_runtime), line, now, zone))
             engine = request.app.template_engine
             assert engine is not None
             return str(engine.get_template("check.html").render(**context))

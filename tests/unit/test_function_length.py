@@ -44,7 +44,6 @@ ALLOWED: dict[str, str] = {
     "monitor/services/retention.py:_prune_check": "one check's history pruned (retention)",
     "monitor/services/shards.py:reshard": "the shard count changed in one transaction",
     "monitor/storage/engine.py:make_engine": "the engine and its per-dialect options",
-    "monitor/web/pages.py:DashboardController.check_page": "a check's page (web edge)",
     "monitor/web/svg.py:timeline_svg": "the run timeline drawn as SVG (web edge)",
     "monitor/workers/evaluator.py:run_evaluator": "the evaluator loop (workers)",
     "monitor/workers/notifier.py:run_notifier": "the notifier loop (workers)",
