@@ -23,7 +23,7 @@ from monitor.domain.errors import NotFound, ScheduleError, ValidationError, Zone
 from monitor.services import reminders
 from monitor.services.dispatch import window_of
 from monitor.settings import Settings
-from monitor.storage.unit_of_work import Connection, UnitOfWork
+from monitor.storage.unit_of_work import Connection, Engine, UnitOfWork
 
 MAX_DURATION_S = int(maintenance.MAX_DURATION.total_seconds())
 
@@ -231,3 +231,50 @@ def window_to_dict(row: Mapping[str, Any], now: datetime) -> dict[str, Any]:
     out["active"] = maintenance.occurrence_at(window, now) is not None
     out["next"] = {"start": _iso(upcoming.start), "end": _iso(upcoming.end)} if upcoming else None
     return out
+
+
+# -- the management API's use cases: one unit of work each --------------------------------------
+
+
+async def windows_of(engine: Engine, project_id: int) -> list[dict[str, Any]]:
+    """The project's window rows, oldest first (:func:`list_windows`)."""
+    async with UnitOfWork.read(engine) as uow:
+        return await list_windows(uow.connection, project_id)
+
+
+async def add_window(engine: Engine, project_id: int, data: Any, now: datetime) -> dict[str, Any]:
+    """Validate a window body (:func:`validate_window`) and store it in one transaction; the new
+    window's row (as :func:`get_window`).
+
+    Raises:
+        ValidationError: as :func:`validate_window`.
+    """
+    async with UnitOfWork.begin(engine) as uow:
+        values = await validate_window(uow.connection, project_id, data, now)
+        window_id = await create_window(uow.connection, project_id, values, now)
+        return await get_window(uow.connection, project_id, window_id)
+
+
+async def find_window(engine: Engine, project_id: int, window_id: str) -> dict[str, Any]:
+    """:func:`get_window` in a read of its own.
+
+    Raises:
+        NotFound: no such window in the project.
+    """
+    async with UnitOfWork.read(engine) as uow:
+        return await get_window(uow.connection, project_id, window_id)
+
+
+async def remove_window(
+    engine: Engine, project_id: int, window_id: str, now: datetime, *, settings: Settings
+) -> dict[str, Any]:
+    """Delete a window (:func:`delete_window`, its summary raised in the same transaction); its
+    row as it was.
+
+    Raises:
+        NotFound: no such window in the project.
+    """
+    async with UnitOfWork.begin(engine) as uow:
+        row = await get_window(uow.connection, project_id, window_id)
+        await delete_window(uow.connection, row, now, settings=settings)
+        return row
