@@ -410,3 +410,24 @@ async def save_zone(engine: Engine, user_id: int, tz: str) -> str:
     """
     async with UnitOfWork.begin(engine) as uow:
         return await set_zone(uow.connection, user_id, tz)
+
+
+async def find_session(engine: Engine, token: str, now: datetime) -> Session | None:
+    """:func:`session_of` in a read of its own."""
+    async with UnitOfWork.read(engine) as uow:
+        return await session_of(uow.connection, token, now)
+
+
+async def sign_in(
+    engine: Engine, email: str, password: str, now: datetime, *, throttle: LoginThrottle
+) -> LoginResult:
+    """:func:`log_in` in a transaction of its own (committed whatever the result: a failed
+    attempt is counted)."""
+    async with UnitOfWork.begin(engine) as uow:
+        return await log_in(uow.connection, email, password, now, throttle=throttle)
+
+
+async def sign_out(engine: Engine, token: str, now: datetime) -> None:
+    """:func:`log_out` in a transaction of its own."""
+    async with UnitOfWork.begin(engine) as uow:
+        await log_out(uow.connection, token, now)
