@@ -291,10 +291,14 @@ async def channels_overview(
     return names, listed
 
 
-async def add_channel(engine: Engine, project_id: int, values: dict[str, Any], now: datetime) -> str:
-    """:func:`create_channel` in a transaction of its own; the new channel's id."""
+async def add_channel(
+    engine: Engine, project_id: int, values: dict[str, Any], now: datetime
+) -> dict[str, Any]:
+    """:func:`create_channel` (``values`` validated) in a transaction of its own; the new
+    channel's row."""
     async with UnitOfWork.begin(engine) as uow:
-        return await create_channel(uow.connection, project_id, values, now)
+        channel_id = await create_channel(uow.connection, project_id, values, now)
+        return await get_channel(uow.connection, project_id, channel_id)
 
 
 async def channel_with_checks(
@@ -375,3 +379,49 @@ async def edit_channel(
             if check_id in routed:
                 new.append(channel_id)
             await check_service.update_check(conn, project_id, check_id, {"channels": ",".join(new)}, now)
+
+
+# -- the management API's channel use cases: one unit of work each ------------------------------
+
+
+async def channels_of_project(engine: Engine, project_id: int, urls: ChannelUrls) -> list[dict[str, Any]]:
+    """:func:`list_channels` in a read of its own."""
+    async with UnitOfWork.read(engine) as uow:
+        return await list_channels(uow.connection, project_id, urls)
+
+
+async def find_channel(engine: Engine, project_id: int, channel_id: str) -> dict[str, Any]:
+    """:func:`get_channel` in a read of its own.
+
+    Raises:
+        NotFound: no such channel in the project.
+    """
+    async with UnitOfWork.read(engine) as uow:
+        return await get_channel(uow.connection, project_id, channel_id)
+
+
+async def change_channel(
+    engine: Engine, project_id: int, channel_id: str, values: dict[str, Any]
+) -> dict[str, Any]:
+    """Set the validated ``values`` of the project's channel (:func:`update_channel`) in one
+    transaction; its new row.
+
+    Raises:
+        NotFound: no such channel in the project (deleted meanwhile, say).
+    """
+    async with UnitOfWork.begin(engine) as uow:
+        await get_channel(uow.connection, project_id, channel_id)
+        await update_channel(uow.connection, channel_id, values)
+        return await get_channel(uow.connection, project_id, channel_id)
+
+
+async def remove_channel(engine: Engine, project_id: int, channel_id: str) -> dict[str, Any]:
+    """Delete the project's channel (:func:`delete_channel`); its row as it was.
+
+    Raises:
+        NotFound: no such channel in the project. Conflict: as :func:`delete_channel`.
+    """
+    async with UnitOfWork.begin(engine) as uow:
+        row = await get_channel(uow.connection, project_id, channel_id)
+        await delete_channel(uow.connection, project_id, channel_id)
+        return row
