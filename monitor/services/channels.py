@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid as uuid_module
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
@@ -12,7 +13,8 @@ from monitor.domain.checks import AlertKind
 from monitor.domain.errors import Conflict, NotFound, ValidationError
 from monitor.domain.messages import Message
 from monitor.notify.base import ChannelUrls, DeliveryResult, Notifier
-from monitor.storage.unit_of_work import Connection, UnitOfWork
+from monitor.services import checks as check_service
+from monitor.storage.unit_of_work import Connection, Engine, UnitOfWork
 
 #: What a channel's ``kinds`` filter may name: the alert kinds (DESIGN §2) plus the reminders,
 #: escalations and maintenance summaries.
@@ -245,3 +247,181 @@ async def test_channel(notifier: Notifier, row: dict[str, Any], *, timeout: floa
         },
     )
     return await notifier.send(row["url"], message, timeout=timeout)
+
+
+# -- the dashboard's channel pages: one unit of work each ---------------------------------------
+
+
+async def own_channel(conn: Connection, project_ids: Sequence[int], channel_id: str) -> dict[str, Any]:
+    """The channel's row plus ``project_id``, when it belongs to one of ``project_ids``.
+
+    Raises:
+        NotFound: no such channel in these projects.
+    """
+    for project_id in project_ids:
+        try:
+            row = await get_channel(conn, project_id, channel_id)
+        except NotFound:
+            continue
+        return {**row, "project_id": project_id}
+    raise NotFound("id: no channel with this id in your projects")
+
+
+async def find_own_channel(engine: Engine, project_ids: Sequence[int], channel_id: str) -> dict[str, Any]:
+    """:func:`own_channel` in a read of its own."""
+    async with UnitOfWork.read(engine) as uow:
+        return await own_channel(uow.connection, project_ids, channel_id)
+
+
+async def channels_overview(
+    engine: Engine, project_ids: Sequence[int], urls: ChannelUrls
+) -> tuple[dict[int, str], list[dict[str, Any]]]:
+    """``({project id: name}, channels)``: the channels of ``project_ids``, project by project,
+    each as :func:`list_channels` gives it plus ``project`` (its name) and ``checks`` (how many
+    checks notify it)."""
+    async with UnitOfWork.read(engine) as uow:
+        names = await uow.dashboard.project_names(project_ids)
+        listed = []
+        for project_id in project_ids:
+            for channel in await list_channels(uow.connection, project_id, urls):
+                listed.append({**channel, "project": names.get(project_id, "")})
+        counts = await uow.dashboard.channel_check_counts([c["id"] for c in listed])
+    for channel in listed:
+        channel["checks"] = counts.get(channel["id"], 0)
+    return names, listed
+
+
+async def add_channel(
+    engine: Engine, project_id: int, values: dict[str, Any], now: datetime
+) -> dict[str, Any]:
+    """:func:`create_channel` (``values`` validated) in a transaction of its own; the new
+    channel's row."""
+    async with UnitOfWork.begin(engine) as uow:
+        channel_id = await create_channel(uow.connection, project_id, values, now)
+        return await get_channel(uow.connection, project_id, channel_id)
+
+
+async def channel_with_checks(
+    engine: Engine, project_ids: Sequence[int], channel_id: str
+) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """``(row, checks)``: the channel (:func:`own_channel`) and its project's checks
+    (``id, uuid, name, slug``, by name then id) each with ``routed`` (it notifies the channel).
+
+    Raises:
+        NotFound: no such channel in these projects.
+    """
+    async with UnitOfWork.read(engine) as uow:
+        row = await own_channel(uow.connection, project_ids, channel_id)
+        checks = await uow.dashboard.check_names(row["project_id"])
+        routed = await uow.dashboard.routed_checks(channel_id)
+    return row, [{**c, "routed": c["id"] in routed} for c in checks]
+
+
+async def channel_with_count(
+    engine: Engine, project_ids: Sequence[int], channel_id: str
+) -> tuple[dict[str, Any], int]:
+    """``(row, checks notifying it)`` of the channel (:func:`own_channel`).
+
+    Raises:
+        NotFound: no such channel in these projects.
+    """
+    async with UnitOfWork.read(engine) as uow:
+        row = await own_channel(uow.connection, project_ids, channel_id)
+        counts = await uow.dashboard.channel_check_counts([channel_id])
+    return row, counts.get(channel_id, 0)
+
+
+async def remove_own_channel(engine: Engine, project_ids: Sequence[int], channel_id: str) -> None:
+    """Delete the channel (:func:`delete_channel`) if it belongs to one of ``project_ids``.
+
+    Raises:
+        NotFound: no such channel in these projects. Conflict: as :func:`delete_channel`.
+    """
+    async with UnitOfWork.begin(engine) as uow:
+        row = await own_channel(uow.connection, project_ids, channel_id)
+        await delete_channel(uow.connection, row["project_id"], channel_id)
+
+
+async def edit_channel(
+    engine: Engine,
+    project_ids: Sequence[int],
+    channel_id: str,
+    body: dict[str, Any],
+    *,
+    allow_private: bool,
+    urls: ChannelUrls,
+    routed: set[int],
+    now: datetime,
+) -> None:
+    """Change a channel from the dashboard's form in one transaction: ``body`` validated as a
+    partial update (:func:`validate_channel`; a masked URL keeps the stored secrets), and the
+    checks of its project that notify it made exactly ``routed`` (check ids), each changed
+    through :func:`monitor.services.checks.update_check` as the API's ``channels`` field would.
+
+    Raises:
+        NotFound: no such channel in these projects. ValidationError, Conflict: a bad field,
+            or a check's change refused.
+    """
+    async with UnitOfWork.begin(engine) as uow:
+        conn = uow.connection
+        row = await own_channel(conn, project_ids, channel_id)
+        clean = await validate_channel(
+            body, partial=True, allow_private=allow_private, urls=urls, stored_url=row["url"]
+        )
+        await update_channel(conn, channel_id, clean)
+        project_id = row["project_id"]
+        ids = [int(r["id"]) for r in await uow.checks.query(project_id)]
+        routes = await check_service.channels_of(conn, ids)
+        for check_id in ids:
+            if (channel_id in routes[check_id]) == (check_id in routed):
+                continue
+            new = [c for c in routes[check_id] if c != channel_id]
+            if check_id in routed:
+                new.append(channel_id)
+            await check_service.update_check(conn, project_id, check_id, {"channels": ",".join(new)}, now)
+
+
+# -- the management API's channel use cases: one unit of work each ------------------------------
+
+
+async def channels_of_project(engine: Engine, project_id: int, urls: ChannelUrls) -> list[dict[str, Any]]:
+    """:func:`list_channels` in a read of its own."""
+    async with UnitOfWork.read(engine) as uow:
+        return await list_channels(uow.connection, project_id, urls)
+
+
+async def find_channel(engine: Engine, project_id: int, channel_id: str) -> dict[str, Any]:
+    """:func:`get_channel` in a read of its own.
+
+    Raises:
+        NotFound: no such channel in the project.
+    """
+    async with UnitOfWork.read(engine) as uow:
+        return await get_channel(uow.connection, project_id, channel_id)
+
+
+async def change_channel(
+    engine: Engine, project_id: int, channel_id: str, values: dict[str, Any]
+) -> dict[str, Any]:
+    """Set the validated ``values`` of the project's channel (:func:`update_channel`) in one
+    transaction; its new row.
+
+    Raises:
+        NotFound: no such channel in the project (deleted meanwhile, say).
+    """
+    async with UnitOfWork.begin(engine) as uow:
+        await get_channel(uow.connection, project_id, channel_id)
+        await update_channel(uow.connection, channel_id, values)
+        return await get_channel(uow.connection, project_id, channel_id)
+
+
+async def remove_channel(engine: Engine, project_id: int, channel_id: str) -> dict[str, Any]:
+    """Delete the project's channel (:func:`delete_channel`); its row as it was.
+
+    Raises:
+        NotFound: no such channel in the project. Conflict: as :func:`delete_channel`.
+    """
+    async with UnitOfWork.begin(engine) as uow:
+        row = await get_channel(uow.connection, project_id, channel_id)
+        await delete_channel(uow.connection, project_id, channel_id)
+        return row

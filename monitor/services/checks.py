@@ -9,7 +9,7 @@ from __future__ import annotations
 import hashlib
 import re
 import unicodedata
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -940,3 +940,90 @@ async def alerts_of(
     async with UnitOfWork.read(engine) as uow:
         row = await find_check_row(uow.connection, project_id, ident)
         return await history.list_alerts(uow.connection, row["id"], limit, before=before)
+
+
+# -- the dashboard's check forms: one unit of work each -----------------------------------------
+
+
+async def _user_check(uow: UnitOfWork, project_ids: Sequence[int], uuid: str) -> dict[str, Any]:
+    row = await uow.dashboard.check_in(project_ids, uuid)
+    if row is None:
+        raise NotFound("uuid: no check with this uuid in your projects")
+    return row
+
+
+def confirm_name(row: Mapping[str, Any]) -> str:
+    """What a user types to confirm deleting a check: its name, else slug, else uuid."""
+    return str(row["name"] or row["slug"] or row["uuid"])
+
+
+async def create_from_form(engine: Engine, project_id: int, data: Any, now: datetime, *, shards: int) -> str:
+    """Create (or upsert, :func:`create_or_upsert`) a check from the dashboard's form; its uuid.
+
+    Raises:
+        ValidationError, Conflict: as :func:`create_or_upsert`.
+    """
+    async with UnitOfWork.begin(engine) as uow:
+        check_id, _ = await create_or_upsert(uow.connection, project_id, data, now, shards=shards)
+        return str((await uow.checks.by_ids([check_id]))[check_id]["uuid"])
+
+
+async def update_unless_changed(
+    engine: Engine,
+    project_ids: Sequence[int],
+    uuid: str,
+    data: Any,
+    now: datetime,
+    *,
+    version_of: Callable[[dict[str, Any], list[str]], str],
+    expected: str,
+) -> str | None:
+    """Save the edit form's ``data`` (:func:`update_check`) unless the check changed since the
+    form was loaded: ``version_of(row, channel ids)`` of the stored check differs from a
+    non-empty ``expected``. Returns ``None`` when saved, else the current version (nothing is
+    written; the form shows the stored settings' version with its 409).
+
+    Raises:
+        NotFound: no check ``uuid`` in ``project_ids``. ValidationError, Conflict: as
+            :func:`update_check`.
+    """
+    async with UnitOfWork.begin(engine) as uow:
+        row = await _user_check(uow, project_ids, uuid)
+        current = version_of(row, (await channels_of(uow.connection, [row["id"]]))[row["id"]])
+        if expected and expected != current:
+            return current
+        await update_check(uow.connection, row["project_id"], row["id"], data, now)
+    return None
+
+
+async def delete_confirmed(
+    engine: Engine, project_ids: Sequence[int], uuid: str, typed: str
+) -> tuple[dict[str, Any], bool]:
+    """Delete the check ``uuid`` of one of ``project_ids`` if ``typed`` (stripped) is its
+    :func:`confirm_name`; ``(its row, deleted)``.
+
+    Raises:
+        NotFound: no such check in these projects.
+    """
+    async with UnitOfWork.begin(engine) as uow:
+        row = await _user_check(uow, project_ids, uuid)
+        if typed.strip() != confirm_name(row):
+            return row, False
+        locked = await get_check_row(uow.connection, row["project_id"], uuid, lock=True)
+        await delete_check(uow.connection, locked["id"])
+        return row, True
+
+
+async def set_paused_in(
+    engine: Engine, project_ids: Sequence[int], uuid: str, now: datetime, *, paused: bool
+) -> None:
+    """Pause (:func:`pause_check`) or resume (:func:`resume_check`) the check ``uuid`` of one
+    of ``project_ids``.
+
+    Raises:
+        NotFound: no such check in these projects. Conflict: resuming a check that is not paused.
+    """
+    async with UnitOfWork.begin(engine) as uow:
+        row = await _user_check(uow, project_ids, uuid)
+        change = pause_check if paused else resume_check
+        await change(uow.connection, row["project_id"], uuid, now)

@@ -9,17 +9,20 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import and_, case, func, literal, or_, select, union
-from sqlalchemy.ext.asyncio import AsyncConnection
-
 from monitor.domain import detection
 from monitor.domain.checks import Outcome, SimpleSchedule
 from monitor.domain.errors import NotFound
 from monitor.domain.runs import RunBook, TickMark, tick_outcome
+from monitor.notify.base import ChannelUrls
+from monitor.services import channels as channel_service
 from monitor.services import checks as check_service
+from monitor.services import hints as hint_service
+from monitor.services import history
+from monitor.services import sentry as sentry_service
 from monitor.settings import Settings
 from monitor.storage import repositories
-from monitor.storage import tables as t
+from monitor.storage.ports import TRIAGE_ORDER
+from monitor.storage.unit_of_work import Connection, Engine, UnitOfWork
 
 STRIP_TICKS = 30
 MAX_WINDOW_TICKS = 500
@@ -48,49 +51,22 @@ class TickView:
     runs: tuple[Any, ...] = ()
 
 
-async def project_names(conn: AsyncConnection, project_ids: Sequence[int]) -> dict[int, str]:
-    rows = await conn.execute(
-        select(t.projects.c.id, t.projects.c.name).where(t.projects.c.id.in_(list(project_ids)))
-    )
-    return {r[0]: r[1] for r in rows}
+async def project_names(conn: Connection, project_ids: Sequence[int]) -> dict[int, str]:
+    """``{project id: name}`` of these projects."""
+    return await UnitOfWork.joining(conn).dashboard.project_names(project_ids)
 
 
-async def _recent_books(conn: AsyncConnection, check_ids: Sequence[int]) -> dict[int, RunBook]:
+async def _recent_books(conn: Connection, check_ids: Sequence[int]) -> dict[int, RunBook]:
     """Each check's runs and marks of its newest :data:`STRIP_TICKS` recorded ticks, in three
     queries whatever the number of checks (a window function ranks each check's ticks)."""
     books = {cid: RunBook() for cid in check_ids}
     if not check_ids:
         return books
-    ids = list(check_ids)
-    ticks = union(
-        select(t.runs.c.check_id, t.runs.c.scheduled).where(t.runs.c.check_id.in_(ids)),
-        select(t.tick_marks.c.check_id, t.tick_marks.c.scheduled).where(t.tick_marks.c.check_id.in_(ids)),
-    ).subquery()
-    ranked = select(
-        ticks.c.check_id,
-        ticks.c.scheduled,
-        func.row_number()
-        .over(partition_by=ticks.c.check_id, order_by=ticks.c.scheduled.desc())
-        .label("rank"),
-    ).subquery()
-    since = (
-        select(ranked.c.check_id, func.min(ranked.c.scheduled).label("since"))
-        .where(ranked.c.rank <= STRIP_TICKS)
-        .group_by(ranked.c.check_id)
-        .subquery()
-    )
-    runs = select(t.runs).join(
-        since, and_(since.c.check_id == t.runs.c.check_id, t.runs.c.scheduled >= since.c.since)
-    )
-    marks = select(t.tick_marks).join(
-        since, and_(since.c.check_id == t.tick_marks.c.check_id, t.tick_marks.c.scheduled >= since.c.since)
-    )
-    for row in (await conn.execute(runs)).mappings():
+    runs, marks = await UnitOfWork.joining(conn).dashboard.recent_ticks(check_ids, STRIP_TICKS)
+    for row in runs:
         books[row["check_id"]].add(repositories.run_of(row))
-    for row in (await conn.execute(marks)).mappings():
-        books[row["check_id"]].marks[row["scheduled"]] = TickMark(
-            scheduled=row["scheduled"], outcome=Outcome(row["outcome"])
-        )
+    for check_id, scheduled, outcome in marks:
+        books[check_id].marks[scheduled] = TickMark(scheduled=scheduled, outcome=Outcome(outcome))
     return books
 
 
@@ -110,25 +86,12 @@ def strip_of(book: RunBook, now: datetime, max_runtime: timedelta) -> list[TickV
     return [_view(book, tick, now, max_runtime) for tick in ticks]
 
 
-SEVERITY = ("down", "grace", "up", "new", "paused")
-"""Statuses in triage order: what needs a person first."""
+SEVERITY = TRIAGE_ORDER
+"""Statuses in triage order: what needs a person first (ordered in SQL by the storage port)."""
 PAGE_SIZE = 50
 """Checks per page of the list."""
 OUTPUT_TAIL = 4000
 """Characters of a failing ping's body kept for the page (its last lines)."""
-
-
-def _severity(now: datetime) -> Any:
-    """SQL rank of a check's status in :data:`SEVERITY` order; the same first-match rule as
-    :func:`monitor.domain.detection.status` (paused, new, down, grace, up)."""
-    c = t.checks.c
-    return case(
-        (c.paused, 4),
-        (c.watch_from.is_(None), 3),
-        (c.episode_key.is_not(None), 0),
-        (and_(c.pending_tick.is_not(None), c.pending_tick <= now), 1),
-        else_=2,
-    )
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -145,12 +108,8 @@ class CheckPage:
     limit: int
 
 
-def _escape_like(text: str) -> str:
-    return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
-
-
 async def list_page(
-    conn: AsyncConnection,
+    conn: Connection,
     project_ids: Sequence[int],
     now: datetime,
     settings: Settings,
@@ -176,39 +135,11 @@ async def list_page(
         return CheckPage(
             checks=[], matched=0, total=0, counts=dict.fromkeys(SEVERITY, 0), offset=0, limit=limit
         )
-    rank = _severity(now)
-    c = t.checks.c
-    counts = dict.fromkeys(SEVERITY, 0)
-    for value, count in await conn.execute(
-        select(rank, func.count()).where(c.project_id.in_(ids)).group_by(rank)
-    ):
-        counts[SEVERITY[int(value)]] = int(count)
-    query = select(t.checks).where(c.project_id.in_(ids))
-    needle = q.strip().lower()
-    if needle:
-        pattern = f"%{_escape_like(needle)}%"
-        query = query.where(
-            or_(
-                func.lower(c.name).like(pattern, escape="\\"),
-                func.lower(func.coalesce(c.slug, "")).like(pattern, escape="\\"),
-            )
-        )
-    if tag.strip():
-        spaced = literal(" ") + c.tags + literal(" ")
-        query = query.where(spaced.like(f"% {_escape_like(tag.strip())} %", escape="\\"))
-    if status in SEVERITY:
-        query = query.where(rank == SEVERITY.index(status))
-    matched = int((await conn.execute(select(func.count()).select_from(query.subquery()))).scalar_one())
-    rows = [
-        dict(r)
-        for r in (
-            await conn.execute(
-                query.order_by(rank, c.project_id, c.name, c.id).offset(max(0, offset)).limit(limit)
-            )
-        )
-        .mappings()
-        .all()
-    ]
+    reads = UnitOfWork.joining(conn).dashboard
+    counts = await reads.status_counts(ids, now)
+    matched, rows = await reads.check_page(
+        ids, now, needle=q.strip().lower(), tag=tag.strip(), status=status, offset=offset, limit=limit
+    )
     checks = await decorate(conn, rows, now, settings)
     return CheckPage(
         checks=checks, matched=matched, total=sum(counts.values()), counts=counts, offset=offset, limit=limit
@@ -216,7 +147,7 @@ async def list_page(
 
 
 async def decorate(
-    conn: AsyncConnection, rows: list[dict[str, Any]], now: datetime, settings: Settings
+    conn: Connection, rows: list[dict[str, Any]], now: datetime, settings: Settings
 ) -> list[dict[str, Any]]:
     """Check rows as the list and the check page show them (see :func:`list_page`)."""
     names = await project_names(conn, sorted({r["project_id"] for r in rows}))
@@ -269,34 +200,18 @@ def latest_run(book: RunBook) -> dict[str, Any] | None:
     }
 
 
-async def open_episodes(conn: AsyncConnection, rows: Sequence[dict[str, Any]]) -> dict[int, dict[str, Any]]:
+async def open_episodes(conn: Connection, rows: Sequence[dict[str, Any]]) -> dict[int, dict[str, Any]]:
     """The alert that opened each down check's episode: ``{check id: {"kind", "count",
     "first_tick", "created"}}`` (one query for all the rows)."""
     keys = {r["id"]: r["episode_key"] for r in rows if r.get("episode_key")}
     if not keys:
         return {}
-    found = await conn.execute(
-        select(
-            t.alerts.c.check_id,
-            t.alerts.c.key,
-            t.alerts.c.kind,
-            t.alerts.c.count,
-            t.alerts.c.scheduled,
-            t.alerts.c.created_at,
-        )
-        .where(t.alerts.c.check_id.in_(list(keys)))
-        .where(t.alerts.c.key.in_(list(set(keys.values()))))
-    )
+    found = await UnitOfWork.joining(conn).dashboard.episode_alerts(keys)
     out: dict[int, dict[str, Any]] = {}
     for check_id, key, kind, count, scheduled, created in found:
         if keys.get(check_id) == key:
             out[check_id] = {"kind": kind, "count": count, "first_tick": scheduled, "created": created}
     return out
-
-
-def _bad_ping() -> Any:
-    p = t.pings.c
-    return or_(p.kind == "fail", and_(p.exit_status.is_not(None), p.exit_status != 0))
 
 
 def _last_line(body: bytes | None) -> str:
@@ -305,49 +220,35 @@ def _last_line(body: bytes | None) -> str:
 
 
 async def last_outputs(
-    conn: AsyncConnection, rows: Sequence[dict[str, Any]], troubled: set[int]
+    conn: Connection, rows: Sequence[dict[str, Any]], troubled: set[int]
 ) -> dict[int, dict[str, Any]]:
     """Per check, the last line of the body of its newest ping with a body — of its newest
     failing ping (``fail`` or a non-zero exit status) for the ``troubled`` ids (down or in grace):
     ``{check id: {"line", "bad", "exit_status"}}``. One indexed lookup per check
     (``uq_pings_check_n``, newest first)."""
     out: dict[int, dict[str, Any]] = {}
-    p = t.pings.c
+    reads = UnitOfWork.joining(conn).dashboard
     for row in rows:
-        query = (
-            select(p.body, p.kind, p.exit_status).where(p.check_id == row["id"]).where(p.body.is_not(None))
-        )
-        if row["id"] in troubled:
-            query = query.where(_bad_ping())
-        found = (await conn.execute(query.order_by(p.n.desc()).limit(1))).first()
+        found = await reads.last_body(row["id"], failing=row["id"] in troubled)
         if found is None:
             continue
         body, kind, exit_status = found
         out[row["id"]] = {
-            "line": _last_line(bytes(body) if body is not None else None),
+            "line": _last_line(body),
             "bad": kind == "fail" or (exit_status is not None and exit_status != 0),
             "exit_status": exit_status,
         }
     return out
 
 
-async def last_failure(conn: AsyncConnection, check_id: int) -> dict[str, Any] | None:
+async def last_failure(conn: Connection, check_id: int) -> dict[str, Any] | None:
     """The check's newest failing ping: ``{"n", "received_at", "kind", "exit_status", "tail"}``
     (``tail``: the body's last :data:`OUTPUT_TAIL` characters), or ``None``."""
-    p = t.pings.c
-    found = (
-        await conn.execute(
-            select(p.n, p.received_at, p.kind, p.exit_status, p.body)
-            .where(p.check_id == check_id)
-            .where(_bad_ping())
-            .order_by(p.n.desc())
-            .limit(1)
-        )
-    ).first()
+    found = await UnitOfWork.joining(conn).dashboard.last_failure(check_id)
     if found is None:
         return None
     n, received, kind, exit_status, body = found
-    text = (bytes(body) if body is not None else b"").decode("utf-8", errors="replace").rstrip()
+    text = (body or b"").decode("utf-8", errors="replace").rstrip()
     return {
         "n": n,
         "received_at": received,
@@ -357,53 +258,25 @@ async def last_failure(conn: AsyncConnection, check_id: int) -> dict[str, Any] |
     }
 
 
-async def last_good_run(conn: AsyncConnection, check_id: int) -> dict[str, Any] | None:
+async def last_good_run(conn: Connection, check_id: int) -> dict[str, Any] | None:
     """The check's newest run that finished successfully (``on_time`` or ``late``, duplicates
     and overlaps included; never an ``early`` run, which counts for no tick, DESIGN §5 rule 4c):
     ``{"scheduled", "finished_at"}``, or ``None``."""
-    r = t.runs.c
-    found = (
-        await conn.execute(
-            select(r.scheduled, r.finished_at)
-            .where(r.check_id == check_id)
-            .where(r.finish_kind == "success")
-            .where(r.early.is_(False))
-            .order_by(r.scheduled.desc())
-            .limit(1)
-        )
-    ).first()
+    found = await UnitOfWork.joining(conn).dashboard.last_good_run(check_id)
     return {"scheduled": found[0], "finished_at": found[1]} if found is not None else None
 
 
-async def status_since(conn: AsyncConnection, check_id: int) -> datetime | None:
+async def status_since(conn: Connection, check_id: int) -> datetime | None:
     """When the check's status last flipped (its newest flip), or ``None``."""
-    found: datetime | None = (
-        await conn.execute(
-            select(t.flips.c.created_at)
-            .where(t.flips.c.check_id == check_id)
-            .order_by(t.flips.c.id.desc())
-            .limit(1)
-        )
-    ).scalar_one_or_none()
-    return found
+    return await UnitOfWork.joining(conn).dashboard.status_since(check_id)
 
 
-async def get_check(conn: AsyncConnection, project_ids: Sequence[int], uuid: str) -> dict[str, Any]:
+async def get_check(conn: Connection, project_ids: Sequence[int], uuid: str) -> dict[str, Any]:
     """The check row if it belongs to one of ``project_ids``; else NotFound (existence hidden)."""
-    row = (
-        (
-            await conn.execute(
-                select(t.checks)
-                .where(t.checks.c.uuid == uuid)
-                .where(t.checks.c.project_id.in_(list(project_ids)))
-            )
-        )
-        .mappings()
-        .first()
-    )
+    row = await UnitOfWork.joining(conn).dashboard.check_in(project_ids, uuid)
     if row is None:
         raise NotFound("uuid: no check with this uuid in your projects")
-    return dict(row)
+    return row
 
 
 def window_bounds(
@@ -464,7 +337,7 @@ def _view_of(tick: datetime, runs: list[Any], mark: TickMark | None, now: dateti
 
 
 async def timeline(
-    conn: AsyncConnection, row: dict[str, Any], since: datetime, until: datetime, now: datetime
+    conn: Connection, row: dict[str, Any], since: datetime, until: datetime, now: datetime
 ) -> Timeline:
     """Ticks in ``[since, until]``: the schedule's and every tick with a run or a mark, each with
     its runs and outcome, oldest first, bounded whatever the window.
@@ -477,30 +350,9 @@ async def timeline(
     """
     spec = repositories.spec_of(row)
     check_id = row["id"]
-    run_rows = (
-        (
-            await conn.execute(
-                select(t.runs)
-                .where(t.runs.c.check_id == check_id)
-                .where(t.runs.c.scheduled >= since)
-                .where(t.runs.c.scheduled <= until)
-                .order_by(t.runs.c.scheduled.desc())
-                .limit(MAX_WINDOW_RUNS)
-            )
-        )
-        .mappings()
-        .all()
-    )
-    mark_rows = (
-        await conn.execute(
-            select(t.tick_marks.c.scheduled, t.tick_marks.c.outcome)
-            .where(t.tick_marks.c.check_id == check_id)
-            .where(t.tick_marks.c.scheduled >= since)
-            .where(t.tick_marks.c.scheduled <= until)
-            .order_by(t.tick_marks.c.scheduled.desc())
-            .limit(MAX_WINDOW_TICKS)
-        )
-    ).all()
+    reads = UnitOfWork.joining(conn).dashboard
+    run_rows = await reads.window_runs(check_id, since, until, MAX_WINDOW_RUNS)
+    mark_rows = await reads.window_marks(check_id, since, until, MAX_WINDOW_TICKS)
     # the oldest instant whose ticks are known completely (a cap may cut a tick's runs)
     floor = since
     truncated = False
@@ -555,25 +407,24 @@ def badge_status(statuses: Sequence[str]) -> str:
     return "new" if "new" in statuses else "paused"
 
 
-async def check_badge(conn: AsyncConnection, badge_uuid: str, now: datetime) -> dict[str, Any] | None:
+async def check_badge(conn: Connection, badge_uuid: str, now: datetime) -> dict[str, Any] | None:
     """``{"name", "status"}`` of the check with this badge uuid (status: up, late, down)."""
-    row = (await conn.execute(select(t.checks).where(t.checks.c.badge_uuid == badge_uuid))).mappings().first()
+    row = await UnitOfWork.joining(conn).dashboard.check_by_badge(badge_uuid)
     if row is None:
         return None
-    status = check_status(dict(row), now)
+    status = check_status(row, now)
     return {"name": row["name"] or row["slug"] or "check", "status": badge_status([status])}
 
 
-async def tag_badge(conn: AsyncConnection, badge_key: str, tag: str, now: datetime) -> dict[str, Any] | None:
+async def tag_badge(conn: Connection, badge_key: str, tag: str, now: datetime) -> dict[str, Any] | None:
     """``{"status", "total", "grace", "down"}`` over a project's checks with ``tag`` (``*``: all);
     ``None`` when no project has this badge key."""
-    project_id = (
-        await conn.execute(select(t.projects.c.id).where(t.projects.c.badge_key == badge_key))
-    ).scalar_one_or_none()
+    reads = UnitOfWork.joining(conn).dashboard
+    project_id = await reads.project_by_badge_key(badge_key)
     if project_id is None:
         return None
-    rows = (await conn.execute(select(t.checks).where(t.checks.c.project_id == project_id))).mappings().all()
-    statuses = [check_status(dict(r), now) for r in rows if tag == "*" or tag in r["tags"].split()]
+    rows = await reads.project_checks(project_id)
+    statuses = [check_status(r, now) for r in rows if tag == "*" or tag in r["tags"].split()]
     return {
         "status": badge_status(statuses),
         "total": len(statuses),
@@ -582,29 +433,270 @@ async def tag_badge(conn: AsyncConnection, badge_key: str, tag: str, now: dateti
     }
 
 
-async def project_tags(conn: AsyncConnection, project_id: int) -> list[str]:
+async def project_tags(conn: Connection, project_id: int) -> list[str]:
     """The distinct tags of a project's checks, sorted."""
-    tags: set[str] = set()
-    for (text,) in await conn.execute(select(t.checks.c.tags).where(t.checks.c.project_id == project_id)):
-        tags.update(text.split())
-    return sorted(tags)
+    return await UnitOfWork.joining(conn).dashboard.project_tags(project_id)
 
 
-async def project_badge_key(conn: AsyncConnection, project_id: int) -> str:
-    key: str = (
-        await conn.execute(select(t.projects.c.badge_key).where(t.projects.c.id == project_id))
-    ).scalar_one()
-    return key
+async def project_badge_key(conn: Connection, project_id: int) -> str:
+    """The project's badge key."""
+    return await UnitOfWork.joining(conn).dashboard.badge_key(project_id)
 
 
-async def first_run_tick(conn: AsyncConnection, check_id: int) -> datetime | None:
+async def first_run_tick(conn: Connection, check_id: int) -> datetime | None:
     """The tick of the check's oldest run (through ``ix_runs_check_scheduled``)."""
-    found: datetime | None = (
-        await conn.execute(
-            select(t.runs.c.scheduled)
-            .where(t.runs.c.check_id == check_id)
-            .order_by(t.runs.c.scheduled)
-            .limit(1)
+    return await UnitOfWork.joining(conn).dashboard.first_run_tick(check_id)
+
+
+# -- the pages' use cases: one unit of work each ------------------------------------------------
+
+PINGS_SHOWN = 50
+"""Newest pings a check's page lists."""
+PING_BODY_SHOWN = 10_000
+"""Bytes of a ping's body a check's page shows (the rest is cut, and said to be)."""
+HISTORY_SHOWN = 50
+"""Newest alerts and flips a check's page lists."""
+
+
+async def checks_overview(
+    engine: Engine,
+    project_ids: Sequence[int],
+    now: datetime,
+    settings: Settings,
+    *,
+    q: str = "",
+    tag: str = "",
+    status: str = "",
+    offset: int = 0,
+    limit: int = PAGE_SIZE,
+    with_tags: bool = True,
+) -> tuple[CheckPage, list[str]]:
+    """One page of the user's checks (:func:`list_page`, same filters) and, with ``with_tags``,
+    the sorted distinct tags of every check of ``project_ids`` (the filter's menu; else ``[]``)."""
+    async with UnitOfWork.read(engine) as uow:
+        listed = await list_page(
+            uow.connection,
+            project_ids,
+            now,
+            settings,
+            q=q,
+            tag=tag,
+            status=status,
+            offset=offset,
+            limit=limit,
         )
-    ).scalar_one_or_none()
-    return found
+        tags: set[str] = set()
+        for project_id in project_ids if with_tags else ():
+            tags.update(await uow.dashboard.project_tags(project_id))
+    return listed, sorted(tags)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class CheckHeader:
+    """A check page's header: the check ``row``, ``check`` (as :func:`decorate` shows it),
+    ``status_since`` (its newest flip), ``last_good`` (:func:`last_good_run`) and ``failure``
+    (:func:`last_failure`)."""
+
+    row: dict[str, Any]
+    check: dict[str, Any]
+    status_since: datetime | None
+    last_good: dict[str, Any] | None
+    failure: dict[str, Any] | None
+
+
+async def _header(
+    conn: Connection, project_ids: Sequence[int], uuid: str, now: datetime, settings: Settings
+) -> CheckHeader:
+    row = await get_check(conn, project_ids, uuid)
+    return CheckHeader(
+        row=row,
+        check=(await decorate(conn, [row], now, settings))[0],
+        status_since=await status_since(conn, row["id"]),
+        last_good=await last_good_run(conn, row["id"]),
+        failure=await last_failure(conn, row["id"]),
+    )
+
+
+async def check_header(
+    engine: Engine, project_ids: Sequence[int], uuid: str, now: datetime, settings: Settings
+) -> CheckHeader:
+    """The header of the check ``uuid`` (lower case) of one of ``project_ids``.
+
+    Raises:
+        NotFound: no such check in these projects (:func:`get_check`).
+    """
+    async with UnitOfWork.read(engine) as uow:
+        return await _header(uow.connection, project_ids, uuid, now, settings)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class CheckDetails:
+    """Everything a check's page shows below its header: ``hints``, ``timeline`` and the
+    window's ``requested_since`` (before a cap moved it), the newest ``pings`` (see
+    :func:`recent_pings`), ``alerts`` and ``flips`` (history's dicts, newest first),
+    ``channel_names`` (id → name, or the id's first 8 characters), the ``project``'s name and
+    its Sentry DSN (``sentry_dsn``, or ``None``)."""
+
+    header: CheckHeader
+    hints: list[str]
+    timeline: Timeline
+    requested_since: datetime
+    pings: list[dict[str, Any]]
+    alerts: list[dict[str, Any]]
+    flips: list[dict[str, Any]]
+    channel_names: dict[str, str]
+    project: str
+    sentry_dsn: str | None
+
+
+def recentred(since: datetime, until: datetime, centre: datetime) -> tuple[datetime, datetime]:
+    """The window ``[since, until]`` moved to centre on ``centre`` (same length)."""
+    half = (until - since) / 2
+    return centre - half, centre + half
+
+
+async def _window(
+    conn: Connection, row: dict[str, Any], window: str, centre: datetime | None, now: datetime
+) -> tuple[Timeline, datetime]:
+    """The check's timeline over the chosen window (centred on ``centre`` when given) and the
+    window's start as requested."""
+    first_run = await first_run_tick(conn, row["id"])
+    since, until = window_bounds(row, window, now, first_run if window == "auto" else None)
+    if centre is not None:
+        since, until = recentred(since, until, centre)
+    else:
+        # never draw ticks from before the check existed (nor before its first run)
+        born = min(row["created_at"], first_run or row["created_at"])
+        since = max(since, born - (until - since) / 40)
+    line = await timeline(conn, row, since, until, now)
+    if centre is not None and line.truncated and line.views and line.since > centre:
+        # the window's newest ticks all come after the wanted one: show those around it
+        shown_half = (line.views[-1].scheduled - line.since) / 2
+        line = await timeline(conn, row, since, min(until, centre + shown_half), now)
+    return line, since
+
+
+async def recent_pings(conn: Connection, check_id: int) -> list[dict[str, Any]]:
+    """The check's newest :data:`PINGS_SHOWN` pings, newest first: ``n, kind, received_at,
+    scheduled, rid, exit_status, duration, method, remote_addr, ua, body_size``, ``body`` (its
+    first :data:`PING_BODY_SHOWN` bytes as text, undecodable bytes replaced) and ``body_cut``
+    (the body was longer)."""
+    out = []
+    keys = ("n", "kind", "received_at", "scheduled", "rid", "exit_status", "duration", "method")
+    for r in await UnitOfWork.joining(conn).dashboard.recent_pings(check_id, PINGS_SHOWN):
+        body = r["body"] or b""
+        out.append(
+            {
+                **{key: r[key] for key in keys},
+                "remote_addr": r["remote_addr"],
+                "ua": r["ua"],
+                "body": body[:PING_BODY_SHOWN].decode("utf-8", errors="replace"),
+                "body_cut": len(body) > PING_BODY_SHOWN,
+                "body_size": r["body_size"],
+            }
+        )
+    return out
+
+
+async def check_details(
+    engine: Engine,
+    project_ids: Sequence[int],
+    uuid: str,
+    now: datetime,
+    settings: Settings,
+    urls: ChannelUrls,
+    *,
+    window: str = "auto",
+    centre: datetime | None = None,
+) -> CheckDetails:
+    """A check's page in one read: its header, and its timeline over ``window`` (a key of
+    :data:`WINDOWS`) — centred on ``centre`` when given, else starting no earlier than a little
+    before the check was created — with the rest of :class:`CheckDetails`.
+
+    Raises:
+        NotFound: no check ``uuid`` (lower case) in ``project_ids``.
+    """
+    async with UnitOfWork.read(engine) as uow:
+        conn = uow.connection
+        header = await _header(conn, project_ids, uuid, now, settings)
+        row = header.row
+        line, since = await _window(conn, row, window, centre, now)
+        channels = await channel_service.list_channels(conn, row["project_id"], urls)
+        return CheckDetails(
+            header=header,
+            hints=(await hint_service.hints_of(conn, [row]))[row["id"]],
+            timeline=line,
+            requested_since=since,
+            pings=await recent_pings(conn, row["id"]),
+            alerts=await history.list_alerts(conn, row["id"], HISTORY_SHOWN),
+            flips=await history.list_flips(conn, row["id"], HISTORY_SHOWN),
+            channel_names={c["id"]: c["name"] or c["id"][:8] for c in channels},
+            project=(await project_names(conn, [row["project_id"]])).get(row["project_id"], ""),
+            sentry_dsn=await sentry_service.project_dsn(conn, row["project_id"], settings.base_url),
+        )
+
+
+async def form_choices(
+    engine: Engine, project_ids: Sequence[int], urls: ChannelUrls, *, only: int | None = None
+) -> tuple[dict[int, str], list[dict[str, Any]]]:
+    """What the check form offers: ``{project id: name}`` of ``project_ids``, and the channels
+    of those projects (only of project ``only`` when given), each as
+    :func:`monitor.services.channels.list_channels` gives it plus ``project_id`` and
+    ``project`` (its name), project by project."""
+    async with UnitOfWork.read(engine) as uow:
+        names = await project_names(uow.connection, project_ids)
+        channels = []
+        for pid in project_ids:
+            if only is None or pid == only:
+                for channel in await channel_service.list_channels(uow.connection, pid, urls):
+                    channels.append({**channel, "project_id": pid, "project": names.get(pid, "")})
+    return names, channels
+
+
+async def find_check(engine: Engine, project_ids: Sequence[int], uuid: str) -> dict[str, Any]:
+    """The row of the check ``uuid`` of one of ``project_ids`` (:func:`get_check`).
+
+    Raises:
+        NotFound: no such check in these projects.
+    """
+    async with UnitOfWork.read(engine) as uow:
+        return await get_check(uow.connection, project_ids, uuid)
+
+
+async def check_and_channels(
+    engine: Engine, project_ids: Sequence[int], uuid: str
+) -> tuple[dict[str, Any], list[str]]:
+    """``(row, channel ids)`` of the check ``uuid`` of one of ``project_ids``.
+
+    Raises:
+        NotFound: no such check in these projects.
+    """
+    async with UnitOfWork.read(engine) as uow:
+        row = await get_check(uow.connection, project_ids, uuid)
+        return row, (await check_service.channels_of(uow.connection, [row["id"]]))[row["id"]]
+
+
+async def names_of_projects(engine: Engine, project_ids: Sequence[int]) -> dict[int, str]:
+    """``{project id: name}`` of these projects, in a read of its own."""
+    async with UnitOfWork.read(engine) as uow:
+        return await project_names(uow.connection, project_ids)
+
+
+async def badge_of_check(engine: Engine, badge_uuid: str, now: datetime) -> dict[str, Any] | None:
+    """:func:`check_badge` in a read of its own."""
+    async with UnitOfWork.read(engine) as uow:
+        return await check_badge(uow.connection, badge_uuid, now)
+
+
+async def badge_of_tag(engine: Engine, badge_key: str, tag: str, now: datetime) -> dict[str, Any] | None:
+    """:func:`tag_badge` in a read of its own."""
+    async with UnitOfWork.read(engine) as uow:
+        return await tag_badge(uow.connection, badge_key, tag, now)
+
+
+async def badge_listing(engine: Engine, project_id: int) -> tuple[str, list[str]]:
+    """``(badge key, sorted distinct tags)`` of the project, for its badge URLs."""
+    async with UnitOfWork.read(engine) as uow:
+        return await project_badge_key(uow.connection, project_id), await project_tags(
+            uow.connection, project_id
+        )

@@ -17,17 +17,13 @@ from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from sqlalchemy import delete, or_, select, update
-from sqlalchemy.ext.asyncio import AsyncConnection
-
-from monitor.domain import maintenance, messages, pings
+from monitor.domain import maintenance, pings
 from monitor.domain.cron import schedules
 from monitor.domain.errors import NotFound, ScheduleError, ValidationError, ZoneError
 from monitor.services import reminders
 from monitor.services.dispatch import window_of
 from monitor.settings import Settings
-from monitor.storage import tables as t
-from monitor.storage.outbox import OPEN_STATUSES, OutboxStatus
+from monitor.storage.unit_of_work import Connection, Engine, UnitOfWork
 
 MAX_DURATION_S = int(maintenance.MAX_DURATION.total_seconds())
 
@@ -59,7 +55,7 @@ def _text(data: Mapping[str, Any], name: str, limit: int, default: str) -> str:
     return value
 
 
-async def validate_window(conn: AsyncConnection, project_id: int, data: Any, now: datetime) -> dict[str, Any]:
+async def validate_window(conn: Connection, project_id: int, data: Any, now: datetime) -> dict[str, Any]:
     """Validate a window body into column values.
 
     Args:
@@ -81,13 +77,7 @@ async def validate_window(conn: AsyncConnection, project_id: int, data: Any, now
     if check is not None:
         if not isinstance(check, str) or "\x00" in check:
             raise ValidationError("check", "must be a check's uuid")
-        check_id = (
-            await conn.execute(
-                select(t.checks.c.id)
-                .where(t.checks.c.project_id == project_id)
-                .where(t.checks.c.uuid == check)
-            )
-        ).scalar_one_or_none()
+        check_id = await UnitOfWork.joining(conn).maintenance.check_id(project_id, check)
         if check_id is None:
             raise ValidationError("check", f"no check {check!r} in this project")
         out["check_id"] = check_id
@@ -145,18 +135,16 @@ async def validate_window(conn: AsyncConnection, project_id: int, data: Any, now
     return out
 
 
-async def create_window(
-    conn: AsyncConnection, project_id: int, values: Mapping[str, Any], now: datetime
-) -> str:
+async def create_window(conn: Connection, project_id: int, values: Mapping[str, Any], now: datetime) -> str:
     """Store a validated window; returns its new id."""
     window_id = str(uuid_module.uuid4())
-    await conn.execute(
-        t.maintenance_windows.insert().values(id=window_id, project_id=project_id, created_at=now, **values)
+    await UnitOfWork.joining(conn).maintenance.insert(
+        {**values, "id": window_id, "project_id": project_id, "created_at": now}
     )
     return window_id
 
 
-async def get_window(conn: AsyncConnection, project_id: int, window_id: str) -> dict[str, Any]:
+async def get_window(conn: Connection, project_id: int, window_id: str) -> dict[str, Any]:
     """The window row joined with its check's uuid (``check_uuid``).
 
     Raises:
@@ -168,28 +156,19 @@ async def get_window(conn: AsyncConnection, project_id: int, window_id: str) -> 
     return rows[0]
 
 
-async def list_windows(conn: AsyncConnection, project_id: int) -> list[dict[str, Any]]:
+async def list_windows(conn: Connection, project_id: int) -> list[dict[str, Any]]:
     """The project's windows, oldest first."""
     return await _rows(conn, project_id, None)
 
 
-async def _rows(conn: AsyncConnection, project_id: int, window_id: str | None) -> list[dict[str, Any]]:
-    w = t.maintenance_windows.c
-    query = (
-        select(t.maintenance_windows, t.checks.c.uuid.label("check_uuid"))
-        .outerjoin(t.checks, t.checks.c.id == w.check_id)
-        .where(w.project_id == project_id)
-        .order_by(w.created_at, w.id)
-    )
-    if window_id is not None:
-        if "\x00" in window_id:
-            return []
-        query = query.where(w.id == window_id)
-    return [dict(r) for r in (await conn.execute(query)).mappings().all()]
+async def _rows(conn: Connection, project_id: int, window_id: str | None) -> list[dict[str, Any]]:
+    if window_id is not None and "\x00" in window_id:  # no id has one, and PostgreSQL rejects it
+        return []
+    return await UnitOfWork.joining(conn).maintenance.windows(project_id, window_id)
 
 
 async def delete_window(
-    conn: AsyncConnection, row: Mapping[str, Any], now: datetime, *, settings: Settings
+    conn: Connection, row: Mapping[str, Any], now: datetime, *, settings: Settings
 ) -> bool:
     """Delete a window; what it held back is summarised now.
 
@@ -208,6 +187,7 @@ async def delete_window(
     Returns:
         True if a summary was raised.
     """
+    uow = UnitOfWork.joining(conn)
     window = window_of(row)
     try:
         occurrence = maintenance.cut_short(window, row["summarized_until"], now)
@@ -215,28 +195,16 @@ async def delete_window(
         occurrence = None
     raised = False
     if occurrence is not None:
-        a, n = t.alerts.c, t.notifications.c
-        in_scope = (
-            select(a.id)
-            .where(a.project_id == row["project_id"])
-            .where(a.created_at >= occurrence.start)
-            .where(a.created_at < occurrence.end)
-            .where(a.kind != messages.MAINTENANCE)
-        )
-        if window.check_id is not None:
-            in_scope = in_scope.where(a.check_id == window.check_id)
-        await conn.execute(
-            update(t.notifications)
-            .where(n.alert_id.in_(in_scope))
-            .where(n.status.in_(OPEN_STATUSES))
-            .where(or_(n.claimed_until.is_(None), n.claimed_until < now))
-            .values(
-                status=OutboxStatus.SUPPRESSED,
-                last_error=f"held back by maintenance window {window.name or window.id!r} (deleted)",
-            )
+        await uow.maintenance.suppress_held_back(
+            row["project_id"],
+            window.check_id,
+            occurrence.start,
+            occurrence.end,
+            now,
+            f"held back by maintenance window {window.name or window.id!r} (deleted)",
         )
         raised = await reminders.summarise(conn, row, window, occurrence, now, settings)
-    await conn.execute(delete(t.maintenance_windows).where(t.maintenance_windows.c.id == window.id))
+    await uow.maintenance.delete(window.id)
     return raised
 
 
@@ -263,3 +231,50 @@ def window_to_dict(row: Mapping[str, Any], now: datetime) -> dict[str, Any]:
     out["active"] = maintenance.occurrence_at(window, now) is not None
     out["next"] = {"start": _iso(upcoming.start), "end": _iso(upcoming.end)} if upcoming else None
     return out
+
+
+# -- the management API's use cases: one unit of work each --------------------------------------
+
+
+async def windows_of(engine: Engine, project_id: int) -> list[dict[str, Any]]:
+    """The project's window rows, oldest first (:func:`list_windows`)."""
+    async with UnitOfWork.read(engine) as uow:
+        return await list_windows(uow.connection, project_id)
+
+
+async def add_window(engine: Engine, project_id: int, data: Any, now: datetime) -> dict[str, Any]:
+    """Validate a window body (:func:`validate_window`) and store it in one transaction; the new
+    window's row (as :func:`get_window`).
+
+    Raises:
+        ValidationError: as :func:`validate_window`.
+    """
+    async with UnitOfWork.begin(engine) as uow:
+        values = await validate_window(uow.connection, project_id, data, now)
+        window_id = await create_window(uow.connection, project_id, values, now)
+        return await get_window(uow.connection, project_id, window_id)
+
+
+async def find_window(engine: Engine, project_id: int, window_id: str) -> dict[str, Any]:
+    """:func:`get_window` in a read of its own.
+
+    Raises:
+        NotFound: no such window in the project.
+    """
+    async with UnitOfWork.read(engine) as uow:
+        return await get_window(uow.connection, project_id, window_id)
+
+
+async def remove_window(
+    engine: Engine, project_id: int, window_id: str, now: datetime, *, settings: Settings
+) -> dict[str, Any]:
+    """Delete a window (:func:`delete_window`, its summary raised in the same transaction); its
+    row as it was.
+
+    Raises:
+        NotFound: no such window in the project.
+    """
+    async with UnitOfWork.begin(engine) as uow:
+        row = await get_window(uow.connection, project_id, window_id)
+        await delete_window(uow.connection, row, now, settings=settings)
+        return row

@@ -31,7 +31,7 @@ from monitor.domain.cron import schedules
 from monitor.domain.errors import Conflict, NotFound, ValidationError, ZoneError
 from monitor.services import zone_names
 from monitor.storage.ports import DuplicateKey
-from monitor.storage.unit_of_work import Connection, UnitOfWork
+from monitor.storage.unit_of_work import Connection, Engine, UnitOfWork
 
 SESSION_TTL = timedelta(days=14)
 MAX_FAILED_LOGINS = 5
@@ -349,3 +349,85 @@ async def set_zone(conn: Connection, user_id: int, tz: str) -> str:
             raise ValidationError("tz", str(error)) from None
     await UnitOfWork.joining(conn).users.update(user_id, {"tz": value})
     return value
+
+
+# -- the dashboard's users and account pages: one unit of work each -----------------------------
+
+
+async def members_overview(
+    engine: Engine, project_ids: Sequence[int]
+) -> tuple[dict[int, str], list[dict[str, Any]]]:
+    """``({project id: name}, members)`` of ``project_ids`` (members as :func:`list_members`)."""
+    async with UnitOfWork.read(engine) as uow:
+        names = await uow.dashboard.project_names(project_ids)
+        return names, await list_members(uow.connection, project_ids)
+
+
+async def add_user(
+    engine: Engine, email: str, password: str, project_ids: list[int], now: datetime, *, admin: bool
+) -> None:
+    """:func:`create_user` in a transaction of its own.
+
+    Raises:
+        ValidationError: bad ``email`` or ``password``. Conflict: the email is taken.
+    """
+    async with UnitOfWork.begin(engine) as uow:
+        await create_user(uow.connection, email, password, project_ids, now, admin=admin)
+
+
+MEMBERSHIP_ACTIONS = ("add", "admin", "member", "remove")
+"""What :func:`change_membership` does: add a user, make them admin or a plain member, remove them."""
+
+
+async def change_membership(engine: Engine, project_id: int, *, user: str, email: str, action: str) -> None:
+    """Add a user to ``project_id``, change their role or remove them (``action``, one of
+    :data:`MEMBERSHIP_ACTIONS`; :func:`set_membership`). The user is ``user`` (an id, as
+    decimal digits; one listed in the project unless adding) or else the one with ``email``.
+
+    Raises:
+        NotFound: the user is not a member (by id) or has no account (by email).
+        ValidationError: an unknown ``action``, a bad email. Conflict: as :func:`set_membership`.
+    """
+    async with UnitOfWork.begin(engine) as uow:
+        conn = uow.connection
+        if user.isdigit():
+            user_id = int(user)
+            listed = await list_members(conn, [project_id])
+            if action != "add" and all(m["id"] != user_id for m in listed):
+                raise NotFound("user: not a member of this project")
+        else:
+            user_id = await user_id_by_email(conn, email)
+        if action not in MEMBERSHIP_ACTIONS:
+            raise ValidationError("action", "must be add, admin, member or remove")
+        await set_membership(conn, user_id, project_id, member=action != "remove", admin=action == "admin")
+
+
+async def save_zone(engine: Engine, user_id: int, tz: str) -> str:
+    """:func:`set_zone` in a transaction of its own; the stored zone (``""``: the default).
+
+    Raises:
+        ValidationError: not a zone the forms offer.
+    """
+    async with UnitOfWork.begin(engine) as uow:
+        return await set_zone(uow.connection, user_id, tz)
+
+
+async def find_session(engine: Engine, token: str, now: datetime) -> Session | None:
+    """:func:`session_of` in a read of its own."""
+    async with UnitOfWork.read(engine) as uow:
+        return await session_of(uow.connection, token, now)
+
+
+async def sign_in(
+    engine: Engine, email: str, password: str, now: datetime, *, throttle: LoginThrottle
+) -> LoginResult:
+    """:func:`log_in` in a transaction of its own (committed whatever the result: a failed
+    attempt is counted)."""
+    async with UnitOfWork.begin(engine) as uow:
+        return await log_in(uow.connection, email, password, now, throttle=throttle)
+
+
+async def sign_out(engine: Engine, token: str, now: datetime) -> None:
+    """:func:`log_out` in a transaction of its own."""
+    async with UnitOfWork.begin(engine) as uow:
+        await log_out(uow.connection, token, now)

@@ -3,7 +3,8 @@
 A port speaks in plain values (dicts of column values, ids, domain values), never rows that
 could lazy-load, and never exposes SQLAlchemy: a service holding a
 :class:`monitor.storage.unit_of_work.UnitOfWork` reaches the database only through these.
-The one implementation of each (:mod:`monitor.storage.stores`) serves SQLite and PostgreSQL;
+The one implementation of each (:mod:`monitor.storage.stores`; :mod:`~monitor.storage.dashboard_reads`
+and :mod:`~monitor.storage.maintenance_store` for the last two) serves SQLite and PostgreSQL;
 ``tests/storage_contract/`` runs every method against both.
 
 Every method runs inside the unit of work's transaction; none commits.
@@ -450,4 +451,178 @@ class SentryReads(Protocol):
 
     async def check_by_slug(self, project_id: int, slug: str) -> dict[str, Any] | None:
         """The project's check row with this slug, or ``None``."""
+
+
+# -- the dashboard's read model and the maintenance windows ---------------------------------------
+
+TRIAGE_ORDER = ("down", "grace", "up", "new", "paused")
+"""Check statuses in triage order (what needs a person first): the order
+:meth:`DashboardReads.check_page` sorts by, decided in SQL by the first-match rule of
+:func:`monitor.domain.detection.status` (paused, new, down, grace, up)."""
+
+
+class DashboardReads(Protocol):
+    """Read-only queries of the dashboard pages and badges: the checks list, a check's header
+    and timeline, badge lookups, and the small lists the forms show. Each is bounded (an index
+    lookup, a page, a ``GROUP BY``), whatever the number of checks."""
+
+    async def project_names(self, project_ids: Sequence[int]) -> dict[int, str]:
+        """``{project id: name}`` of these projects (unknown ids are absent)."""
+        ...
+
+    async def status_counts(self, project_ids: Sequence[int], now: datetime) -> dict[str, int]:
+        """How many of these projects' checks have each status of :data:`TRIAGE_ORDER` at
+        ``now`` (every status a key, 0 when none)."""
+        ...
+
+    async def check_page(
+        self,
+        project_ids: Sequence[int],
+        now: datetime,
+        *,
+        needle: str = "",
+        tag: str = "",
+        status: str = "",
+        offset: int = 0,
+        limit: int = 50,
+    ) -> tuple[int, list[dict[str, Any]]]:
+        """``(matched, rows)``: how many of these projects' checks the filters keep, and the
+        check rows of one page of them in triage order (:data:`TRIAGE_ORDER` at ``now``, then
+        project id, name, id). Filters: ``needle`` (lower case) a substring of the lower-cased
+        name or slug; ``tag`` one of the space-separated tags; ``status`` one of
+        :data:`TRIAGE_ORDER` (anything else: no filter). ``%``, ``_`` and ``\\`` match
+        themselves."""
+        ...
+
+    async def recent_ticks(
+        self, check_ids: Sequence[int], ticks: int
+    ) -> tuple[list[dict[str, Any]], list[tuple[int, datetime, str]]]:
+        """``(runs, marks)`` of each check's newest ``ticks`` recorded ticks (a tick with a run
+        or a tick mark): the ``runs`` rows, and ``(check id, scheduled, outcome)`` of the tick
+        marks. Two queries whatever the number of checks (a window function ranks the ticks)."""
+        ...
+
+    async def episode_alerts(
+        self, keys: Mapping[int, str]
+    ) -> list[tuple[int, str, str, int, datetime | None, datetime]]:
+        """``(check id, key, kind, count, scheduled, created_at)`` of the alerts of these checks
+        whose key is among ``keys``' values (``keys``: check id → episode key; the caller keeps
+        the pairs that match)."""
+        ...
+
+    async def last_body(self, check_id: int, *, failing: bool) -> tuple[bytes, str, int | None] | None:
+        """``(body, kind, exit_status)`` of the check's newest ping with a body (``failing``: of
+        its newest failing one — kind ``fail`` or a non-zero exit status), or ``None``. An
+        indexed lookup (``uq_pings_check_n``, newest first)."""
+        ...
+
+    async def last_failure(self, check_id: int) -> tuple[int, datetime, str, int | None, bytes | None] | None:
+        """``(n, received_at, kind, exit_status, body)`` of the check's newest failing ping
+        (``fail`` or a non-zero exit status), or ``None``."""
+        ...
+
+    async def last_good_run(self, check_id: int) -> tuple[datetime, datetime | None] | None:
+        """``(scheduled, finished_at)`` of the check's newest run (by tick) that finished with
+        ``success`` and is not ``early``, or ``None``."""
+        ...
+
+    async def status_since(self, check_id: int) -> datetime | None:
+        """``created_at`` of the check's newest flip (by id), or ``None``."""
+        ...
+
+    async def check_in(self, project_ids: Sequence[int], uuid: str) -> dict[str, Any] | None:
+        """The check row with this uuid (as given) if it belongs to one of ``project_ids``."""
+        ...
+
+    async def window_runs(
+        self, check_id: int, since: datetime, until: datetime, limit: int
+    ) -> list[dict[str, Any]]:
+        """The check's ``runs`` rows with a tick in ``[since, until]``, newest tick first, at
+        most ``limit`` (through ``ix_runs_check_scheduled``)."""
+        ...
+
+    async def window_marks(
+        self, check_id: int, since: datetime, until: datetime, limit: int
+    ) -> list[tuple[datetime, str]]:
+        """``(scheduled, outcome)`` of the check's tick marks in ``[since, until]``, newest
+        first, at most ``limit``."""
+        ...
+
+    async def first_run_tick(self, check_id: int) -> datetime | None:
+        """The tick of the check's oldest run, or ``None``."""
+        ...
+
+    async def check_by_badge(self, badge_uuid: str) -> dict[str, Any] | None:
+        """The check row with this badge uuid, or ``None``."""
+        ...
+
+    async def project_by_badge_key(self, badge_key: str) -> int | None:
+        """The id of the project with this badge key, or ``None``."""
+        ...
+
+    async def project_checks(self, project_id: int) -> list[dict[str, Any]]:
+        """Every check row of the project (a tag badge's statuses)."""
+        ...
+
+    async def project_tags(self, project_id: int) -> list[str]:
+        """The distinct tags of the project's checks, sorted."""
+        ...
+
+    async def badge_key(self, project_id: int) -> str:
+        """The project's badge key (the project exists)."""
+        ...
+
+    async def recent_pings(self, check_id: int, limit: int) -> list[dict[str, Any]]:
+        """The check's newest ``limit`` ``pings`` rows, newest first (``body``: bytes or
+        ``None``)."""
+        ...
+
+    async def check_names(self, project_id: int) -> list[dict[str, Any]]:
+        """``{"id", "uuid", "name", "slug"}`` of the project's checks, by name then id."""
+        ...
+
+    async def routed_checks(self, channel_id: str) -> set[int]:
+        """Ids of the checks linked to the channel."""
+        ...
+
+    async def channel_check_counts(self, channel_ids: Sequence[str]) -> dict[str, int]:
+        """``{channel id: linked checks}`` (channels without a link are absent)."""
+        ...
+
+
+class MaintenanceStore(Protocol):
+    """The maintenance windows aggregate (``maintenance_windows``), and holding back the
+    notifications of the alerts a deleted window covered."""
+
+    async def check_id(self, project_id: int, uuid: str) -> int | None:
+        """The id of the project's check with exactly this uuid, or ``None``."""
+        ...
+
+    async def insert(self, values: Mapping[str, Any]) -> None:
+        """Insert one window row (``id``, ``project_id``, ``created_at`` and the validated
+        columns)."""
+        ...
+
+    async def windows(self, project_id: int, window_id: str | None = None) -> list[dict[str, Any]]:
+        """The project's window rows (only ``window_id``'s when given), each with its check's
+        uuid as ``check_uuid`` (``None`` for a project window), oldest first (``created_at``,
+        then id)."""
+        ...
+
+    async def suppress_held_back(
+        self,
+        project_id: int,
+        check_id: int | None,
+        since: datetime,
+        until: datetime,
+        now: datetime,
+        reason: str,
+    ) -> int:
+        """Mark ``suppressed`` (``last_error`` = ``reason``) the open notifications, unclaimed at
+        ``now``, of the project's alerts created in ``[since, until)`` — of ``check_id``'s alerts
+        only when given — other than maintenance summaries. Returns how many rows changed."""
+        ...
+
+    async def delete(self, window_id: str) -> None:
+        """Delete one window (nothing when there is none)."""
         ...

@@ -29,8 +29,18 @@ from typing import TypeAlias
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from monitor.storage import ports
+from monitor.storage.dashboard_reads import SqlDashboardReads
 from monitor.storage.history_reads import SqlHistoryReads
-from monitor.storage.ports import ChannelStore, CheckStore, ProjectStore, StatusStore, UserStore
+from monitor.storage.maintenance_store import SqlMaintenanceStore
+from monitor.storage.ports import (
+    ChannelStore,
+    CheckStore,
+    DashboardReads,
+    MaintenanceStore,
+    ProjectStore,
+    StatusStore,
+    UserStore,
+)
 from monitor.storage.retention_store import SqlRetentionStore
 from monitor.storage.sentry_reads import SqlSentryReads
 from monitor.storage.stores import (
@@ -49,7 +59,8 @@ Connection: TypeAlias = AsyncConnection
 
 
 class UnitOfWork:
-    """The ports of one transaction: ``checks``, ``channels``, ``projects``, ``users``, ``status``.
+    """The ports of one transaction: ``checks``, ``channels``, ``projects``, ``users``, ``status``;
+    ``dashboard`` (the dashboard's read model) and ``maintenance`` (maintenance windows).
 
     Construct with :meth:`begin` (write), :meth:`read` or :meth:`joining`; never share one
     across tasks (an ``AsyncConnection`` is not concurrency-safe).
@@ -66,6 +77,8 @@ class UnitOfWork:
     retention: ports.RetentionStore
     # Sentry check-ins' project and check lookups
     sentry: ports.SentryReads
+    dashboard: DashboardReads
+    maintenance: MaintenanceStore
 
     def __init__(self, conn: AsyncConnection) -> None:
         self.connection = conn
@@ -77,6 +90,8 @@ class UnitOfWork:
         self.history = SqlHistoryReads(conn)
         self.retention = SqlRetentionStore(conn)
         self.sentry = SqlSentryReads(conn)
+        self.dashboard = SqlDashboardReads(conn)
+        self.maintenance = SqlMaintenanceStore(conn)
 
     @property
     def dialect(self) -> str:

@@ -80,8 +80,7 @@ async def current_session(request: Req) -> users.Session | None:
     if not token:
         return None
     services = services_of(request.app.state)
-    async with services.engine.connect() as conn:
-        return await users.session_of(conn, token, services.clock.now())
+    return await users.find_session(services.engine, token, services.clock.now())
 
 
 async def require_session(request: Req) -> users.Session:
@@ -318,10 +317,9 @@ class LoginController(Controller):
         email = str(form.get("email") or "")
         password = str(form.get("password") or "")
         next_path = safe_next(str(form.get("next") or "/"))
-        async with services.engine.begin() as conn:
-            result = await users.log_in(
-                conn, email, password, services.clock.now(), throttle=login_throttle(request)
-            )
+        result = await users.sign_in(
+            services.engine, email, password, services.clock.now(), throttle=login_throttle(request)
+        )
         if result.token is None:
             status = 429 if result.retry_after is not None else 400
             headers = {"Retry-After": str(result.retry_after)} if result.retry_after is not None else None
@@ -351,8 +349,7 @@ class LoginController(Controller):
         form = await request.form()
         check_csrf(form.get("csrf_token"), session.csrf_token)
         token = request.cookies.get(SESSION_COOKIE, "")
-        async with services.engine.begin() as conn:
-            await users.log_out(conn, token, services.clock.now())
+        await users.sign_out(services.engine, token, services.clock.now())
         return Redirect(
             path="/login", status_code=303, cookies=[session_cookie(services.settings, "", max_age=0)]
         )

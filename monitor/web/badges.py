@@ -59,8 +59,7 @@ def _render(label: str, status: str, fmt: str, states: str | None, extra: dict[s
 async def _check_badge(request: Req, file: str, states: str | None) -> Response[Any]:
     badge_uuid, fmt = _split(file)
     services = services_of(request.app.state)
-    async with services.engine.connect() as conn:
-        found = await dashboard.check_badge(conn, badge_uuid.lower(), services.clock.now())
+    found = await dashboard.badge_of_check(services.engine, badge_uuid.lower(), services.clock.now())
     if found is None:
         raise NotFound("badge: no such badge")
     return _render(found["name"], found["status"], fmt, states, _one_check_counts(found["status"]))
@@ -86,8 +85,7 @@ class BadgeController(Controller):
     ) -> Response[Any]:
         tag, fmt = _split(file)
         services = services_of(request.app.state)
-        async with services.engine.connect() as conn:
-            found = await dashboard.tag_badge(conn, badge_key, tag, services.clock.now())
+        found = await dashboard.badge_of_tag(services.engine, badge_key, tag, services.clock.now())
         if found is None:
             raise NotFound("badge: no such badge")
         extra = {k: found[k] for k in ("total", "grace", "down")}
@@ -122,9 +120,7 @@ class BadgesApiController(Controller):
     async def list_badges(self, request: Req) -> dict[str, Any]:
         key = await authenticate(request, write=False)
         services = services_of(request.app.state)
-        async with services.engine.connect() as conn:
-            badge_key = await dashboard.project_badge_key(conn, key.project_id)
-            tags = await dashboard.project_tags(conn, key.project_id)
+        badge_key, tags = await dashboard.badge_listing(services.engine, key.project_id)
         base = services.settings.base_url
         badges = {tag: badge_urls(base, badge_key, tag) for tag in tags}
         badges["*"] = badge_urls(base, badge_key, "*")

@@ -1,8 +1,9 @@
 """Dashboard pages (DESIGN §9): checks, a check's timeline, cron explain, channels.
 
 Handlers are thin: they resolve the session (anonymous → ``/login``), call the services
-(``monitor.services.dashboard``, ``checks``, ``channels``, ``history``; ``monitor.domain.cron.explain``)
-and render a template. Forms post back with the session's CSRF token; every write answers
+(``monitor.services.dashboard``, ``checks``, ``channels``, ``users``; ``monitor.domain.cron.explain``)
+and render a template; each service call is one unit of work, and a handler never sees a
+connection. Forms post back with the session's CSRF token; every write answers
 with a redirect (303), so reloading a page never repeats it.
 """
 
@@ -18,7 +19,6 @@ from typing import Any
 import anyio.to_thread
 from litestar import Controller, HttpMethod, MediaType, Request, Response, get, post, route
 from litestar.response import Redirect, Template
-from sqlalchemy import func, select
 
 from monitor.domain import sentry as sentry_domain
 from monitor.domain.cron.explain import MAX_COUNT, explain
@@ -27,10 +27,7 @@ from monitor.domain.errors import Conflict, MonitorError, NotFound, ScheduleErro
 from monitor.edge import UUID_RE, services_of
 from monitor.services import channels as channel_service
 from monitor.services import checks as check_service
-from monitor.services import dashboard, history, users, zone_names
-from monitor.services import hints as hint_service
-from monitor.services import sentry as sentry_service
-from monitor.storage import tables as t
+from monitor.services import dashboard, users, zone_names
 from monitor.web import channel_forms, reasons, svg
 from monitor.web.auth import EXCEPTION_HANDLERS, SECURITY_HEADERS, csrf_guard, page_session, require_session
 from monitor.web.colors import (
@@ -44,8 +41,6 @@ from monitor.web.colors import (
 
 Req = Request[Any, Any, Any]
 STATUSES = dashboard.SEVERITY
-PING_BODY_SHOWN = 10_000
-PINGS_SHOWN = 50
 TEST_RESULTS_KEPT = 1000
 AROUND_YEARS = (1970, 9998)
 
@@ -93,21 +88,18 @@ async def _checks_context(
     now = services.clock.now()
     number = _page_number(page)
     size = dashboard.PAGE_SIZE
-    async with services.engine.connect() as conn:
-        listed = await dashboard.list_page(
-            conn,
-            session.user.project_ids,
-            now,
-            services.settings,
-            q=q,
-            tag=tag,
-            status=status,
-            offset=(number - 1) * size,
-            limit=size,
-        )
-        tags: set[str] = set()
-        for project_id in session.user.project_ids if with_tags else ():
-            tags.update(await dashboard.project_tags(conn, project_id))
+    listed, tags = await dashboard.checks_overview(
+        services.engine,
+        session.user.project_ids,
+        now,
+        services.settings,
+        q=q,
+        tag=tag,
+        status=status,
+        offset=(number - 1) * size,
+        limit=size,
+        with_tags=with_tags,
+    )
     zone = user_zone(session)
     for check in listed.checks:
         check["reason"] = reasons.reason(check, now, zone)
@@ -122,7 +114,7 @@ async def _checks_context(
         "last": listed.offset + len(listed.checks),
         "page": number,
         "pages": pages,
-        "tags": sorted(tags),
+        "tags": tags,
         "statuses": STATUSES,
         "q": q,
         "tag": tag,
@@ -147,38 +139,6 @@ def _uuid(value: str) -> str:
     if not UUID_RE.match(value):
         raise NotFound("uuid: no such check")
     return value.lower()
-
-
-async def _recent_pings(conn: Any, check_id: int) -> list[dict[str, Any]]:
-    rows = (
-        await conn.execute(
-            select(t.pings)
-            .where(t.pings.c.check_id == check_id)
-            .order_by(t.pings.c.n.desc())
-            .limit(PINGS_SHOWN)
-        )
-    ).mappings()
-    out = []
-    for r in rows:
-        body = bytes(r["body"]) if r["body"] is not None else b""
-        out.append(
-            {
-                "n": r["n"],
-                "kind": r["kind"],
-                "received_at": r["received_at"],
-                "scheduled": r["scheduled"],
-                "rid": r["rid"],
-                "exit_status": r["exit_status"],
-                "duration": r["duration"],
-                "method": r["method"],
-                "remote_addr": r["remote_addr"],
-                "ua": r["ua"],
-                "body": body[:PING_BODY_SHOWN].decode("utf-8", errors="replace"),
-                "body_cut": len(body) > PING_BODY_SHOWN,
-                "body_size": r["body_size"],
-            }
-        )
-    return out
 
 
 def _bars(views: list[dashboard.TickView], max_runtime: timedelta) -> list[svg.TickMark]:
@@ -217,22 +177,19 @@ def _instant(text: str | None) -> datetime | None:
         return None
 
 
-def _centred(
-    since: datetime, until: datetime, around: str | None
-) -> tuple[datetime, datetime, datetime | None, str | None]:
-    """``(since, until, centre, error)``: the window moved to centre on ``around`` (an ISO
-    instant), or unchanged with an error text when ``around`` is not an instant or the moved
-    window would leave the representable years (``?around=9999-12-31T23:59:59Z``)."""
+def _around(around: str | None) -> tuple[datetime | None, str | None]:
+    """``(centre, error)``: the instant ``around`` (ISO) to centre the window on, or ``None``
+    with an error text when it is not an instant or a window around it would leave the
+    representable years (``?around=9999-12-31T23:59:59Z``); ``(None, None)`` without one."""
     if not around:
-        return since, until, None, None
+        return None, None
     centre = _instant(around)
     if centre is None:
-        return since, until, None, "around: not an ISO 8601 instant with a zone; showing the default window"
-    half = (until - since) / 2
+        return None, "around: not an ISO 8601 instant with a zone; showing the default window"
     # years 1970-9998 only: a window near datetime's limits overflows (also in a check's zone)
     if not AROUND_YEARS[0] <= centre.year <= AROUND_YEARS[1]:
-        return since, until, None, "around: too far in the past or future; showing the default window"
-    return centre - half, centre + half, centre, None
+        return None, "around: too far in the past or future; showing the default window"
+    return centre, None
 
 
 def _zone(name: str) -> zoneinfo.ZoneInfo | None:
@@ -380,10 +337,8 @@ def settings_version(form: dict[str, str], channels: list[str], escalate_to: lis
     return hashlib.sha256(json.dumps(data, sort_keys=True, default=str).encode()).hexdigest()
 
 
-async def _stored_version(conn: Any, session: users.Session, uuid: str) -> str:
-    """:func:`settings_version` of the check ``uuid`` as stored now (read in ``conn``)."""
-    row = await dashboard.get_check(conn, session.user.project_ids, uuid)
-    chosen = (await check_service.channels_of(conn, [row["id"]]))[row["id"]]
+def _stored_version(row: dict[str, Any], chosen: list[str]) -> str:
+    """:func:`settings_version` of a stored check (its row and channel ids)."""
     return _stored_form(row, chosen)[0]["version"]
 
 
@@ -482,6 +437,65 @@ def sentry_snippet(check: dict[str, Any], dsn: str) -> str:
     return "\n".join(lines)
 
 
+def _header_context(found: dashboard.CheckHeader, session: users.Session, now: datetime) -> dict[str, Any]:
+    """A check header's template values, its times in the user's zone."""
+    zone = user_zone(session)
+    check = found.check
+    check["reason"] = reasons.reason(check, now, zone)
+    check["started_words"] = reasons.started_words(check, now, zone)
+    return {
+        "status_since": found.status_since,
+        "last_good": found.last_good,
+        "failure": found.failure,
+        "check": check,
+        "now": now,
+        "zone": zone,
+    }
+
+
+def _check_context(
+    details: dashboard.CheckDetails, session: users.Session, now: datetime, base_url: str
+) -> dict[str, Any]:
+    """A check page's template values from its read (without the window's choice, the
+    ``around`` error, the saved message and the drawings)."""
+    header = _header_context(details.header, session, now)
+    row, line = details.header.row, details.timeline
+    return {
+        **header,
+        "hints": details.hints,
+        "project": details.project,
+        "windows": list(dashboard.WINDOWS),
+        "since": line.since,
+        "until": line.until,
+        "requested_since": details.requested_since,
+        "truncated": line.truncated,
+        "max_ticks": dashboard.MAX_WINDOW_TICKS,
+        "check_zone": _zone(str(row.get("tz") or "UTC")),
+        "pings": details.pings,
+        "alerts": details.alerts,
+        "flips": details.flips,
+        "channel_names": details.channel_names,
+        "snippets": snippets(header["check"], base_url, details.sentry_dsn),
+        "session": session,
+        "csrf_token": session.csrf_token,
+        "nav": "checks",
+    }
+
+
+def _timeline_drawings(
+    marks: list[svg.TickMark], line: dashboard.Timeline, now: datetime, zone: tzinfo
+) -> dict[str, Any]:
+    """The tick rows (newest first), the timeline SVGs (wide and phone) and the duration chart."""
+    return {
+        "ticks": list(reversed(marks)),
+        "timeline_svg": svg.timeline_svg(marks, line.since, line.until, now, zone=zone),
+        "timeline_phone_svg": svg.timeline_svg(
+            marks, line.since, line.until, now, width=420, max_marks=36, svg_id="timeline-phone", zone=zone
+        ),
+        "duration_svg": svg.duration_chart_svg([b for m in marks for b in m.runs]),
+    }
+
+
 class DashboardController(Controller):
     """The pages behind login. Every write (any POST) passes :func:`csrf_guard` first."""
 
@@ -513,31 +527,16 @@ class DashboardController(Controller):
 
     # -- a check ----------------------------------------------------------------------------
 
-    async def _header_context(
-        self, request: Req, session: users.Session, uuid: str
-    ) -> tuple[dict[str, Any], dict[str, Any]]:
-        services = services_of(request.app.state)
-        now = services.clock.now()
-        async with services.engine.connect() as conn:
-            row = await dashboard.get_check(conn, session.user.project_ids, _uuid(uuid))
-            check = (await dashboard.decorate(conn, [row], now, services.settings))[0]
-            header: dict[str, Any] = {
-                "status_since": await dashboard.status_since(conn, row["id"]),
-                "last_good": await dashboard.last_good_run(conn, row["id"]),
-                "failure": await dashboard.last_failure(conn, row["id"]),
-            }
-        zone = user_zone(session)
-        check["reason"] = reasons.reason(check, now, zone)
-        check["started_words"] = reasons.started_words(check, now, zone)
-        header.update(check=check, now=now, zone=zone)
-        return row, header
-
     @get("/fragments/checks/{uuid:str}/header")
     async def check_header_fragment(self, request: Req, uuid: str) -> Template:
         """A check page's header (status, why, episode, last good run, next tick, output)."""
         session = await require_session(request)
-        _, header = await self._header_context(request, session, uuid)
-        return _page("_check_header.html", session, **header)
+        services = services_of(request.app.state)
+        now = services.clock.now()
+        found = await dashboard.check_header(
+            services.engine, session.user.project_ids, _uuid(uuid), now, services.settings
+        )
+        return _page("_check_header.html", session, **_header_context(found, session, now))
 
     @get("/checks/{uuid:str}")
     async def check_page(
@@ -550,80 +549,32 @@ class DashboardController(Controller):
         now = services.clock.now()
         if window not in dashboard.WINDOWS:
             window = "auto"
-        row, header = await self._header_context(request, session, uuid)
-        check = header["check"]
-        async with services.engine.connect() as conn:
-            first_run = await dashboard.first_run_tick(conn, row["id"])
-            since, until = dashboard.window_bounds(row, window, now, first_run if window == "auto" else None)
-            hints = (await hint_service.hints_of(conn, [row]))[row["id"]]
-            since, until, centre, around_error = _centred(since, until, around)
-            if centre is None:
-                # never draw ticks from before the check existed (nor before its first run)
-                born = min(row["created_at"], first_run or row["created_at"])
-                since = max(since, born - (until - since) / 40)
-            line = await dashboard.timeline(conn, row, since, until, now)
-            if centre is not None and line.truncated and line.views and line.since > centre:
-                # the window's newest ticks all come after the wanted one: show those around it
-                shown_half = (line.views[-1].scheduled - line.since) / 2
-                line = await dashboard.timeline(conn, row, since, min(until, centre + shown_half), now)
-            pings = await _recent_pings(conn, row["id"])
-            alerts = await history.list_alerts(conn, row["id"], 50)
-            flips = await history.list_flips(conn, row["id"], 50)
-            channel_names = {
-                c["id"]: c["name"] or c["id"][:8]
-                for c in await channel_service.list_channels(conn, row["project_id"], services.channel_urls)
-            }
-            project = (await dashboard.project_names(conn, [row["project_id"]])).get(row["project_id"], "")
-            sentry_dsn = await sentry_service.project_dsn(conn, row["project_id"], services.settings.base_url)
+        uuid = _uuid(uuid)
+        centre, around_error = _around(around)
+        details = await dashboard.check_details(
+            services.engine,
+            session.user.project_ids,
+            uuid,
+            now,
+            services.settings,
+            services.channel_urls,
+            window=window,
+            centre=centre,
+        )
+        context = _check_context(details, session, now, services.settings.base_url)
+        context.update(window=window, around_error=around_error, saved_message=SAVED_MESSAGES.get(saved, ""))
+        row, line = details.header.row, details.timeline
         views = [
             v
             for v in line.views
             if v.runs or v.outcome not in ("no_run",) or v.scheduled >= row["created_at"]
         ]
-        context = {
-            **header,
-            "hints": hints,
-            "project": project,
-            "window": window,
-            "windows": list(dashboard.WINDOWS),
-            "since": line.since,
-            "until": line.until,
-            "requested_since": since,
-            "truncated": line.truncated,
-            "max_ticks": dashboard.MAX_WINDOW_TICKS,
-            "around_error": around_error,
-            "check_zone": _zone(str(row.get("tz") or "UTC")),
-            "pings": pings,
-            "alerts": alerts,
-            "flips": flips,
-            "channel_names": channel_names,
-            "snippets": snippets(check, services.settings.base_url, sentry_dsn),
-            "saved_message": SAVED_MESSAGES.get(saved, ""),
-            "session": session,
-            "csrf_token": session.csrf_token,
-            "nav": "checks",
-        }
         max_runtime = timedelta(seconds=row["max_runtime"])
         zone = user_zone(session)  # the axis speaks the zone the rest of the page does
 
         def render() -> str:
             # the SVGs and up to 500 tick rows are pure CPU work: off the event loop
-            marks = _bars(views, max_runtime)
-            context.update(
-                ticks=list(reversed(marks)),
-                timeline_svg=svg.timeline_svg(marks, line.since, line.until, now, zone=zone),
-                timeline_phone_svg=svg.timeline_svg(
-                    marks,
-                    line.since,
-                    line.until,
-                    now,
-                    width=420,
-                    max_marks=36,
-                    svg_id="timeline-phone",
-                    zone=zone,
-                ),
-                duration_svg=svg.duration_chart_svg([b for m in marks for b in m.runs]),
-            )
+            context.update(_timeline_drawings(_bars(views, max_runtime), line, now, zone))
             engine = request.app.template_engine
             assert engine is not None
             return str(engine.get_template("check.html").render(**context))
@@ -635,13 +586,9 @@ class DashboardController(Controller):
         self, request: Req, session: users.Session, project_id: int | None
     ) -> dict[str, Any]:
         services = services_of(request.app.state)
-        async with services.engine.connect() as conn:
-            names = await dashboard.project_names(conn, session.user.project_ids)
-            channels = []
-            for pid in session.user.project_ids:
-                if project_id is None or pid == project_id:
-                    for channel in await channel_service.list_channels(conn, pid, services.channel_urls):
-                        channels.append({**channel, "project_id": pid, "project": names.get(pid, "")})
+        names, channels = await dashboard.form_choices(
+            services.engine, session.user.project_ids, services.channel_urls, only=project_id
+        )
         return {
             "projects": [(pid, names.get(pid, "")) for pid in session.user.project_ids],
             "channels": channels,
@@ -694,13 +641,9 @@ class DashboardController(Controller):
         status = 400
         if not errors:
             try:
-                async with services.engine.begin() as conn:
-                    check_id, _ = await check_service.create_or_upsert(
-                        conn, project_id, data, now, shards=services.settings.shards
-                    )
-                    uuid = (
-                        await conn.execute(select(t.checks.c.uuid).where(t.checks.c.id == check_id))
-                    ).scalar_one()
+                uuid = await check_service.create_from_form(
+                    services.engine, project_id, data, now, shards=services.settings.shards
+                )
                 return Redirect(path=f"/checks/{uuid}", query_params={"saved": "created"}, status_code=303)
             except (ValidationError, Conflict) as error:
                 errors, status = form_errors(error), 409 if isinstance(error, Conflict) else 400
@@ -721,9 +664,9 @@ class DashboardController(Controller):
     async def edit_check_form(self, request: Req, uuid: str) -> Template:
         session = await require_session(request)
         services = services_of(request.app.state)
-        async with services.engine.connect() as conn:
-            row = await dashboard.get_check(conn, session.user.project_ids, _uuid(uuid))
-            chosen = (await check_service.channels_of(conn, [row["id"]]))[row["id"]]
+        row, chosen = await dashboard.check_and_channels(
+            services.engine, session.user.project_ids, _uuid(uuid)
+        )
         values, escalate_to = _stored_form(row, chosen)
         context = await self._check_form_context(request, session, row["project_id"])
         return _page(
@@ -747,8 +690,7 @@ class DashboardController(Controller):
         chosen = await _form_list(request, "channels")
         escalate_to = await _form_list(request, "escalate_to")
         uuid = _uuid(uuid)
-        async with services.engine.connect() as conn:
-            row = await dashboard.get_check(conn, session.user.project_ids, uuid)
+        row = await dashboard.find_check(services.engine, session.user.project_ids, uuid)
         data = check_form_data(form, chosen, escalate_to)
         now = services.clock.now()
         errors = {e.field: e.problem for e in check_service.field_errors(data, now)}
@@ -756,13 +698,19 @@ class DashboardController(Controller):
         values = {**form, "project": str(row["project_id"])}
         if not errors:
             try:
-                async with services.engine.begin() as conn:
-                    current = await _stored_version(conn, session, uuid)
-                    if form.get("version") and form["version"] != current:
-                        # another tab or user saved since this form was loaded (lost update)
-                        values["version"] = current
-                        raise Conflict(f"form: {CHANGED_SINCE_OPENED}")
-                    await check_service.update_check(conn, row["project_id"], row["id"], data, now)
+                current = await check_service.update_unless_changed(
+                    services.engine,
+                    session.user.project_ids,
+                    uuid,
+                    data,
+                    now,
+                    version_of=_stored_version,
+                    expected=form.get("version", ""),
+                )
+                if current is not None:
+                    # another tab or user saved since this form was loaded (lost update)
+                    values["version"] = current
+                    raise Conflict(f"form: {CHANGED_SINCE_OPENED}")
                 return Redirect(path=f"/checks/{uuid}", query_params={"saved": "saved"}, status_code=303)
             except (ValidationError, Conflict) as error:
                 errors, status = form_errors(error), 409 if isinstance(error, Conflict) else 400
@@ -782,8 +730,7 @@ class DashboardController(Controller):
     async def _confirm_page(self, request: Req, uuid: str, action: str) -> Template:
         session = await require_session(request)
         services = services_of(request.app.state)
-        async with services.engine.connect() as conn:
-            row = await dashboard.get_check(conn, session.user.project_ids, _uuid(uuid))
+        row = await dashboard.find_check(services.engine, session.user.project_ids, _uuid(uuid))
         return _page(
             "confirm_check.html", session, check=row, action=action, name=_confirm_name(row), nav="checks"
         )
@@ -799,21 +746,20 @@ class DashboardController(Controller):
         services = services_of(request.app.state)
         form = await _form(request)
         uuid = _uuid(uuid)
-        async with services.engine.begin() as conn:
-            row = await dashboard.get_check(conn, session.user.project_ids, uuid)
-            if form.get("confirm", "").strip() != _confirm_name(row):
-                return _page(
-                    "confirm_check.html",
-                    session,
-                    status_code=400,
-                    check=row,
-                    action="delete",
-                    name=_confirm_name(row),
-                    error=f"confirm: type {_confirm_name(row)} to delete this check",
-                    nav="checks",
-                )
-            locked = await check_service.get_check_row(conn, row["project_id"], uuid, lock=True)
-            await check_service.delete_check(conn, locked["id"])
+        row, deleted = await check_service.delete_confirmed(
+            services.engine, session.user.project_ids, uuid, form.get("confirm", "")
+        )
+        if not deleted:
+            return _page(
+                "confirm_check.html",
+                session,
+                status_code=400,
+                check=row,
+                action="delete",
+                name=_confirm_name(row),
+                error=f"confirm: type {_confirm_name(row)} to delete this check",
+                nav="checks",
+            )
         return Redirect(path="/", query_params={"deleted": _confirm_name(row)}, status_code=303)
 
     @get("/checks/{uuid:str}/pause")
@@ -836,23 +782,23 @@ class DashboardController(Controller):
         session = await require_session(request)
         services = services_of(request.app.state)
         uuid = _uuid(uuid)
-        async with services.engine.begin() as conn:
-            row = await dashboard.get_check(conn, session.user.project_ids, uuid)
-            action = check_service.resume_check if resume else check_service.pause_check
-            try:
-                await action(conn, row["project_id"], uuid, services.clock.now())
-            except Conflict as error:
-                # resuming a check that is not paused: the API's 409 and its words, not a success
-                return _page(
-                    "confirm_check.html",
-                    session,
-                    status_code=409,
-                    check=row,
-                    action="resume" if resume else "pause",
-                    name=_confirm_name(row),
-                    error=str(error),
-                    nav="checks",
-                )
+        try:
+            await check_service.set_paused_in(
+                services.engine, session.user.project_ids, uuid, services.clock.now(), paused=not resume
+            )
+        except Conflict as error:
+            # resuming a check that is not paused: the API's 409 and its words, not a success
+            row = await dashboard.find_check(services.engine, session.user.project_ids, uuid)
+            return _page(
+                "confirm_check.html",
+                session,
+                status_code=409,
+                check=row,
+                action="resume" if resume else "pause",
+                name=_confirm_name(row),
+                error=str(error),
+                nav="checks",
+            )
         return Redirect(
             path=f"/checks/{uuid}", query_params={"saved": "resumed" if resume else "paused"}, status_code=303
         )
@@ -882,15 +828,9 @@ class DashboardController(Controller):
         self, request: Req, session: users.Session, *, status: int = 200, **extra: Any
     ) -> Template:
         services = services_of(request.app.state)
-        async with services.engine.connect() as conn:
-            names = await dashboard.project_names(conn, session.user.project_ids)
-            listed = []
-            for project_id in session.user.project_ids:
-                for channel in await channel_service.list_channels(conn, project_id, services.channel_urls):
-                    listed.append({**channel, "project": names.get(project_id, "")})
-            counts = await _channel_check_counts(conn, [c["id"] for c in listed])
-        for channel in listed:
-            channel["checks"] = counts.get(channel["id"], 0)
+        names, listed = await channel_service.channels_overview(
+            services.engine, session.user.project_ids, services.channel_urls
+        )
         extra.setdefault("form", {})
         extra.setdefault("service", "slack")
         extra.setdefault("error_field", "")
@@ -950,8 +890,7 @@ class DashboardController(Controller):
                 allow_private=services.settings.allow_private_targets,
                 urls=services.channel_urls,
             )
-            async with services.engine.begin() as conn:
-                await channel_service.create_channel(conn, project_id, clean, services.clock.now())
+            await channel_service.add_channel(services.engine, project_id, clean, services.clock.now())
         except ValidationError as error:
             safe = {k: v for k, v in form.items() if "password" not in k and "token" not in k}
             return await self._channels_page(
@@ -965,45 +904,20 @@ class DashboardController(Controller):
             )
         return Redirect(path="/channels", query_params={"added": "1"}, status_code=303)
 
-    async def _own_channel(self, conn: Any, session: users.Session, channel_id: str) -> dict[str, Any]:
-        for project_id in session.user.project_ids:
-            try:
-                row = await channel_service.get_channel(conn, project_id, channel_id)
-            except NotFound:
-                continue
-            return {**row, "project_id": project_id}
-        raise NotFound("id: no channel with this id in your projects")
-
     async def _channel_form(
         self, request: Req, session: users.Session, channel_id: str, *, status: int = 200, **extra: Any
     ) -> Template:
         services = services_of(request.app.state)
-        async with services.engine.connect() as conn:
-            row = await self._own_channel(conn, session, channel_id)
-            checks = (
-                (
-                    await conn.execute(
-                        select(t.checks.c.id, t.checks.c.uuid, t.checks.c.name, t.checks.c.slug)
-                        .where(t.checks.c.project_id == row["project_id"])
-                        .order_by(t.checks.c.name, t.checks.c.id)
-                    )
-                )
-                .mappings()
-                .all()
-            )
-            routed = {
-                r[0]
-                for r in await conn.execute(
-                    select(t.check_channels.c.check_id).where(t.check_channels.c.channel_id == channel_id)
-                )
-            }
+        row, checks = await channel_service.channel_with_checks(
+            services.engine, session.user.project_ids, channel_id
+        )
         channel = channel_service.channel_to_dict(row, services.channel_urls)
         return _page(
             "channel_form.html",
             session,
             status_code=status,
             channel=channel,
-            checks=[{**c, "routed": c["id"] in routed} for c in checks],
+            checks=checks,
             kinds=sorted(channel_service.ALERT_KINDS),
             nav="channels",
             **extra,
@@ -1024,40 +938,23 @@ class DashboardController(Controller):
         form = await _form(request)
         kinds = await _form_list(request, "kinds")
         wanted = {int(c) for c in await _form_list(request, "checks") if c.isdigit()}
+        body = {
+            "name": form.get("name", ""),
+            "url": form.get("url", ""),
+            "kinds": kinds,
+            "default": form.get("default") == "on",
+        }
         try:
-            async with services.engine.begin() as conn:
-                row = await self._own_channel(conn, session, channel_id)
-                body = {
-                    "name": form.get("name", ""),
-                    "url": form.get("url", ""),
-                    "kinds": kinds,
-                    "default": form.get("default") == "on",
-                }
-                clean = await channel_service.validate_channel(
-                    body,
-                    partial=True,
-                    allow_private=services.settings.allow_private_targets,
-                    urls=services.channel_urls,
-                    stored_url=row["url"],
-                )
-                await channel_service.update_channel(conn, channel_id, clean)
-                project_id = row["project_id"]
-                rows = (
-                    await conn.execute(select(t.checks.c.id).where(t.checks.c.project_id == project_id))
-                ).all()
-                ids = [r[0] for r in rows]
-                routes = await check_service.channels_of(conn, ids)
-                now = services.clock.now()
-                for check_id in ids:
-                    has = channel_id in routes[check_id]
-                    if has == (check_id in wanted):
-                        continue
-                    new = [c for c in routes[check_id] if c != channel_id]
-                    if check_id in wanted:
-                        new.append(channel_id)
-                    await check_service.update_check(
-                        conn, project_id, check_id, {"channels": ",".join(new)}, now
-                    )
+            await channel_service.edit_channel(
+                services.engine,
+                session.user.project_ids,
+                channel_id,
+                body,
+                allow_private=services.settings.allow_private_targets,
+                urls=services.channel_urls,
+                routed=wanted,
+                now=services.clock.now(),
+            )
         except (ValidationError, Conflict) as error:
             return await self._channel_form(request, session, channel_id, status=400, error=str(error))
         return Redirect(path="/channels", query_params={"done": "saved"}, status_code=303)
@@ -1066,9 +963,9 @@ class DashboardController(Controller):
     async def delete_channel_form(self, request: Req, channel_id: str) -> Template:
         session = await require_session(request)
         services = services_of(request.app.state)
-        async with services.engine.connect() as conn:
-            row = await self._own_channel(conn, session, channel_id)
-            count = (await _channel_check_counts(conn, [channel_id])).get(channel_id, 0)
+        row, count = await channel_service.channel_with_count(
+            services.engine, session.user.project_ids, channel_id
+        )
         return _page(
             "confirm_channel.html",
             session,
@@ -1081,17 +978,14 @@ class DashboardController(Controller):
     async def delete_channel(self, request: Req, channel_id: str) -> Response[Any]:
         session = await require_session(request)
         services = services_of(request.app.state)
-        async with services.engine.begin() as conn:
-            row = await self._own_channel(conn, session, channel_id)
-            await channel_service.delete_channel(conn, row["project_id"], channel_id)
+        await channel_service.remove_own_channel(services.engine, session.user.project_ids, channel_id)
         return Redirect(path="/channels", query_params={"done": "deleted"}, status_code=303)
 
     @post("/channels/{channel_id:str}/test", status_code=303)
     async def test_channel(self, request: Req, channel_id: str) -> Response[Any]:
         session = await require_session(request)
         services = services_of(request.app.state)
-        async with services.engine.connect() as conn:
-            row = await self._own_channel(conn, session, channel_id)
+        row = await channel_service.find_own_channel(services.engine, session.user.project_ids, channel_id)
         result = await channel_service.test_channel(
             services.notifier, row, timeout=services.settings.notify_timeout
         )
@@ -1114,9 +1008,7 @@ class DashboardController(Controller):
     ) -> Template:
         services = services_of(request.app.state)
         admin_of = list(session.user.admin_project_ids)
-        async with services.engine.connect() as conn:
-            names = await dashboard.project_names(conn, admin_of)
-            members = await users.list_members(conn, admin_of)
+        names, members = await users.members_overview(services.engine, admin_of)
         extra.setdefault("form", {})
         return _page(
             "users.html",
@@ -1151,15 +1043,14 @@ class DashboardController(Controller):
             project_ids = [self._admin_project(session, p) for p in ticked]
             if not project_ids:
                 raise ValidationError("projects", "tick at least one project")
-            async with services.engine.begin() as conn:
-                await users.create_user(
-                    conn,
-                    form.get("email", ""),
-                    form.get("password", ""),
-                    project_ids,
-                    services.clock.now(),
-                    admin=form.get("admin") == "on",
-                )
+            await users.add_user(
+                services.engine,
+                form.get("email", ""),
+                form.get("password", ""),
+                project_ids,
+                services.clock.now(),
+                admin=form.get("admin") == "on",
+            )
         except (ValidationError, Conflict) as error:
             return await self._users_page(
                 request, session, status=400, error=str(error), form={"email": form.get("email", "")}
@@ -1176,19 +1067,13 @@ class DashboardController(Controller):
         action = form.get("action", "")
         try:
             project_id = self._admin_project(session, form.get("project", ""))
-            async with services.engine.begin() as conn:
-                if form.get("user", "").isdigit():
-                    user_id = int(form["user"])
-                    listed = await users.list_members(conn, [project_id])
-                    if action != "add" and all(m["id"] != user_id for m in listed):
-                        raise NotFound("user: not a member of this project")
-                else:
-                    user_id = await users.user_id_by_email(conn, form.get("email", ""))
-                if action not in ("add", "admin", "member", "remove"):
-                    raise ValidationError("action", "must be add, admin, member or remove")
-                await users.set_membership(
-                    conn, user_id, project_id, member=action != "remove", admin=action == "admin"
-                )
+            await users.change_membership(
+                services.engine,
+                project_id,
+                user=form.get("user", ""),
+                email=form.get("email", ""),
+                action=action,
+            )
         except (ValidationError, Conflict, NotFound) as error:
             return await self._users_page(request, session, status=400, error=str(error))
         return Redirect(path="/users", query_params={"done": f"user-{action}"}, status_code=303)
@@ -1208,8 +1093,7 @@ class DashboardController(Controller):
         services = services_of(request.app.state)
         form = await _form(request)
         try:
-            async with services.engine.begin() as conn:
-                stored = await users.set_zone(conn, session.user.id, form.get("tz", ""))
+            stored = await users.save_zone(services.engine, session.user.id, form.get("tz", ""))
         except ValidationError as error:
             return _page(
                 "account.html",
@@ -1246,20 +1130,7 @@ DONE_MESSAGES = {
 """Confirmations a redirect names by key (``?done=…``): never text taken from the URL."""
 
 
-def _confirm_name(row: dict[str, Any]) -> str:
-    """What a user types to confirm deleting a check: its name, else slug, else uuid."""
-    return str(row["name"] or row["slug"] or row["uuid"])
-
-
-async def _channel_check_counts(conn: Any, channel_ids: list[str]) -> dict[str, int]:
-    if not channel_ids:
-        return {}
-    rows = await conn.execute(
-        select(t.check_channels.c.channel_id, func.count())
-        .where(t.check_channels.c.channel_id.in_(channel_ids))
-        .group_by(t.check_channels.c.channel_id)
-    )
-    return {r[0]: int(r[1]) for r in rows}
+_confirm_name = check_service.confirm_name
 
 
 def template_globals() -> dict[str, Any]:

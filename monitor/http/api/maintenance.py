@@ -122,8 +122,7 @@ class MaintenanceController(Controller):
         """Oldest first; ``?limit=`` pages them (``next`` with ``cursor=`` while more follow)."""
         services = services_of(request.app.state)
         now = services.clock.now()
-        async with services.engine.connect() as conn:
-            rows = await maintenance_service.list_windows(conn, key.project_id)
+        rows = await maintenance_service.windows_of(services.engine, key.project_id)
         windows = [_for_key(maintenance_service.window_to_dict(r, now), key.read_only) for r in rows]
         page, extra = page_in_order(request, services.settings.base_url, windows, limit, cursor)
         return msgspec.convert({"maintenance": page, **extra}, WindowList)
@@ -139,10 +138,7 @@ class MaintenanceController(Controller):
         now = services.clock.now()
         body: dict[str, Any] = msgspec.to_builtins(data)
         body.pop("api_key", None)
-        async with services.engine.begin() as conn:
-            values = await maintenance_service.validate_window(conn, key.project_id, body, now)
-            window_id = await maintenance_service.create_window(conn, key.project_id, values, now)
-            row = await maintenance_service.get_window(conn, key.project_id, window_id)
+        row = await maintenance_service.add_window(services.engine, key.project_id, body, now)
         return Response(
             msgspec.convert(maintenance_service.window_to_dict(row, now), Window), status_code=201
         )
@@ -150,8 +146,7 @@ class MaintenanceController(Controller):
     @get("/{window_id:str}", summary="Get a maintenance window", responses=error_responses(401, 404))
     async def get_window(self, request: Req, key: ApiKey, window_id: str) -> Window:
         services = services_of(request.app.state)
-        async with services.engine.connect() as conn:
-            row = await maintenance_service.get_window(conn, key.project_id, window_id)
+        row = await maintenance_service.find_window(services.engine, key.project_id, window_id)
         window = maintenance_service.window_to_dict(row, services.clock.now())
         return msgspec.convert(_for_key(window, key.read_only), Window)
 
@@ -165,7 +160,7 @@ class MaintenanceController(Controller):
     async def delete_window(self, request: Req, key: ApiKey, window_id: str) -> Window:
         services = services_of(request.app.state)
         now = services.clock.now()
-        async with services.engine.begin() as conn:
-            row = await maintenance_service.get_window(conn, key.project_id, window_id)
-            await maintenance_service.delete_window(conn, row, now, settings=services.settings)
+        row = await maintenance_service.remove_window(
+            services.engine, key.project_id, window_id, now, settings=services.settings
+        )
         return msgspec.convert(maintenance_service.window_to_dict(row, now), Window)
