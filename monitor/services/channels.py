@@ -12,7 +12,7 @@ from monitor.domain.checks import AlertKind
 from monitor.domain.errors import Conflict, NotFound, ValidationError
 from monitor.domain.messages import Message
 from monitor.notify.base import ChannelUrls, DeliveryResult, Notifier
-from monitor.storage.unit_of_work import Connection, UnitOfWork
+from monitor.storage.unit_of_work import Connection, Engine, UnitOfWork
 
 #: What a channel's ``kinds`` filter may name: the alert kinds (DESIGN §2) plus the reminders,
 #: escalations and maintenance summaries.
@@ -226,6 +226,61 @@ async def delete_channel(conn: Connection, project_id: int, channel_id: str) -> 
             f"{', …' if len(names) > 10 else ''}); change their escalate_to first"
         )
     await uow.channels.delete(channel_id)
+
+
+# The management API's use cases: one unit of work each; the handlers never see a connection.
+
+
+async def channels_of(engine: Engine, project_id: int, urls: ChannelUrls) -> list[dict[str, Any]]:
+    """The project's channels as JSON (:func:`channel_to_dict`), oldest first."""
+    async with UnitOfWork.read(engine) as uow:
+        return await list_channels(uow.connection, project_id, urls)
+
+
+async def channel_of(engine: Engine, project_id: int, channel_id: str) -> dict[str, Any]:
+    """One channel's row.
+
+    Raises:
+        NotFound: no such channel in the project.
+    """
+    async with UnitOfWork.read(engine) as uow:
+        return await get_channel(uow.connection, project_id, channel_id)
+
+
+async def add_channel(
+    engine: Engine, project_id: int, values: dict[str, Any], now: datetime
+) -> dict[str, Any]:
+    """Store a validated channel (:func:`validate_channel`'s values); returns its row."""
+    async with UnitOfWork.begin(engine) as uow:
+        channel_id = await create_channel(uow.connection, project_id, values, now)
+        return await get_channel(uow.connection, project_id, channel_id)
+
+
+async def change_channel(
+    engine: Engine, project_id: int, channel_id: str, values: dict[str, Any]
+) -> dict[str, Any]:
+    """Set a channel's validated columns (validated against the stored URL beforehand, outside
+    this transaction: validation may resolve host names); returns the row as changed.
+
+    Raises:
+        NotFound: the channel is gone (deleted meanwhile, or never in the project).
+    """
+    async with UnitOfWork.begin(engine) as uow:
+        await get_channel(uow.connection, project_id, channel_id)
+        await update_channel(uow.connection, channel_id, values)
+        return await get_channel(uow.connection, project_id, channel_id)
+
+
+async def remove_channel(engine: Engine, project_id: int, channel_id: str) -> dict[str, Any]:
+    """Delete a channel (:func:`delete_channel`); returns its row as it was.
+
+    Raises:
+        NotFound: no such channel. Conflict: a check escalates to it.
+    """
+    async with UnitOfWork.begin(engine) as uow:
+        row = await get_channel(uow.connection, project_id, channel_id)
+        await delete_channel(uow.connection, project_id, channel_id)
+        return row
 
 
 async def test_channel(notifier: Notifier, row: dict[str, Any], *, timeout: float) -> DeliveryResult:  # noqa: ASYNC109

@@ -131,8 +131,7 @@ class ChannelsController(Controller):
     ) -> ChannelList:
         """Oldest first; ``?limit=`` pages them (``next`` with ``cursor=`` while more follow)."""
         services = services_of(request.app.state)
-        async with services.engine.connect() as conn:
-            channels = await channel_service.list_channels(conn, key.project_id, services.channel_urls)
+        channels = await channel_service.channels_of(services.engine, key.project_id, services.channel_urls)
         page, extra = page_in_order(request, services.settings.base_url, channels, limit, cursor)
         return msgspec.convert({"channels": page, **extra}, ChannelList)
 
@@ -150,11 +149,7 @@ class ChannelsController(Controller):
             allow_private=services.settings.allow_private_targets,
             urls=services.channel_urls,
         )
-        async with services.engine.begin() as conn:
-            channel_id = await channel_service.create_channel(
-                conn, key.project_id, values, services.clock.now()
-            )
-            row = await channel_service.get_channel(conn, key.project_id, channel_id)
+        row = await channel_service.add_channel(services.engine, key.project_id, values, services.clock.now())
         return Response(_channel(row, services.channel_urls), status_code=201)
 
     @get(
@@ -167,10 +162,10 @@ class ChannelsController(Controller):
         self, request: Req, key: ApiKey, channel_id: Annotated[str, Parameter(description="The channel's id")]
     ) -> Channel:
         services = services_of(request.app.state)
-        async with services.engine.connect() as conn:
-            return _channel(
-                await channel_service.get_channel(conn, key.project_id, channel_id), services.channel_urls
-            )
+        return _channel(
+            await channel_service.channel_of(services.engine, key.project_id, channel_id),
+            services.channel_urls,
+        )
 
     @post(
         "/{channel_id:str}",
@@ -183,8 +178,7 @@ class ChannelsController(Controller):
         self, request: Req, key: ApiKey, channel_id: str, data: ChannelPatch | None = None
     ) -> Channel:
         services = services_of(request.app.state)
-        async with services.engine.connect() as conn:
-            stored = await channel_service.get_channel(conn, key.project_id, channel_id)
+        stored = await channel_service.channel_of(services.engine, key.project_id, channel_id)
         values = await channel_service.validate_channel(
             _values(data),
             partial=True,
@@ -192,12 +186,8 @@ class ChannelsController(Controller):
             urls=services.channel_urls,
             stored_url=stored["url"],
         )
-        async with services.engine.begin() as conn:
-            await channel_service.get_channel(conn, key.project_id, channel_id)
-            await channel_service.update_channel(conn, channel_id, values)
-            return _channel(
-                await channel_service.get_channel(conn, key.project_id, channel_id), services.channel_urls
-            )
+        row = await channel_service.change_channel(services.engine, key.project_id, channel_id, values)
+        return _channel(row, services.channel_urls)
 
     @delete(
         "/{channel_id:str}",
@@ -208,9 +198,7 @@ class ChannelsController(Controller):
     )
     async def delete_channel(self, request: Req, key: ApiKey, channel_id: str) -> Channel:
         services = services_of(request.app.state)
-        async with services.engine.begin() as conn:
-            row = await channel_service.get_channel(conn, key.project_id, channel_id)
-            await channel_service.delete_channel(conn, key.project_id, channel_id)
+        row = await channel_service.remove_channel(services.engine, key.project_id, channel_id)
         return _channel(row, services.channel_urls)
 
     @post(
@@ -229,8 +217,7 @@ class ChannelsController(Controller):
         """200 ``{"ok": true, "error": null}`` once delivered; 400 ``{"ok": false, "error":
         "url: …"}`` when the destination refused or could not be reached."""
         services = services_of(request.app.state)
-        async with services.engine.connect() as conn:
-            row = await channel_service.get_channel(conn, key.project_id, channel_id)
+        row = await channel_service.channel_of(services.engine, key.project_id, channel_id)
         result = await channel_service.test_channel(
             services.notifier, row, timeout=services.settings.notify_timeout
         )
