@@ -12,6 +12,7 @@ from datetime import datetime
 from typing import Any
 
 from litestar import Controller, Request, Response, delete, get, post
+from litestar.di import Provide
 from litestar.params import Parameter
 
 from monitor.domain.errors import ValidationError
@@ -32,15 +33,20 @@ from monitor.http.api.check_types import (
     typed,
 )
 from monitor.http.api.common import (
+    API_KEY,
+    API_KEY_SECURITY,
     FLIP_SECONDS,
     FLIP_TIMESTAMP,
     INSTANT,
+    ApiKey,
     api_version,
-    authenticate,
     instant_param,
     json_body,
     limit_param,
+    provide_api_key,
+    read_write_key_required,
     services_of,
+    write_key_required,
 )
 from monitor.http.api.paging import decode_cursor, paged
 from monitor.services import checks as check_service
@@ -75,11 +81,14 @@ async def _state_change_body(request: Req) -> None:
 class ChecksController(Controller):
     path = "/api/v3/checks"
     tags = ("checks",)
+    dependencies = {API_KEY: Provide(provide_api_key)}  # noqa: RUF012 (Litestar reads it)
+    security = API_KEY_SECURITY
 
     @get("/", summary="List checks")
     async def list_checks(
         self,
         request: Req,
+        key: ApiKey,
         tag: list[str] | None = Parameter(query="tag", default=None, required=False),
         slug: str | None = Parameter(query="slug", default=None, required=False),
         limit: str | None = None,
@@ -87,7 +96,6 @@ class ChecksController(Controller):
     ) -> ChecksPage:
         """Every check of the project, oldest first, as Healthchecks lists them; ``?limit=``
         (1-1000) pages them: the answer then has ``next`` (with ``cursor=``) while more follow."""
-        key = await authenticate(request, write=False)
         most = limit_param(limit) if limit is not None else None
         after = decode_cursor(cursor, (int,))
         services = services_of(request.app.state)
@@ -103,12 +111,15 @@ class ChecksController(Controller):
         shown, extra = paged(request, services.settings.base_url, found, most, lambda r: [r[0]])
         return ChecksPage(checks=checks_out([body for _, body in shown]), next=next_of(extra))
 
-    @post("/", summary="Create a check (or upsert with unique); a list creates several")
-    async def create_check(self, request: Req) -> Response[CheckOut | ChecksPage]:
+    @post(
+        "/",
+        summary="Create a check (or upsert with unique); a list creates several",
+        guards=[write_key_required],
+    )
+    async def create_check(self, request: Req, key: ApiKey) -> Response[CheckOut | ChecksPage]:
         """One check (201, or 200 for an upsert match), or with a JSON list of up to 1000
         checks all of them in one transaction: 201 ``{"checks": [...]}`` in the order given,
         or nothing and 400 ``{"error": "[<index>].<field>: <problem>"}``."""
-        key = await authenticate(request, write=True)
         data = _versioned(request, await json_body(request))
         services = services_of(request.app.state)
         shards = services.settings.shards
@@ -127,8 +138,7 @@ class ChecksController(Controller):
         return Response(check_out(body), status_code=201 if created else 200)
 
     @get("/{uuid:str}", summary="Get a check (by uuid or unique_key)")
-    async def get_check(self, request: Req, uuid: str) -> CheckOut:
-        key = await authenticate(request, write=False)
+    async def get_check(self, request: Req, key: ApiKey, uuid: str) -> CheckOut:
         services = services_of(request.app.state)
         return check_out(
             await check_service.show_check(
@@ -136,9 +146,13 @@ class ChecksController(Controller):
             )
         )
 
-    @post("/{uuid:str}", summary="Update a check (only the given fields)", status_code=200)
-    async def update_check(self, request: Req, uuid: str) -> CheckOut:
-        key = await authenticate(request, write=True)
+    @post(
+        "/{uuid:str}",
+        summary="Update a check (only the given fields)",
+        status_code=200,
+        guards=[write_key_required],
+    )
+    async def update_check(self, request: Req, key: ApiKey, uuid: str) -> CheckOut:
         services = services_of(request.app.state)
         uuid = await check_service.check_uuid(services.engine, key.project_id, uuid)
         data = _versioned(request, await json_body(request))
@@ -146,25 +160,28 @@ class ChecksController(Controller):
             await check_service.change_check(services.engine, key.project_id, uuid, data, _view(request))
         )
 
-    @delete("/{uuid:str}", summary="Delete a check", status_code=200)
-    async def delete_check(self, request: Req, uuid: str) -> CheckOut:
-        key = await authenticate(request, write=True)
+    @delete("/{uuid:str}", summary="Delete a check", status_code=200, guards=[write_key_required])
+    async def delete_check(self, request: Req, key: ApiKey, uuid: str) -> CheckOut:
         services = services_of(request.app.state)
         uuid = await check_service.check_uuid(services.engine, key.project_id, uuid)
         return check_out(
             await check_service.remove_check(services.engine, key.project_id, uuid, _view(request))
         )
 
-    @post("/{uuid:str}/pause", summary="Pause a check", status_code=200)
-    async def pause(self, request: Req, uuid: str) -> CheckOut:
-        return await self._set_paused(request, uuid, paused=True)
+    @post("/{uuid:str}/pause", summary="Pause a check", status_code=200, guards=[write_key_required])
+    async def pause(self, request: Req, key: ApiKey, uuid: str) -> CheckOut:
+        return await self._set_paused(request, key, uuid, paused=True)
 
-    @post("/{uuid:str}/resume", summary="Resume a paused check (409 if not paused)", status_code=200)
-    async def resume(self, request: Req, uuid: str) -> CheckOut:
-        return await self._set_paused(request, uuid, paused=False)
+    @post(
+        "/{uuid:str}/resume",
+        summary="Resume a paused check (409 if not paused)",
+        status_code=200,
+        guards=[write_key_required],
+    )
+    async def resume(self, request: Req, key: ApiKey, uuid: str) -> CheckOut:
+        return await self._set_paused(request, key, uuid, paused=False)
 
-    async def _set_paused(self, request: Req, uuid: str, *, paused: bool) -> CheckOut:
-        key = await authenticate(request, write=True)
+    async def _set_paused(self, request: Req, key: ApiKey, uuid: str, *, paused: bool) -> CheckOut:
         services = services_of(request.app.state)
         uuid = await check_service.check_uuid(services.engine, key.project_id, uuid)
         await _state_change_body(request)
@@ -174,11 +191,10 @@ class ChecksController(Controller):
             )
         )
 
-    @get("/{uuid:str}/pings/", summary="The check's pings, newest first")
+    @get("/{uuid:str}/pings/", summary="The check's pings, newest first", guards=[read_write_key_required])
     async def pings(
-        self, request: Req, uuid: str, limit: str | None = None, cursor: str | None = None
+        self, request: Req, key: ApiKey, uuid: str, limit: str | None = None, cursor: str | None = None
     ) -> PingsPage:
-        key = await authenticate(request, write=False, read_only_allowed=False)
         most = limit_param(limit)
         after = decode_cursor(cursor, (int,))
         services = services_of(request.app.state)
@@ -189,9 +205,13 @@ class ChecksController(Controller):
         pings, extra = paged(request, base_url, pings, most, lambda p: [p["n"]])
         return PingsPage(pings=typed(pings, PingOut), next=next_of(extra))
 
-    @get("/{uuid:str}/pings/{n:int}/body", summary="A ping's stored body", media_type="text/plain")
-    async def ping_body(self, request: Req, uuid: str, n: int) -> Response[bytes]:
-        key = await authenticate(request, write=False, read_only_allowed=False)
+    @get(
+        "/{uuid:str}/pings/{n:int}/body",
+        summary="A ping's stored body",
+        media_type="text/plain",
+        guards=[read_write_key_required],
+    )
+    async def ping_body(self, request: Req, key: ApiKey, uuid: str, n: int) -> Response[bytes]:
         services = services_of(request.app.state)
         body = await check_service.ping_body_of(services.engine, key.project_id, uuid, n)
         return Response(body, media_type="text/plain; charset=utf-8")
@@ -200,6 +220,7 @@ class ChecksController(Controller):
     async def flips(
         self,
         request: Req,
+        key: ApiKey,
         uuid: str,
         limit: str | None = None,
         seconds: str | None = Parameter(default=None, required=False, schema_extra=FLIP_SECONDS),
@@ -210,7 +231,6 @@ class ChecksController(Controller):
         """``?seconds=`` (0-31536000: the last N seconds), ``?start=`` (flips at or after) and
         ``?end=`` (flips before) UNIX timestamps (0-10000000000), as Healthchecks' FlipsFiltersForm;
         a bad value is a 400 naming the parameter. ``?limit=`` pages them (``next``/``cursor=``)."""
-        key = await authenticate(request, write=False)
         most = limit_param(limit)
         after = decode_cursor(cursor, (int,))
         services = services_of(request.app.state)
@@ -227,13 +247,13 @@ class ChecksController(Controller):
     async def runs(
         self,
         request: Req,
+        key: ApiKey,
         uuid: str,
         limit: str | None = None,
         from_: str | None = Parameter(query="from", default=None, required=False, schema_extra=INSTANT),
         to: str | None = Parameter(default=None, required=False, schema_extra=INSTANT),
         cursor: str | None = None,
     ) -> RunsPage:
-        key = await authenticate(request, write=False)
         most = limit_param(limit)
         after = decode_cursor(cursor, (datetime, datetime, str))
         services = services_of(request.app.state)
@@ -255,12 +275,15 @@ class ChecksController(Controller):
         )
         return RunsPage(runs=typed([r for r, _ in keyed], RunOut), next=next_of(extra))
 
-    @get("/{uuid:str}/alerts/", summary="The check's alerts with their notifications, newest first")
+    @get(
+        "/{uuid:str}/alerts/",
+        summary="The check's alerts with their notifications, newest first",
+        guards=[read_write_key_required],
+    )
     async def alerts(
-        self, request: Req, uuid: str, limit: str | None = None, cursor: str | None = None
+        self, request: Req, key: ApiKey, uuid: str, limit: str | None = None, cursor: str | None = None
     ) -> AlertsPage:
         # an alert's message carries the last ping's log tail: read-write keys only, as pings
-        key = await authenticate(request, write=False, read_only_allowed=False)
         most = limit_param(limit)
         after = decode_cursor(cursor, (int,))
         services = services_of(request.app.state)
