@@ -66,6 +66,9 @@ def create_app(
         notifier: the delivery adapter (default: Apprise).
         evaluator / notify / liveness: run those loops in this process.
         migrate_on_start: apply pending migrations in the lifespan.
+
+    Long because it is the composition root: every part of the one app is built and wired
+    here, in the order it depends on.
     """
     clock = clock or SystemClock()
     writer_box: dict[str, IngestWriter] = {}
@@ -77,6 +80,11 @@ def create_app(
 
     @asynccontextmanager
     async def lifespan(app: Litestar) -> AsyncIterator[None]:
+        """Start the in-process loops; stop them when the app shuts down.
+
+        Long because it starts and stops each loop in turn, and a shutdown must undo them in
+        reverse.
+        """
         # this process sends (the notifier loop, a channel's test-send): guard its connects first
         install_egress_guard()
         engine = make_engine(settings.database_url)

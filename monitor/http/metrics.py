@@ -123,6 +123,8 @@ async def read_snapshot(
     Args:
         per_check: also read every check (``MONITOR_METRICS_PER_CHECK``); otherwise only their
             counts by status, grouped in the database, so a scrape stays small at 100k checks.
+
+    Long because every /metrics query runs in one connection, so the exposition is one consistent snapshot.
     """
     counts = await status.metric_counts(engine, now, ttl, per_check=per_check)
     return Snapshot(
@@ -158,6 +160,10 @@ class SnapshotCollector:
         return list(self._metrics())
 
     def _metrics(self) -> Iterator[Metric]:
+        """The metric families of the snapshot.
+
+        Long because the exposition is written family by family, each a few lines.
+        """
         s = self.snapshot
         info = GaugeMetricFamily("monitor_build_info", "The monitor's version.", labels=["version"])
         info.add_metric([__version__], 1)

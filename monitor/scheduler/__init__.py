@@ -159,6 +159,8 @@ async def serve(
     :class:`~monitor.scheduler.runner.Scheduler`: the failover tests run the scheduler through
     ``tests/support/stalling_scheduler.py`` to stall a replica between a run's start record and
     its spawn.
+
+    Long because the scheduler's start, run and clean shutdown are one sequence whose steps share its state.
     """
     from monitor.scheduler.reporter import HttpReporter, NullReporter, Reporter
     from monitor.scheduler.runner import Scheduler

@@ -72,6 +72,8 @@ async def validate_channel(
     Raises:
         ValidationError: naming ``body``, ``name``, ``url``, ``kinds`` or ``default``
             (``url: contains masked secrets (****); send the full URL``).
+
+    Long because a channel body's fields are validated in turn, each with its own message.
     """
     if not isinstance(data, dict):
         raise ValidationError("body", "must be a JSON object")

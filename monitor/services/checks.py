@@ -86,6 +86,8 @@ def parse_check_fields(data: Any) -> dict[str, Any]:
 
     Raises:
         ValidationError: a field has the wrong type or range (the error names it).
+
+    Long because a create/update body's fields are validated in turn, each with its own message.
     """
     if not isinstance(data, dict):
         raise ValidationError("body", "must be a JSON object")
@@ -421,6 +423,9 @@ async def create_many(
     Raises:
         ValidationError: ``checks`` (not 1-1000 items) or ``[<index>].<field>: <problem>``.
         Conflict: a slug is taken, in the project or twice in the list.
+
+    Long because a list body is validated and created all or none in one transaction, with
+    each item's error named by index.
     """
     if not 1 <= len(items) <= MAX_BULK:
         raise ValidationError("checks", f"give a list of 1 to {MAX_BULK} checks")
@@ -666,6 +671,8 @@ def check_to_dict(
     channel ids too) — the uuid is the ping credential — but a ``unique_key`` instead.
     Version 1 reports a check with a run in progress as ``status: "started"`` (Healthchecks'
     v1); v2 and v3 give the same fields.
+
+    Long because a check's JSON is assembled field by field per API version (DESIGN §9).
     """
     state = repositories.state_of(row)
     spec = repositories.spec_of(row)

@@ -69,6 +69,8 @@ async def validate_window(conn: Connection, project_id: int, data: Any, now: dat
     Raises:
         ValidationError: naming ``body``, ``name``, ``check``, ``start``, ``end``, ``schedule``,
             ``tz``, ``dialect`` or ``duration``.
+
+    Long because a window body's fields are validated in turn, each with its own message.
     """
     if not isinstance(data, dict):
         raise ValidationError("body", "must be a JSON object")

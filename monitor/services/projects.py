@@ -41,6 +41,8 @@ async def create_project(
 
     Raises:
         ValidationError: ``api_key`` is not 16-128 printable ASCII characters.
+
+    Long because a project and its two keys are created in one transaction.
     """
     if api_key is not None:
         validate_api_key_text(api_key)

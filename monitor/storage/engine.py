@@ -40,6 +40,8 @@ def make_engine(
 
     Raises:
         sqlalchemy.exc.ArgumentError: the URL is not a usable SQLAlchemy async URL.
+
+    Long because the engine's options are set per dialect, each with the reason it needs.
     """
     if is_sqlite(url):
         # A pool keeps connections (and aiosqlite's thread per connection) across transactions:

@@ -198,6 +198,8 @@ def timeline_svg(
     units; a narrow one (the phone version) gets larger text and marks. ``zone`` is the zone the
     axis labels, the description and the titles are written in (the user's preference, as the
     rest of the page); the ``data-tick`` stamps stay ISO UTC, as the ticks table's anchors.
+
+    Long because the run timeline is drawn as SVG in one pass over its lanes and ticks.
     """
     left, right = 12, 12
     zone_name = str(zone)
