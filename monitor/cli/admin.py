@@ -118,26 +118,24 @@ async def _project_create(settings: Settings, name: str, api_key: str | None) ->
     engine = make_engine(settings.database_url)
     try:
         await migrate(engine)
-        async with engine.begin() as conn:
-            return await projects.create_project(
-                conn, name, datetime.now(UTC), api_key=api_key, base_url=settings.base_url
-            )
+        return await projects.add_project(
+            engine, name, datetime.now(UTC), api_key=api_key, base_url=settings.base_url
+        )
     finally:
         await engine.dispose()
 
 
 async def _reshard(settings: Settings, shards: int | None) -> dict[str, object]:
     """``monitor reshard [N]``: migrate, then change the stored shard count (or just show it)."""
+    from monitor.services import status
     from monitor.services.shards import reshard
-    from monitor.storage import cluster
     from monitor.storage.engine import make_engine, migrate
 
     engine = make_engine(settings.database_url)
     try:
         await migrate(engine)
         if shards is None:
-            async with engine.connect() as conn:
-                return {"shards": await cluster.stored_shard_count(conn)}
+            return {"shards": await status.stored_shard_count(engine)}
         return await reshard(engine, shards, datetime.now(UTC))
     finally:
         await engine.dispose()
@@ -167,9 +165,6 @@ async def _user_create(
     engine = make_engine(settings.database_url)
     try:
         await migrate(engine)
-        async with engine.begin() as conn:
-            project_ids = await users.project_ids_by_names(conn, project_names)
-            # the operator's first users: admins of their projects (they manage the others)
-            return await users.create_user(conn, email, password, project_ids, datetime.now(UTC), admin=True)
+        return await users.add_admin(engine, email, password, project_names, datetime.now(UTC))
     finally:
         await engine.dispose()

@@ -49,18 +49,14 @@ async def _bootstrap(settings: Settings) -> dict[str, object] | None:
     (or an ``api_key`` conflict that ends all but one).
     """
     from monitor.services import projects
-    from monitor.storage.engine import hold_migration_lock, make_engine, migrate
+    from monitor.storage.engine import make_engine, migrate
 
     engine = make_engine(settings.database_url)
     try:
         await migrate(engine)
-        async with engine.begin() as conn:
-            await hold_migration_lock(conn)
-            if await projects.count_projects(conn) == 0:
-                return await projects.create_project(
-                    conn, "default", datetime.now(UTC), api_key=settings.api_key, base_url=settings.base_url
-                )
-        return None
+        return await projects.ensure_default_project(
+            engine, datetime.now(UTC), api_key=settings.api_key, base_url=settings.base_url
+        )
     finally:
         await engine.dispose()
 

@@ -9,6 +9,7 @@ from datetime import datetime
 from monitor.domain import sentry
 from monitor.domain.errors import ValidationError
 from monitor.storage import repositories
+from monitor.storage.engine import hold_migration_lock
 from monitor.storage.unit_of_work import Connection, Engine, UnitOfWork
 
 
@@ -88,6 +89,30 @@ async def create_project(
     if base_url is not None:
         out["sentry_dsn"] = sentry.dsn(base_url, sentry_key, project_id)
     return out
+
+
+async def add_project(
+    engine: Engine, name: str, now: datetime, *, api_key: str | None = None, base_url: str | None = None
+) -> dict[str, object]:
+    """:func:`create_project` in a unit of work of its own (``monitor project create``)."""
+    async with UnitOfWork.begin(engine) as uow:
+        return await create_project(uow.connection, name, now, api_key=api_key, base_url=base_url)
+
+
+async def ensure_default_project(
+    engine: Engine, now: datetime, *, api_key: str | None = None, base_url: str | None = None
+) -> dict[str, object] | None:
+    """With no project yet, create ``default`` (its keys returned once); else ``None``.
+
+    On PostgreSQL the count and the creation run under the migration's advisory lock, so API
+    replicas started together (compose, Kubernetes) create one default project, not one each
+    (or an ``api_key`` conflict that ends all but one).
+    """
+    async with UnitOfWork.begin(engine) as uow:
+        await hold_migration_lock(uow.connection)
+        if await count_projects(uow.connection) == 0:
+            return await create_project(uow.connection, "default", now, api_key=api_key, base_url=base_url)
+    return None
 
 
 async def count_projects(conn: Connection) -> int:

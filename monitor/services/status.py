@@ -132,3 +132,10 @@ async def metric_counts(engine: Engine, now: datetime, ttl: timedelta, *, per_ch
                 for r in check_rows
             ],
         )
+
+
+async def stored_shard_count(engine: Engine) -> int | None:
+    """The evaluator shard count the database records (``monitor reshard`` with no count), or
+    ``None`` before any process recorded one."""
+    async with UnitOfWork.read(engine) as uow:
+        return await uow.status.stored_shard_count()

@@ -162,6 +162,20 @@ async def project_ids_by_names(conn: Connection, names: list[str]) -> list[int]:
     return list(dict.fromkeys(out))
 
 
+async def add_admin(
+    engine: Engine, email: str, password: str, project_names: list[str], now: datetime
+) -> dict[str, object]:
+    """Create a user who administers the named projects (``monitor user create``: the
+    operator's first users manage the others), in a unit of work of its own.
+
+    Raises:
+        ValidationError, Conflict: as :func:`project_ids_by_names` and :func:`create_user`.
+    """
+    async with UnitOfWork.begin(engine) as uow:
+        project_ids = await project_ids_by_names(uow.connection, project_names)
+        return await create_user(uow.connection, email, password, project_ids, now, admin=True)
+
+
 async def create_user(
     conn: Connection,
     email: str,
