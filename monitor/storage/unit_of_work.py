@@ -22,13 +22,23 @@ effects writers) until those become ports too.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
-from typing import TypeAlias
+from typing import TypeAlias, TypeVar
 
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from monitor.storage.ports import ChannelStore, CheckStore, ProjectStore, StatusStore, UserStore
+from monitor.storage import sqlite_batch
+from monitor.storage.ports import (
+    ChannelStore,
+    CheckStore,
+    PingStore,
+    ProjectStore,
+    RunStore,
+    StatusStore,
+    UserStore,
+)
+from monitor.storage.run_stores import SqlPingStore, SqlRunStore
 from monitor.storage.stores import (
     SqlChannelStore,
     SqlCheckStore,
@@ -43,6 +53,8 @@ Engine: TypeAlias = AsyncEngine
 Connection: TypeAlias = AsyncConnection
 """An open connection inside a transaction, for service steps that join a caller's unit of work."""
 
+T = TypeVar("T")
+
 
 class UnitOfWork:
     """The ports of one transaction: ``checks``, ``channels``, ``projects``, ``users``, ``status``.
@@ -56,6 +68,8 @@ class UnitOfWork:
     projects: ProjectStore
     users: UserStore
     status: StatusStore
+    pings: PingStore
+    runs: RunStore
 
     def __init__(self, conn: AsyncConnection) -> None:
         self.connection = conn
@@ -64,6 +78,8 @@ class UnitOfWork:
         self.projects = SqlProjectStore(conn)
         self.users = SqlUserStore(conn)
         self.status = SqlStatusStore(conn)
+        self.pings = SqlPingStore(conn)
+        self.runs = SqlRunStore(conn)
 
     @property
     def dialect(self) -> str:
@@ -90,3 +106,21 @@ class UnitOfWork:
     def joining(cls, conn: AsyncConnection) -> UnitOfWork:
         """The ports over a caller's open transaction, which the caller commits or rolls back."""
         return cls(conn)
+
+    @classmethod
+    async def run(cls, engine: AsyncEngine, work: Callable[[UnitOfWork], Awaitable[T]]) -> T:
+        """``work(uow)`` in one write transaction, as :meth:`begin`; its result once committed.
+
+        On a SQLite file the whole transaction runs in one worker-thread call on a synchronous
+        connection (:mod:`monitor.storage.sqlite_batch`), instead of a thread hop per driver
+        call: ``work`` must then await only the ports and the storage functions taking
+        ``uow.connection``. Used by the ping ingest, whose batches are short and many.
+
+        Raises:
+            sqlalchemy.exc.SQLAlchemyError: the transaction failed (nothing was stored).
+            RuntimeError: on SQLite, ``work`` awaited something other than the storage.
+        """
+        if sqlite_batch.runs_in_thread(engine):
+            return await sqlite_batch.run_in_thread(engine, lambda conn: work(cls(conn)))
+        async with cls.begin(engine) as uow:
+            return await work(uow)
