@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import sqlite3
+import time
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -57,10 +58,17 @@ def make_engine(
     )
 
 
-def sqlite_options(sync_engine: Engine) -> None:
+def sqlite_options(sync_engine: Engine, *, poll_begin: bool = False) -> None:
     """Install on a SQLite engine (aiosqlite's ``sync_engine``, or a pysqlite engine on the same
     file) what every connection of the file needs: WAL, ``synchronous=FULL`` (an acknowledged
-    ping survives a power cut), a 30 s busy timeout, foreign keys, and ``BEGIN IMMEDIATE``."""
+    ping survives a power cut), a 30 s busy timeout, foreign keys, and ``BEGIN IMMEDIATE``.
+
+    ``poll_begin`` (a pysqlite engine used from worker threads only): ``BEGIN IMMEDIATE`` waits
+    for another writer by retrying every :data:`BEGIN_POLL` seconds (up to the 30 s busy timeout)
+    instead of through SQLite's busy handler, whose sleeps grow to 100 ms: a short transaction
+    of another connection then delays the writer by about its length, not by the next step of
+    the back-off. Never on the event loop's thread (it sleeps).
+    """
 
     @event.listens_for(sync_engine, "connect")
     def _pragmas(dbapi_connection: Any, _record: Any) -> None:
@@ -86,12 +94,38 @@ def sqlite_options(sync_engine: Engine) -> None:
         # Take SQLite's write lock at BEGIN: a deferred transaction that reads and then
         # writes can fail with SQLITE_BUSY instead of waiting (the busy timeout does not
         # apply to lock upgrades).
-        conn.exec_driver_sql("BEGIN IMMEDIATE")
+        if poll_begin:
+            _begin_polling(conn.connection.dbapi_connection)
+        else:
+            conn.exec_driver_sql("BEGIN IMMEDIATE")
 
     # pysqlite's own transaction handling must be off for BEGIN IMMEDIATE to work.
     @event.listens_for(sync_engine, "connect", insert=True)
     def _no_autobegin(dbapi_connection: Any, _record: Any) -> None:
         dbapi_connection.isolation_level = None
+
+
+BEGIN_POLL = 0.0005
+"""Seconds between two ``BEGIN IMMEDIATE`` attempts of a polling SQLite engine."""
+
+
+def _begin_polling(dbapi_connection: Any) -> None:
+    """``BEGIN IMMEDIATE``, retried every :data:`BEGIN_POLL` s while another connection writes."""
+    cursor = dbapi_connection.cursor()
+    deadline = time.monotonic() + 30
+    cursor.execute("PRAGMA busy_timeout=0")
+    try:
+        while True:
+            try:
+                cursor.execute("BEGIN IMMEDIATE")
+                return
+            except sqlite3.OperationalError as error:
+                if getattr(error, "sqlite_errorname", "") != "SQLITE_BUSY" or time.monotonic() > deadline:
+                    raise
+            time.sleep(BEGIN_POLL)
+    finally:
+        cursor.execute("PRAGMA busy_timeout=30000")
+        cursor.close()
 
 
 def migrations_dir() -> Path:

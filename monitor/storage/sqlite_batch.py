@@ -89,7 +89,7 @@ def _sync_engine(engine: AsyncEngine) -> Engine:
             max_overflow=4,
             connect_args={"check_same_thread": False},
         )
-        sqlite_options(sync)
+        sqlite_options(sync, poll_begin=True)
         _engines[engine.sync_engine] = sync
 
         def _dispose(_engine: Engine) -> None:

@@ -70,3 +70,22 @@ async def test_run_on_a_sqlite_file_refuses_work_that_awaits_other_things(engine
     with pytest.raises(RuntimeError, match="awaited something other than a statement"):
         await UnitOfWork.run(engine, work)
     assert await project_names(engine) == []
+
+
+async def test_run_waits_for_another_writer_then_commits(engine: AsyncEngine) -> None:
+    """SQLite: the threaded transaction's BEGIN IMMEDIATE waits out a writer holding the file."""
+    order: list[str] = []
+
+    async def work(uow: UnitOfWork) -> None:
+        await add_project(uow, "second")
+        order.append("run")
+
+    async with UnitOfWork.begin(engine) as holder:
+        await add_project(holder, "first")
+        running = asyncio.create_task(UnitOfWork.run(engine, work))
+        await asyncio.sleep(0.3)
+        order.append("holder")
+    await asyncio.wait_for(running, 10)
+    assert sorted(await project_names(engine)) == ["first", "second"]
+    if engine.dialect.name == "sqlite":
+        assert order == ["holder", "run"]
