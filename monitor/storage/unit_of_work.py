@@ -57,7 +57,8 @@ T = TypeVar("T")
 
 
 class UnitOfWork:
-    """The ports of one transaction: ``checks``, ``channels``, ``projects``, ``users``, ``status``.
+    """The ports of one transaction: ``checks``, ``channels``, ``projects``, ``users``, ``status``,
+    ``pings``, ``runs``.
 
     Construct with :meth:`begin` (write), :meth:`read` or :meth:`joining`; never share one
     across tasks (an ``AsyncConnection`` is not concurrency-safe).
