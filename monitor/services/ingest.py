@@ -19,9 +19,6 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import and_, or_, select
-from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
-
 from monitor.domain import detection, keywords
 from monitor.domain.checks import CheckSpec, CheckState, FlipReason, PingKind, SimpleSchedule
 from monitor.domain.errors import ValidationError
@@ -32,7 +29,7 @@ from monitor.services import outages
 from monitor.services.effects import CheckIdentity, PendingWrites, record_alerts
 from monitor.settings import Settings
 from monitor.storage import cluster, repositories
-from monitor.storage import tables as t
+from monitor.storage.unit_of_work import Connection, Engine, UnitOfWork
 
 logger = logging.getLogger(__name__)
 
@@ -125,7 +122,7 @@ class _Context:
 
 
 async def ingest_pings(
-    engine: AsyncEngine,
+    engine: Engine,
     requests: Sequence[PingRequest],
     *,
     settings: Settings,
@@ -133,50 +130,50 @@ async def ingest_pings(
 ) -> list[PingAnswer]:
     """Process ``requests`` in order in one transaction; answers only after commit.
 
+    On SQLite the transaction runs whole in one worker-thread call (:meth:`UnitOfWork.run`).
+
     Raises:
         sqlalchemy.exc.SQLAlchemyError: the transaction failed (nothing was stored).
     """
-    async with engine.begin() as conn:
-        return await _ingest(conn, requests, settings=settings, limiter=limiter)
+    return await UnitOfWork.run(
+        engine, lambda uow: _ingest(uow, requests, settings=settings, limiter=limiter)
+    )
 
 
 async def _resolve(
-    conn: AsyncConnection, requests: Sequence[PingRequest], now: datetime, *, shards: int
-) -> tuple[dict[str, int], dict[tuple[str, str], int], set[int]]:
-    """Map uuids and (ping_key, slug) to check ids, creating slug checks with ``create``."""
-    by_uuid: dict[str, int] = {}
-    by_slug: dict[tuple[str, str], int] = {}
+    uow: UnitOfWork, requests: Sequence[PingRequest], now: datetime, *, shards: int
+) -> tuple[list[int | None], dict[int, dict[str, Any]], set[int]]:
+    """Each request's check id (``None``: unknown), the locked rows of those checks, and the
+    ids of the slug checks created here (``create``).
+
+    A batch addressed by uuid alone is resolved and locked in one statement; otherwise the ids
+    are resolved first and locked together, in id order.
+    """
+    if all(r.uuid for r in requests):
+        by_row = await uow.pings.lock_by_uuid(r.uuid for r in requests if r.uuid)
+        targets = [int(by_row[r.uuid]["id"]) if r.uuid in by_row else None for r in requests]
+        return targets, {int(row["id"]): row for row in by_row.values()}, set()
+    by_uuid = await uow.pings.ids_by_uuid(r.uuid for r in requests if r.uuid)
+    by_slug = await uow.pings.ids_by_slug((r.ping_key, r.slug) for r in requests if r.ping_key and r.slug)
     created: set[int] = set()
-    uuids = {r.uuid for r in requests if r.uuid}
-    if uuids:
-        rows = await conn.execute(select(t.checks.c.id, t.checks.c.uuid).where(t.checks.c.uuid.in_(uuids)))
-        by_uuid = {u: i for i, u in rows}
-    pairs = {(r.ping_key, r.slug) for r in requests if r.ping_key and r.slug}
-    if pairs:
-        found = await conn.execute(
-            select(t.projects.c.ping_key, t.checks.c.slug, t.checks.c.id)
-            .join(t.checks, t.checks.c.project_id == t.projects.c.id)
-            .where(or_(*[and_(t.projects.c.ping_key == k, t.checks.c.slug == s) for k, s in pairs]))
-        )
-        by_slug = {(key, slug): cid for key, slug, cid in found.tuples()}
-        for request in requests:
-            key = (request.ping_key or "", request.slug or "")
-            if request.create and request.ping_key and request.slug and key not in by_slug:
-                project_id = (
-                    await conn.execute(
-                        select(t.projects.c.id).where(t.projects.c.ping_key == request.ping_key)
-                    )
-                ).scalar_one_or_none()
-                if project_id is None:
-                    continue
-                check_id = await create_slug_check(conn, project_id, request.slug, now, shards=shards)
-                by_slug[key] = check_id
-                created.add(check_id)
-    return by_uuid, by_slug, created
+    for request in requests:
+        key = (request.ping_key or "", request.slug or "")
+        if request.create and request.ping_key and request.slug and key not in by_slug:
+            project_id = await uow.pings.project_by_ping_key(request.ping_key)
+            if project_id is None:
+                continue
+            check_id = await create_slug_check(uow.connection, project_id, request.slug, now, shards=shards)
+            by_slug[key] = check_id
+            created.add(check_id)
+    targets = [
+        by_uuid.get(r.uuid) if r.uuid else by_slug.get((r.ping_key or "", r.slug or "")) for r in requests
+    ]
+    rows = await uow.pings.lock(cid for cid in targets if cid is not None)
+    return targets, rows, created
 
 
 async def create_slug_check(
-    conn: AsyncConnection, project_id: int, slug: str, now: datetime, *, shards: int
+    conn: Connection, project_id: int, slug: str, now: datetime, *, shards: int
 ) -> int:
     """Auto-provision a simple check named ``slug``, routed to the project's default channels.
 
@@ -187,26 +184,14 @@ async def create_slug_check(
     (:func:`monitor.storage.cluster.shard_count_for_insert`); ``shards`` (``MONITOR_SHARDS``)
     is recorded only if the database has none yet.
     """
+    uow = UnitOfWork.joining(conn)
     count = await cluster.shard_count_for_insert(conn, shards, now)
     values = new_check_values(project_id=project_id, now=now, shards=count)
     values.update(name=slug, slug=slug)
-    check_id = (await conn.execute(t.checks.insert().values(values).returning(t.checks.c.id))).scalar_one()
-    channel_ids = (
-        (
-            await conn.execute(
-                select(t.channels.c.id)
-                .where(t.channels.c.project_id == project_id)
-                .where(t.channels.c.is_default)
-            )
-        )
-        .scalars()
-        .all()
-    )
-    if channel_ids:
-        await conn.execute(
-            t.check_channels.insert(), [{"check_id": check_id, "channel_id": c} for c in channel_ids]
-        )
-    return int(check_id)
+    check_id = await uow.checks.insert(values)
+    channel_ids = await uow.channels.default_ids(project_id)
+    await uow.channels.assign_many([(check_id, c) for c in channel_ids])
+    return check_id
 
 
 def new_check_values(*, project_id: int, now: datetime, shards: int) -> dict[str, Any]:
@@ -251,30 +236,21 @@ def new_check_values(*, project_id: int, now: datetime, shards: int) -> dict[str
     }
 
 
-async def lock_checks(conn: AsyncConnection, check_ids: Sequence[int]) -> dict[int, dict[str, Any]]:
+async def lock_checks(conn: Connection, check_ids: Sequence[int]) -> dict[int, dict[str, Any]]:
     """Read check rows; on PostgreSQL lock them ``FOR UPDATE`` in id order (no deadlocks)."""
-    if not check_ids:
-        return {}
-    stmt = select(t.checks).where(t.checks.c.id.in_(sorted(set(check_ids)))).order_by(t.checks.c.id)
-    if conn.dialect.name == "postgresql":
-        stmt = stmt.with_for_update()
-    rows = (await conn.execute(stmt)).mappings().all()
-    return {row["id"]: dict(row) for row in rows}
+    return await UnitOfWork.joining(conn).pings.lock(check_ids)
 
 
 async def _ingest(
-    conn: AsyncConnection,
+    uow: UnitOfWork,
     requests: Sequence[PingRequest],
     *,
     settings: Settings,
     limiter: RateLimiter | None,
 ) -> list[PingAnswer]:
     now = max(r.received for r in requests)
-    by_uuid, by_slug, created = await _resolve(conn, requests, now, shards=settings.shards)
-    targets: list[int | None] = [
-        by_uuid.get(r.uuid) if r.uuid else by_slug.get((r.ping_key or "", r.slug or "")) for r in requests
-    ]
-    rows = await lock_checks(conn, [cid for cid in targets if cid is not None])
+    conn = uow.connection
+    targets, rows, created = await _resolve(uow, requests, now, shards=settings.shards)
     answers: list[PingAnswer | None] = [None] * len(requests)
 
     # Idempotency-Key: scope (check, kind), remembered 7 days; a repeat stores nothing.
@@ -283,20 +259,21 @@ async def _ingest(
         (cid, r) for cid, r in zip(targets, requests, strict=True) if cid is not None and r.idempotency_key
     ]
     if keyed:
-        found = await conn.execute(
-            select(t.pings.c.check_id, t.pings.c.kind, t.pings.c.idempotency_key, t.pings.c.response_status)
-            .where(t.pings.c.check_id.in_({cid for cid, _ in keyed}))
-            .where(t.pings.c.idempotency_key.in_({r.idempotency_key for _, r in keyed}))
-            .where(t.pings.c.received_at >= now - IDEMPOTENCY_WINDOW)
+        found = await uow.pings.remembered(
+            {cid for cid, _ in keyed},
+            {r.idempotency_key for _, r in keyed if r.idempotency_key},
+            now - IDEMPOTENCY_WINDOW,
         )
-        for cid, kind, key, status in found:
-            remembered.setdefault((cid, kind, key), status)
+        for seen_id, kind, key, status in found:
+            remembered.setdefault((seen_id, kind, key), status)
 
     contexts: dict[int, _Context] = {}
-    for cid in {cid for cid in targets if cid is not None and cid in rows}:
-        row = rows[cid]
-        contexts[cid] = _Context(row=row, spec=repositories.spec_of(row), state=repositories.state_of(row))
-    await _load_books(conn, contexts, requests, targets)
+    for found_id in {cid for cid in targets if cid is not None and cid in rows}:
+        row = rows[found_id]
+        contexts[found_id] = _Context(
+            row=row, spec=repositories.spec_of(row), state=repositories.state_of(row)
+        )
+    await _load_books(uow, contexts, requests, targets)
     outage_guard = await outages.load_ingest_guard(conn, now, timedelta(seconds=settings.lease_ttl))
 
     ping_rows: list[dict[str, Any]] = []
@@ -379,8 +356,7 @@ async def _ingest(
             alert_work.append((ctx, fx, tail))
         answers[index] = success
 
-    if ping_rows:
-        await conn.execute(t.pings.insert(), ping_rows)
+    await uow.pings.insert(ping_rows)
     await pending.write(conn)
     for ctx, fx, tail in alert_work:
         ctx.identity = ctx.identity or CheckIdentity.of(ctx.row)
@@ -414,7 +390,7 @@ def _filtered_kind(row: dict[str, Any], request: PingRequest) -> PingKind:
 
 
 async def _load_books(
-    conn: AsyncConnection,
+    uow: UnitOfWork,
     contexts: dict[int, _Context],
     requests: Sequence[PingRequest],
     targets: Sequence[int | None],
@@ -443,7 +419,7 @@ async def _load_books(
         if previous is not None:
             candidates.append(previous)
         cutoffs[cid] = min(candidates) if candidates else None
-    books = await repositories.load_books(conn, cutoffs, rids=rids, ticks=ticks)
+    books = await uow.runs.books(cutoffs, rids=rids, ticks=ticks)
     for cid, book in books.items():
         contexts[cid].book = book
 
@@ -451,7 +427,7 @@ async def _load_books(
 class IngestWriter:
     """The process's ingest queue and its single writer task (group commit)."""
 
-    def __init__(self, engine: AsyncEngine, settings: Settings) -> None:
+    def __init__(self, engine: Engine, settings: Settings) -> None:
         self.engine = engine
         self.settings = settings
         self.limiter = RateLimiter(settings.ping_rate_limit)

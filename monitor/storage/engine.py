@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import logging
 import sqlite3
+import time
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
 from sqlalchemy import event, text
-from sqlalchemy.engine import Connection
+from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
 logger = logging.getLogger(__name__)
@@ -47,38 +48,7 @@ def make_engine(
         # A pool keeps connections (and aiosqlite's thread per connection) across transactions:
         # opening one per group-commit batch cost more than the batch's fsync.
         engine = create_async_engine(url, pool_size=5, max_overflow=10)
-
-        @event.listens_for(engine.sync_engine, "connect")
-        def _pragmas(dbapi_connection: Any, _record: Any) -> None:
-            cursor = dbapi_connection.cursor()
-            # WAL is a property of the file: the first connection to switch it wins, for good.
-            # Switching needs an exclusive lock, which a connection opened while another one is
-            # migrating the new file may not get: then it runs on, in WAL once the file is.
-            cursor.execute("PRAGMA busy_timeout=2000")
-            try:
-                cursor.execute("PRAGMA journal_mode=WAL")
-            except sqlite3.OperationalError:
-                logger.info(
-                    "journal mode left to the connection that holds the file",
-                    extra={"action": "sqlite_wal_busy"},
-                )
-            cursor.execute("PRAGMA busy_timeout=30000")
-            cursor.execute("PRAGMA synchronous=FULL")
-            cursor.execute("PRAGMA foreign_keys=ON")
-            cursor.close()
-
-        @event.listens_for(engine.sync_engine, "begin")
-        def _begin_immediate(conn: Connection) -> None:
-            # Take SQLite's write lock at BEGIN: a deferred transaction that reads and then
-            # writes can fail with SQLITE_BUSY instead of waiting (the busy timeout does not
-            # apply to lock upgrades).
-            conn.exec_driver_sql("BEGIN IMMEDIATE")
-
-        # pysqlite's own transaction handling must be off for BEGIN IMMEDIATE to work.
-        @event.listens_for(engine.sync_engine, "connect", insert=True)
-        def _no_autobegin(dbapi_connection: Any, _record: Any) -> None:
-            dbapi_connection.isolation_level = None
-
+        sqlite_options(engine.sync_engine)
         return engine
     connect_args: dict[str, Any] = {}
     if idle_in_transaction_timeout is not None:
@@ -88,6 +58,76 @@ def make_engine(
     return create_async_engine(
         url, pool_size=pool_size, max_overflow=pool_size, pool_pre_ping=True, connect_args=connect_args
     )
+
+
+def sqlite_options(sync_engine: Engine, *, poll_begin: bool = False) -> None:
+    """Install on a SQLite engine (aiosqlite's ``sync_engine``, or a pysqlite engine on the same
+    file) what every connection of the file needs: WAL, ``synchronous=FULL`` (an acknowledged
+    ping survives a power cut), a 30 s busy timeout, foreign keys, and ``BEGIN IMMEDIATE``.
+
+    ``poll_begin`` (a pysqlite engine used from worker threads only): ``BEGIN IMMEDIATE`` waits
+    for another writer by retrying every :data:`BEGIN_POLL` seconds (up to the 30 s busy timeout)
+    instead of through SQLite's busy handler, whose sleeps grow to 100 ms: a short transaction
+    of another connection then delays the writer by about its length, not by the next step of
+    the back-off. Never on the event loop's thread (it sleeps).
+    """
+
+    @event.listens_for(sync_engine, "connect")
+    def _pragmas(dbapi_connection: Any, _record: Any) -> None:
+        cursor = dbapi_connection.cursor()
+        # WAL is a property of the file: the first connection to switch it wins, for good.
+        # Switching needs an exclusive lock, which a connection opened while another one is
+        # migrating the new file may not get: then it runs on, in WAL once the file is.
+        cursor.execute("PRAGMA busy_timeout=2000")
+        try:
+            cursor.execute("PRAGMA journal_mode=WAL")
+        except sqlite3.OperationalError:
+            logger.info(
+                "journal mode left to the connection that holds the file",
+                extra={"action": "sqlite_wal_busy"},
+            )
+        cursor.execute("PRAGMA busy_timeout=30000")
+        cursor.execute("PRAGMA synchronous=FULL")
+        cursor.execute("PRAGMA foreign_keys=ON")
+        cursor.close()
+
+    @event.listens_for(sync_engine, "begin")
+    def _begin_immediate(conn: Connection) -> None:
+        # Take SQLite's write lock at BEGIN: a deferred transaction that reads and then
+        # writes can fail with SQLITE_BUSY instead of waiting (the busy timeout does not
+        # apply to lock upgrades).
+        if poll_begin:
+            _begin_polling(conn.connection.dbapi_connection)
+        else:
+            conn.exec_driver_sql("BEGIN IMMEDIATE")
+
+    # pysqlite's own transaction handling must be off for BEGIN IMMEDIATE to work.
+    @event.listens_for(sync_engine, "connect", insert=True)
+    def _no_autobegin(dbapi_connection: Any, _record: Any) -> None:
+        dbapi_connection.isolation_level = None
+
+
+BEGIN_POLL = 0.0005
+"""Seconds between two ``BEGIN IMMEDIATE`` attempts of a polling SQLite engine."""
+
+
+def _begin_polling(dbapi_connection: Any) -> None:
+    """``BEGIN IMMEDIATE``, retried every :data:`BEGIN_POLL` s while another connection writes."""
+    cursor = dbapi_connection.cursor()
+    deadline = time.monotonic() + 30
+    cursor.execute("PRAGMA busy_timeout=0")
+    try:
+        while True:
+            try:
+                cursor.execute("BEGIN IMMEDIATE")
+                return
+            except sqlite3.OperationalError as error:
+                if getattr(error, "sqlite_errorname", "") != "SQLITE_BUSY" or time.monotonic() > deadline:
+                    raise
+            time.sleep(BEGIN_POLL)
+    finally:
+        cursor.execute("PRAGMA busy_timeout=30000")
+        cursor.close()
 
 
 def migrations_dir() -> Path:

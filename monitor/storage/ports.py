@@ -16,6 +16,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any, Protocol
 
+from monitor.domain.runs import RunBook
+
 
 class DuplicateKey(Exception):
     """A write hit a unique constraint (a slug or an email another transaction took meanwhile).
@@ -625,4 +627,64 @@ class MaintenanceStore(Protocol):
 
     async def delete(self, window_id: str) -> None:
         """Delete one window (nothing when there is none)."""
+
+
+# --- ping ingest: pings, and the runs and tick marks a batch's decisions read ----------------
+
+
+class PingStore(Protocol):
+    """The pings aggregate, and the check rows an ingest batch resolves and locks.
+
+    Check rows come back as dicts of every ``checks`` column; ``lock`` methods take PostgreSQL
+    row locks (``FOR UPDATE``, in id order so two batches never deadlock) until the transaction
+    ends; on SQLite ``BEGIN IMMEDIATE`` already excludes other writers.
+    """
+
+    async def lock_by_uuid(self, uuids: Iterable[str]) -> dict[str, dict[str, Any]]:
+        """The rows of the checks with these (lower-case) uuids, locked, keyed by uuid (unknown
+        uuids are absent): one statement resolving and locking a batch addressed by uuid."""
+        ...
+
+    async def lock(self, check_ids: Iterable[int]) -> dict[int, dict[str, Any]]:
+        """The rows of these checks, locked, keyed by id (unknown ids are absent)."""
+        ...
+
+    async def ids_by_uuid(self, uuids: Iterable[str]) -> dict[str, int]:
+        """Check id per uuid, unlocked (unknown uuids are absent)."""
+        ...
+
+    async def ids_by_slug(self, pairs: Iterable[tuple[str, str]]) -> dict[tuple[str, str], int]:
+        """Check id per ``(project ping_key, check slug)``, unlocked (unknown pairs absent)."""
+        ...
+
+    async def project_by_ping_key(self, ping_key: str) -> int | None:
+        """The id of the project with this ping key, or ``None``."""
+        ...
+
+    async def remembered(
+        self, check_ids: Iterable[int], keys: Iterable[str], since: datetime
+    ) -> list[tuple[int, str, str, int]]:
+        """``(check id, kind, idempotency key, response status)`` of the pings of these checks
+        carrying one of ``keys``, received at or after ``since`` (aware UTC); any order."""
+        ...
+
+    async def insert(self, rows: Sequence[Mapping[str, Any]]) -> None:
+        """Insert ``pings`` rows (column values, each row the same columns) in one statement."""
+        ...
+
+
+class RunStore(Protocol):
+    """The runs and tick marks of checks, as the run books their decisions read."""
+
+    async def books(
+        self,
+        cutoffs: Mapping[int, datetime | None],
+        *,
+        rids: Mapping[int, Iterable[str]] | None = None,
+        ticks: Mapping[int, Iterable[datetime]] | None = None,
+    ) -> dict[int, RunBook]:
+        """Per check id of ``cutoffs``, its :class:`~monitor.domain.runs.RunBook`: every open run;
+        the runs and marks bound to a tick at or after the check's cutoff (``None``: none by
+        tick); the runs carrying one of its ``rids``; the runs and marks on one of its
+        ``ticks`` (instants aware UTC)."""
         ...

@@ -22,13 +22,13 @@ effects writers) until those become ports too.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
-from typing import TypeAlias
+from typing import TypeAlias, TypeVar
 
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from monitor.storage import ports
+from monitor.storage import ports, sqlite_batch
 from monitor.storage.dashboard_reads import SqlDashboardReads
 from monitor.storage.history_reads import SqlHistoryReads
 from monitor.storage.maintenance_store import SqlMaintenanceStore
@@ -37,11 +37,14 @@ from monitor.storage.ports import (
     CheckStore,
     DashboardReads,
     MaintenanceStore,
+    PingStore,
     ProjectStore,
+    RunStore,
     StatusStore,
     UserStore,
 )
 from monitor.storage.retention_store import SqlRetentionStore
+from monitor.storage.run_stores import SqlPingStore, SqlRunStore
 from monitor.storage.sentry_reads import SqlSentryReads
 from monitor.storage.stores import (
     SqlChannelStore,
@@ -57,10 +60,13 @@ Engine: TypeAlias = AsyncEngine
 Connection: TypeAlias = AsyncConnection
 """An open connection inside a transaction, for service steps that join a caller's unit of work."""
 
+T = TypeVar("T")
+
 
 class UnitOfWork:
-    """The ports of one transaction: ``checks``, ``channels``, ``projects``, ``users``, ``status``;
-    ``dashboard`` (the dashboard's read model) and ``maintenance`` (maintenance windows).
+    """The ports of one transaction: ``checks``, ``channels``, ``projects``, ``users``, ``status``,
+    ``pings``, ``runs``; ``history``, ``retention``, ``sentry``; ``dashboard`` (the dashboard's
+    read model) and ``maintenance`` (maintenance windows).
 
     Construct with :meth:`begin` (write), :meth:`read` or :meth:`joining`; never share one
     across tasks (an ``AsyncConnection`` is not concurrency-safe).
@@ -79,6 +85,8 @@ class UnitOfWork:
     sentry: ports.SentryReads
     dashboard: DashboardReads
     maintenance: MaintenanceStore
+    pings: PingStore
+    runs: RunStore
 
     def __init__(self, conn: AsyncConnection) -> None:
         self.connection = conn
@@ -92,6 +100,8 @@ class UnitOfWork:
         self.sentry = SqlSentryReads(conn)
         self.dashboard = SqlDashboardReads(conn)
         self.maintenance = SqlMaintenanceStore(conn)
+        self.pings = SqlPingStore(conn)
+        self.runs = SqlRunStore(conn)
 
     @property
     def dialect(self) -> str:
@@ -118,3 +128,21 @@ class UnitOfWork:
     def joining(cls, conn: AsyncConnection) -> UnitOfWork:
         """The ports over a caller's open transaction, which the caller commits or rolls back."""
         return cls(conn)
+
+    @classmethod
+    async def run(cls, engine: AsyncEngine, work: Callable[[UnitOfWork], Awaitable[T]]) -> T:
+        """``work(uow)`` in one write transaction, as :meth:`begin`; its result once committed.
+
+        On a SQLite file the whole transaction runs in one worker-thread call on a synchronous
+        connection (:mod:`monitor.storage.sqlite_batch`), instead of a thread hop per driver
+        call: ``work`` must then await only the ports and the storage functions taking
+        ``uow.connection``. Used by the ping ingest, whose batches are short and many.
+
+        Raises:
+            sqlalchemy.exc.SQLAlchemyError: the transaction failed (nothing was stored).
+            RuntimeError: on SQLite, ``work`` awaited something other than the storage.
+        """
+        if sqlite_batch.runs_in_thread(engine):
+            return await sqlite_batch.run_in_thread(engine, lambda conn: work(cls(conn)))
+        async with cls.begin(engine) as uow:
+            return await work(uow)

@@ -1,0 +1,106 @@
+"""SQLAlchemy Core implementations of the ingest's ports (:class:`~monitor.storage.ports.PingStore`,
+:class:`~monitor.storage.ports.RunStore`) on SQLite and PostgreSQL.
+
+Each is built over the open connection of a unit of work. The statements are dialect-neutral
+Core; the one branch on ``conn.dialect.name`` is the row lock: ``FOR UPDATE`` exists on
+PostgreSQL only, and SQLite's ``BEGIN IMMEDIATE`` already holds the write lock.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import Select, and_, or_, select
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from monitor.domain.runs import RunBook
+from monitor.storage import repositories
+from monitor.storage import tables as t
+
+
+class _Store:
+    def __init__(self, conn: AsyncConnection) -> None:
+        self.conn = conn
+
+    def _locked(self, stmt: Select[Any]) -> Select[Any]:
+        """``stmt`` in id order, ``FOR UPDATE`` on PostgreSQL (nothing to add on SQLite)."""
+        stmt = stmt.order_by(t.checks.c.id)
+        return stmt.with_for_update() if self.conn.dialect.name == "postgresql" else stmt
+
+
+class SqlPingStore(_Store):
+    """:class:`~monitor.storage.ports.PingStore` on SQLite and PostgreSQL."""
+
+    async def lock_by_uuid(self, uuids: Iterable[str]) -> dict[str, dict[str, Any]]:
+        wanted = sorted(set(uuids))
+        if not wanted:
+            return {}
+        stmt = self._locked(select(t.checks).where(t.checks.c.uuid.in_(wanted)))
+        rows = (await self.conn.execute(stmt)).mappings().all()
+        return {str(row["uuid"]): dict(row) for row in rows}
+
+    async def lock(self, check_ids: Iterable[int]) -> dict[int, dict[str, Any]]:
+        wanted = sorted(set(check_ids))
+        if not wanted:
+            return {}
+        stmt = self._locked(select(t.checks).where(t.checks.c.id.in_(wanted)))
+        rows = (await self.conn.execute(stmt)).mappings().all()
+        return {int(row["id"]): dict(row) for row in rows}
+
+    async def ids_by_uuid(self, uuids: Iterable[str]) -> dict[str, int]:
+        wanted = set(uuids)
+        if not wanted:
+            return {}
+        rows = await self.conn.execute(
+            select(t.checks.c.uuid, t.checks.c.id).where(t.checks.c.uuid.in_(wanted))
+        )
+        return {str(u): int(i) for u, i in rows}
+
+    async def ids_by_slug(self, pairs: Iterable[tuple[str, str]]) -> dict[tuple[str, str], int]:
+        wanted = set(pairs)
+        if not wanted:
+            return {}
+        found = await self.conn.execute(
+            select(t.projects.c.ping_key, t.checks.c.slug, t.checks.c.id)
+            .join(t.checks, t.checks.c.project_id == t.projects.c.id)
+            .where(or_(*[and_(t.projects.c.ping_key == k, t.checks.c.slug == s) for k, s in wanted]))
+        )
+        return {(str(key), str(slug)): int(cid) for key, slug, cid in found.tuples()}
+
+    async def project_by_ping_key(self, ping_key: str) -> int | None:
+        found = await self.conn.execute(select(t.projects.c.id).where(t.projects.c.ping_key == ping_key))
+        project_id = found.scalar_one_or_none()
+        return None if project_id is None else int(project_id)
+
+    async def remembered(
+        self, check_ids: Iterable[int], keys: Iterable[str], since: datetime
+    ) -> list[tuple[int, str, str, int]]:
+        ids, wanted = set(check_ids), set(keys)
+        if not ids or not wanted:
+            return []
+        found = await self.conn.execute(
+            select(t.pings.c.check_id, t.pings.c.kind, t.pings.c.idempotency_key, t.pings.c.response_status)
+            .where(t.pings.c.check_id.in_(ids))
+            .where(t.pings.c.idempotency_key.in_(wanted))
+            .where(t.pings.c.received_at >= since)
+        )
+        return [(int(cid), str(kind), str(key), int(status)) for cid, kind, key, status in found]
+
+    async def insert(self, rows: Sequence[Mapping[str, Any]]) -> None:
+        if rows:
+            await self.conn.execute(t.pings.insert(), [dict(r) for r in rows])
+
+
+class SqlRunStore(_Store):
+    """:class:`~monitor.storage.ports.RunStore` on SQLite and PostgreSQL."""
+
+    async def books(
+        self,
+        cutoffs: Mapping[int, datetime | None],
+        *,
+        rids: Mapping[int, Iterable[str]] | None = None,
+        ticks: Mapping[int, Iterable[datetime]] | None = None,
+    ) -> dict[int, RunBook]:
+        return await repositories.load_books(self.conn, cutoffs, rids=rids, ticks=ticks)

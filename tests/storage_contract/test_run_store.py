@@ -1,0 +1,67 @@
+"""RunStore (monitor.storage.ports) on SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+import uuid as uuid_module
+from datetime import datetime, timedelta
+
+from monitor.domain.checks import Outcome
+from monitor.storage import tables as t
+from monitor.storage.unit_of_work import UnitOfWork
+from tests.storage_contract.conftest import NOW, add_check, add_project
+
+
+async def add_run(
+    uow: UnitOfWork, check_id: int, scheduled: datetime, *, outcome: str | None, rid: str | None = None
+) -> str:
+    run_id = str(uuid_module.uuid4())
+    await uow.connection.execute(
+        t.runs.insert().values(
+            id=run_id,
+            check_id=check_id,
+            scheduled=scheduled,
+            first_ping_at=scheduled,
+            outcome=outcome,
+            rid=rid,
+        )
+    )
+    return run_id
+
+
+async def add_mark(uow: UnitOfWork, check_id: int, scheduled: datetime, outcome: str = "on_time") -> None:
+    await uow.connection.execute(
+        t.tick_marks.insert().values(check_id=check_id, scheduled=scheduled, outcome=outcome)
+    )
+
+
+async def test_books_hold_open_runs_and_what_the_cutoff_reaches(uow: UnitOfWork) -> None:
+    project = await add_project(uow)
+    check, other = await add_check(uow, project), await add_check(uow, project)
+    hour = timedelta(hours=1)
+    open_old = await add_run(uow, check, NOW - 10 * hour, outcome=None)
+    closed_old = await add_run(uow, check, NOW - 10 * hour + timedelta(minutes=1), outcome="on_time")
+    closed_new = await add_run(uow, check, NOW - hour, outcome="on_time")
+    await add_mark(uow, check, NOW - 10 * hour)
+    await add_mark(uow, check, NOW - hour, "missed")
+    theirs = await add_run(uow, other, NOW - hour, outcome="on_time")
+    books = await uow.runs.books({check: NOW - 2 * hour, other: None})
+    assert set(books) == {check, other}
+    assert {r.id for r in books[check].runs.values()} == {open_old, closed_new}
+    assert closed_old not in {r.id for r in books[check].runs.values()}
+    assert books[check].marks[NOW - hour].outcome is Outcome.MISSED
+    assert NOW - 10 * hour not in books[check].marks
+    assert theirs not in {r.id for r in books[other].runs.values()}
+    assert await uow.runs.books({}) == {}
+
+
+async def test_books_hold_runs_named_by_rid_and_tick(uow: UnitOfWork) -> None:
+    project = await add_project(uow)
+    check = await add_check(uow, project)
+    tick = NOW - timedelta(days=3)
+    by_rid = await add_run(uow, check, NOW - timedelta(days=5), outcome="on_time", rid="r-1")
+    by_tick = await add_run(uow, check, tick, outcome="on_time")
+    await add_run(uow, check, NOW - timedelta(days=4), outcome="on_time", rid="r-2")
+    await add_mark(uow, check, tick, "late")
+    books = await uow.runs.books({check: None}, rids={check: ["r-1"]}, ticks={check: [tick]})
+    assert {r.id for r in books[check].runs.values()} == {by_rid, by_tick}
+    assert books[check].marks[tick].outcome is Outcome.LATE
