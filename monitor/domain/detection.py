@@ -155,8 +155,8 @@ def apply_ping(
     the ping may have been sent in time and waited for the monitor.
 
     Raises:
-        ValidationError: from :func:`monitor.domain.runs.bind` (field ``scheduled``); nothing
-            has been changed when it is raised.
+        ValidationError: field ``finished`` (:func:`_check_finished`), or from
+            :func:`monitor.domain.runs.bind` (field ``scheduled``); nothing has been changed.
     """
     now = ping.received
     _check_finished(ping)
@@ -198,18 +198,35 @@ def apply_ping(
             state.last_run_ping_at = state.last_run_ping_at or now
             _advance(spec, state, book, now)
             return fx
-        if run is None:
-            run = _bound_new_run(spec, state, book, fx, binding, ping, first_run=first_run, guard=guard)
-        _finish(
-            spec, state, book, fx, run, kind=kind, exit_status=ping.exit_status, now=now, ended=ended or now
-        )
-        if ended is not None and ended < now:
-            _unflag_overlaps(spec, book, fx, run)
-        fx.run = run
+        fx.run = _apply_finish(spec, state, book, fx, binding, ping, kind, ended, first_run, guard)
 
     state.last_run_ping_at = now
     _advance(spec, state, book, now)
     return fx
+
+
+def _apply_finish(
+    spec: CheckSpec,
+    state: CheckState,
+    book: RunBook,
+    fx: Effects,
+    binding: Binding,
+    ping: PingIn,
+    kind: PingKind,
+    ended: datetime | None,
+    first_run: bool,
+    guard: OutageGuard | None,
+) -> Run:
+    """A finish ping (not a retransmission): the bound run, or a new one, ends at ``ended``
+    (its real end, :func:`_ended`) or at arrival; a late finish clears the overlaps it caused."""
+    now = ping.received
+    run = binding.run
+    if run is None:
+        run = _bound_new_run(spec, state, book, fx, binding, ping, first_run=first_run, guard=guard)
+    _finish(spec, state, book, fx, run, kind=kind, exit_status=ping.exit_status, now=now, ended=ended or now)
+    if ended is not None and ended < now:
+        _unflag_overlaps(spec, book, fx, run)
+    return run
 
 
 def _check_finished(ping: PingIn) -> None:
@@ -714,7 +731,9 @@ def _bad(
             count=state.episode_count,
             run_id=run.id if run is not None else None,
             rid=run.rid if run is not None else None,
-            duration=((run.finished_at or now) - run.started_at) if run is not None and run.started_at else None,
+            duration=((run.finished_at or now) - run.started_at)
+            if run is not None and run.started_at
+            else None,
             exit_status=run.exit_status if run is not None else None,
             runs_seen=runs_seen,
             runs_expected=spec.expected_runs if runs_seen is not None else None,

@@ -42,9 +42,7 @@ class Job:
         self.book = RunBook()
 
     def ping(self, kind: str, n: int, at: datetime, finished: datetime | None = None) -> Effects:
-        ping = PingIn(
-            kind=PingKind(kind), received=at, scheduled=tick(n), rid=RIDS[n], finished=finished
-        )
+        ping = PingIn(kind=PingKind(kind), received=at, scheduled=tick(n), rid=RIDS[n], finished=finished)
         return detection.apply_ping(self.spec, self.state, self.book, ping)
 
     def run_of(self, n: int) -> detection.Run:
