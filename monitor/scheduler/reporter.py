@@ -162,7 +162,10 @@ class HttpReporter:
         if client is None:
             from monitor_client import Client
 
-            client = Client(base_url, api_key=api_key, timeout=10.0, retries=3, backoff=0.5)
+            # no retries inside the client: every retry is this reporter's own (backing off up to
+            # OUTAGE_BACKOFF_MAX), so each one decides afresh whether the finish is late
+            # and carries finished= (a retry inside one client call would resend the first plan)
+            client = Client(base_url, api_key=api_key, timeout=10.0, retries=0)
         self._client = client
         self._jobs = {job.name: job for job in jobs}
         self._liveness_interval = liveness_interval
