@@ -6,8 +6,9 @@ booting make one check per job) and pings it through ``monitor_client`` — the 
 ``clients/python``, shipped in the ``monitor`` wheel too.
 
 Pinging never blocks a run: :class:`HttpReporter` puts each ping on a queue drained by one
-background thread (FIFO, so a run's ``start`` goes before its finish), which retries through the
-client. Every ping carries ``scheduled=<tick>``, and runs carry ``rid``; the header
+background thread (FIFO, so a run's ``start`` goes before its finish), which sends each through
+the client and retries it itself (one attempt per client call). Every ping carries
+``scheduled=<tick>``, and runs carry ``rid``; the header
 ``Idempotency-Key: <job>:<tick>:<attempt>:<kind>`` makes a retried request harmless.
 
 While the monitor is unreachable (no answer, 5xx, 408/425/429) the thread keeps retrying the
