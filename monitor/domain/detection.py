@@ -41,6 +41,10 @@ from monitor.domain.runs import (
     tick_at_or_before,
 )
 
+FINISHED_SKEW = timedelta(seconds=5)
+"""How far a finish ping's ``finished`` may lie after its arrival (the client's clock running a
+little ahead); later is refused, and within it the arrival is taken."""
+
 MAX_TICKS_PER_EVALUATION = 1000
 """Ticks judged per :func:`evaluate` call; the rest wait for the next sweep (``next_due`` stays past)."""
 
@@ -112,6 +116,9 @@ class PingIn:
     rid: str | None = None
     exit_status: int | None = None
     post: bool = True
+    finished: datetime | None = None
+    """A finish ping's ``finished``: when its run really ended, as the client saw it (aware
+    UTC), for a finish delivered late (docs/design.md §5); ``None``: it ended at arrival."""
 
 
 # -- status -------------------------------------------------------------------------------
@@ -148,10 +155,11 @@ def apply_ping(
     the ping may have been sent in time and waited for the monitor.
 
     Raises:
-        ValidationError: from :func:`monitor.domain.runs.bind` (field ``scheduled``); nothing
-            has been changed when it is raised.
+        ValidationError: field ``finished`` (:func:`_check_finished`), or from
+            :func:`monitor.domain.runs.bind` (field ``scheduled``); nothing has been changed.
     """
     now = ping.received
+    _check_finished(ping)
     fx = Effects(stored_kind=ping.kind)
     snapshot = dataclasses.replace(state)
     kind = _effective_kind(spec, state, fx, ping)
@@ -167,7 +175,9 @@ def apply_ping(
         return fx
 
     binding = _bind_or_restore(spec, state, book, kind, ping, snapshot)
-    _expire_runs(spec, state, book, fx, now)
+    ended = _ended(spec, binding, ping) if kind.is_finish else None
+    spared = binding.run if ended is not None and binding.run is not None else None
+    _expire_runs(spec, state, book, fx, now, spared=spared, ended=ended)
     tick = binding.tick
     fx.tick = tick
     if tick is None:  # the schedule never fires: nothing to bind to
@@ -188,14 +198,105 @@ def apply_ping(
             state.last_run_ping_at = state.last_run_ping_at or now
             _advance(spec, state, book, now)
             return fx
-        if run is None:
-            run = _bound_new_run(spec, state, book, fx, binding, ping, first_run=first_run, guard=guard)
-        _finish(spec, state, book, fx, run, kind=kind, exit_status=ping.exit_status, now=now)
-        fx.run = run
+        fx.run = _apply_finish(spec, state, book, fx, binding, ping, kind, ended, first_run, guard)
 
     state.last_run_ping_at = now
     _advance(spec, state, book, now)
     return fx
+
+
+def _apply_finish(
+    spec: CheckSpec,
+    state: CheckState,
+    book: RunBook,
+    fx: Effects,
+    binding: Binding,
+    ping: PingIn,
+    kind: PingKind,
+    ended: datetime | None,
+    first_run: bool,
+    guard: OutageGuard | None,
+) -> Run:
+    """A finish ping (not a retransmission): the bound run, or a new one, ends at ``ended``
+    (its real end, :func:`_ended`) or at arrival; a late finish clears the overlaps it caused."""
+    now = ping.received
+    run = binding.run
+    if run is None:
+        run = _bound_new_run(spec, state, book, fx, binding, ping, first_run=first_run, guard=guard)
+    _finish(spec, state, book, fx, run, kind=kind, exit_status=ping.exit_status, now=now, ended=ended or now)
+    if ended is not None and ended < now:
+        _unflag_overlaps(spec, book, fx, run)
+    return run
+
+
+def _check_finished(ping: PingIn) -> None:
+    """``finished`` only on a finish ping, and not later than its arrival plus
+    :data:`FINISHED_SKEW`.
+
+    Raises:
+        ValidationError: field ``finished``.
+    """
+    if ping.finished is None:
+        return
+    if not ping.kind.is_finish:
+        raise ValidationError("finished", "only for a finish ping (success, fail, an exit status, unknown)")
+    if ping.finished > ping.received + FINISHED_SKEW:
+        raise ValidationError("finished", "is later than the ping's arrival")
+
+
+def _ended(spec: CheckSpec, binding: Binding, ping: PingIn) -> datetime | None:
+    """When the finished run ended: ``ping.finished`` within [the run's start, the arrival]
+    (a run without a start: not before its tick, unless that is after the arrival);
+    ``None`` when the ping gives no ``finished``."""
+    if ping.finished is None:
+        return None
+    run = binding.run
+    if run is not None and run.started_at is not None:
+        floor = run.started_at
+    else:
+        floor = min(binding.tick, ping.received) if binding.tick is not None else ping.received
+    return min(max(ping.finished, floor), ping.received)
+
+
+def _lapped(spec: CheckSpec, book: RunBook, later: Run) -> bool:
+    """Whether a run of an earlier tick was in progress when ``later``'s first ping arrived,
+    by what is known now (its start, its real end, its deadline)."""
+    at = later.first_ping_at
+    for run in book.runs.values():
+        if run is later or run.early or run.scheduled >= later.scheduled or run.started_at is None:
+            continue
+        if run.started_at <= at <= run.started_at + spec.max_runtime and (
+            run.finished_at is None or run.finished_at > at
+        ):
+            return True
+    return False
+
+
+def _unflag_overlaps(spec: CheckSpec, book: RunBook, fx: Effects, ended: Run) -> None:
+    """A finish that arrived after its run ended: later runs flagged ``overlap`` while it looked
+    in progress are not, when no other earlier run was in progress at their start either. Their
+    outcome is judged again; the ``overlap`` alert their start raised stays (it was told)."""
+    for run in list(book.runs.values()):
+        if not run.overlap or run.early or run.scheduled <= ended.scheduled:
+            continue
+        if run.started_at is None or ended.finished_at is None or run.first_ping_at < ended.finished_at:
+            continue
+        if _lapped(spec, book, run):
+            continue
+        run.overlap = False
+        if run.outcome is not None:
+            run.settle(too_fast=run.outcome is Outcome.TOO_FAST or _too_fast(spec, run))
+        fx.touch(run)
+
+
+def _too_fast(spec: CheckSpec, run: Run) -> bool:
+    duration = run.duration
+    return (
+        run.finish_kind is PingKind.SUCCESS
+        and spec.min_runtime is not None
+        and duration is not None
+        and duration < spec.min_runtime
+    )
 
 
 def _bind_or_restore(
@@ -460,20 +561,17 @@ def _finish(
     kind: PingKind,
     exit_status: int | None,
     now: datetime,
+    ended: datetime,
 ) -> None:
-    run.finished_at = now
+    """End ``run`` at ``ended`` (its real end, ``now`` unless the ping said otherwise) and
+    judge it; alerts and flips are raised at ``now``."""
+    run.finished_at = ended
     run.finish_kind = kind
     run.exit_status = exit_status
     fx.touch(run)
     if run.timed_out:  # judged already; the late finish changes nothing more
         return
-    duration = run.duration
-    too_fast = (
-        kind is PingKind.SUCCESS
-        and spec.min_runtime is not None
-        and duration is not None
-        and duration < spec.min_runtime
-    )
+    too_fast = _too_fast(spec, run)
     run.settle(too_fast=too_fast)
     if kind is PingKind.UNKNOWN:
         # its runner died with it: no longer in progress (later runs are not overlapped),
@@ -585,7 +683,7 @@ def _bad_run(
             scheduled=run.scheduled,
             run_id=run.id,
             rid=run.rid,
-            duration=(now - run.started_at) if run.started_at else None,
+            duration=((run.finished_at or now) - run.started_at) if run.started_at else None,
             exit_status=run.exit_status,
             superseded=True,
             min_runtime=spec.min_runtime if kind is AlertKind.TOO_FAST else None,
@@ -633,7 +731,9 @@ def _bad(
             count=state.episode_count,
             run_id=run.id if run is not None else None,
             rid=run.rid if run is not None else None,
-            duration=(now - run.started_at) if run is not None and run.started_at else None,
+            duration=((run.finished_at or now) - run.started_at)
+            if run is not None and run.started_at
+            else None,
             exit_status=run.exit_status if run is not None else None,
             runs_seen=runs_seen,
             runs_expected=spec.expected_runs if runs_seen is not None else None,
@@ -645,12 +745,24 @@ def _bad(
 # -- time ---------------------------------------------------------------------------------
 
 
-def _expire_runs(spec: CheckSpec, state: CheckState, book: RunBook, fx: Effects, now: datetime) -> None:
-    """Judge runs whose ``started_at + max_runtime`` has passed as timed out, oldest first."""
+def _expire_runs(
+    spec: CheckSpec,
+    state: CheckState,
+    book: RunBook,
+    fx: Effects,
+    now: datetime,
+    *,
+    spared: Run | None = None,
+    ended: datetime | None = None,
+) -> None:
+    """Judge runs whose ``started_at + max_runtime`` has passed as timed out, oldest first;
+    ``spared`` (the run a late finish ends) is not when it ``ended`` by its deadline."""
     expired = [
         (deadline, r)
         for r in book.open_runs()
-        if (deadline := r.deadline(spec.max_runtime)) is not None and now > deadline
+        if (deadline := r.deadline(spec.max_runtime)) is not None
+        and now > deadline
+        and not (r is spared and ended is not None and ended <= deadline)
     ]
     for _, run in sorted(expired, key=lambda item: item[0]):
         _time_out(spec, state, book, fx, run, now=now)

@@ -15,12 +15,13 @@ calendar arithmetic of schedules near year 1 or 9999 has no room left."""
 PLUS_AS_SPACE_RE = re.compile(r"^(\d{4}-\d\d-\d\dT[\d:.,]+) (\d\d(?::?\d\d)?)$")
 
 
-def parse_logical_time(text: str | int | float) -> datetime:
+def parse_logical_time(text: str | int | float, field: str = "scheduled") -> datetime:
     """A ping's ``scheduled`` (logical run time): ISO 8601 with an offset or Z, unix seconds, or
-    unix milliseconds (≥ 10^11), as DESIGN §5 allows; the result is aware UTC.
+    unix milliseconds (≥ 10^11), as DESIGN §5 allows; the result is aware UTC. ``finished``
+    (a finish's real end, docs/design.md §5) is read the same way, with ``field="finished"``.
 
     Raises:
-        ValidationError: field ``scheduled``: unparseable, without an offset, or outside
+        ValidationError: field ``field``: unparseable, without an offset, or outside
             2000-01-01 … 9000-01-01.
     """
     value = str(text).strip()
@@ -34,18 +35,18 @@ def parse_logical_time(text: str | int | float) -> datetime:
         try:
             instant = datetime.fromtimestamp(number, UTC)
         except (OverflowError, ValueError, OSError):
-            raise ValidationError("scheduled", "out of range") from None
+            raise ValidationError(field, "out of range") from None
     else:
         try:
             parsed = datetime.fromisoformat(value.replace("Z", "+00:00").replace("z", "+00:00"))
         except ValueError:
-            raise ValidationError("scheduled", "not ISO 8601, unix seconds or unix milliseconds") from None
+            raise ValidationError(field, "not ISO 8601, unix seconds or unix milliseconds") from None
         if parsed.tzinfo is None:
-            raise ValidationError("scheduled", "needs a UTC offset or Z (e.g. 2026-07-19T03:00:00Z)")
+            raise ValidationError(field, "needs a UTC offset or Z (e.g. 2026-07-19T03:00:00Z)")
         try:
             instant = parsed.astimezone(UTC)
         except OverflowError:
-            raise ValidationError("scheduled", "out of range") from None
+            raise ValidationError(field, "out of range") from None
     if not EARLIEST_SCHEDULED <= instant <= LATEST_SCHEDULED:
-        raise ValidationError("scheduled", "out of range (2000-01-01 to 9000-01-01)")
+        raise ValidationError(field, "out of range (2000-01-01 to 9000-01-01)")
     return instant

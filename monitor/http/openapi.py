@@ -342,10 +342,25 @@ def _scheduled(*, required: bool) -> Parameter:
     )
 
 
+FINISHED_PARAM = _query(
+    "finished",
+    "Finish pings only (an extension of DESIGN §5, docs/design.md §5): when the run really ended, "
+    "for a finish delivered late (queued behind an outage, a stalled reporter). Read as "
+    "`scheduled` is (documented here as unix seconds; ISO 8601 with an offset and unix "
+    "milliseconds are accepted too); later than the arrival plus 5 s is a 400 `finished: …`, "
+    "within that the arrival is taken, and before the run's start the start is taken.",
+    UNIX_SECONDS_PATTERN,
+)
+FINISHES = frozenset({"ping_uuid", "ping_slug", "ping_slug_exit_status", "ping_uuid_fail", "ping_slug_fail"})
+"""The ping items whose action ends a run, and so take ``finished``."""
+
+
 def _ping_item(
     name: str, summary: str, parameters: list[Parameter], *, slug: bool, skip: bool = False
 ) -> PathItem:
     query = [RID_PARAM, _scheduled(required=skip), IDEMPOTENCY_PARAM]
+    if name in FINISHES:
+        query.append(FINISHED_PARAM)
     if slug:
         query.append(CREATE_PARAM)
     responses: dict[str, OpenAPIResponse | Reference] = {

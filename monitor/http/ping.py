@@ -45,14 +45,15 @@ class BadPing(Exception):
         self.status = status
 
 
-def parse_scheduled(text: str) -> datetime:
-    """``scheduled`` as :func:`monitor.domain.pings.parse_logical_time` reads it.
+def parse_scheduled(text: str, field: str = "scheduled") -> datetime:
+    """``scheduled`` (or ``finished``, named by ``field``) as
+    :func:`monitor.domain.pings.parse_logical_time` reads it.
 
     Raises:
-        BadPing: ``scheduled: …`` naming the problem.
+        BadPing: ``<field>: …`` naming the problem.
     """
     try:
-        return pings.parse_logical_time(text)
+        return pings.parse_logical_time(text, field)
     except ValidationError as error:
         raise BadPing(str(error)) from None
 
@@ -182,6 +183,10 @@ class PingApp:
         scheduled = parse_scheduled(scheduled_text) if scheduled_text not in (None, "") else None
         if kind is PingKind.SKIP and scheduled is None:
             raise BadPing("scheduled: required for a skip ping")
+        finished_text = _single(query, "finished")
+        finished = parse_scheduled(finished_text, "finished") if finished_text not in (None, "") else None
+        if finished is not None and not kind.is_finish:
+            raise BadPing("finished: only for a finish ping (success, fail, an exit status, unknown)")
         create = _single(query, "create") == "1"
         if create and slug is None:
             raise BadPing("create: only for /ping/<ping_key>/<slug> URLs")
@@ -208,6 +213,7 @@ class PingApp:
             slug=slug,
             create=create,
             scheduled=scheduled,
+            finished=finished,
             rid=rid,
             exit_status=exit_status,
             method=method,

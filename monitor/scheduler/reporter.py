@@ -6,15 +6,19 @@ booting make one check per job) and pings it through ``monitor_client`` — the 
 ``clients/python``, shipped in the ``monitor`` wheel too.
 
 Pinging never blocks a run: :class:`HttpReporter` puts each ping on a queue drained by one
-background thread (FIFO, so a run's ``start`` goes before its finish), which retries through the
-client. Every ping carries ``scheduled=<tick>``, and runs carry ``rid``; the header
+background thread (FIFO, so a run's ``start`` goes before its finish), which sends each through
+the client and retries it itself (one attempt per client call). Every ping carries
+``scheduled=<tick>``, and runs carry ``rid``; the header
 ``Idempotency-Key: <job>:<tick>:<attempt>:<kind>`` makes a retried request harmless.
 
 While the monitor is unreachable (no answer, 5xx, 408/425/429) the thread keeps retrying the
 oldest ping (backing off up to :data:`OUTAGE_BACKOFF_MAX` s) and the others wait in order, up to
 :data:`QUEUE_LIMIT` (then the oldest are dropped, logged): a monitor outage delays reports, it
-does not lose them. The ping API has no timestamp parameter, so a ping delivered late is stored
-with its arrival time; ``scheduled=`` still binds it to its tick.
+does not lose them. ``scheduled=`` binds a late ping to its tick; a finish sent
+:data:`monitor_client._common.LATE_FINISH` s or more after the run ended (queued behind the
+outage, retried) also carries ``finished=`` (docs/design.md §5), the instant the scheduler saw
+the run end, so the monitor does not take its arrival for the run's end. A start delivered late
+is still stored at its arrival.
 
 A check the monitor refuses (a 4xx other than those: a bad field, a read-only or unknown key)
 does not hold the other jobs up: the refusal is logged once per job, that job's pings are
@@ -37,6 +41,7 @@ from datetime import datetime
 from typing import Any, Protocol
 
 import httpx
+from monitor_client._common import late_finish
 
 from monitor.domain import retry
 from monitor.domain.cron import schedules
@@ -128,6 +133,9 @@ class _Ping:
     exit_status: int | None = None
     body: bytes | None = None
     key: str | None = None
+    ended: float | None = None
+    """A finish's run end, unix seconds (as the scheduler saw it), sent as ``finished=`` when
+    the ping goes out late."""
 
 
 class HttpReporter:
@@ -155,7 +163,10 @@ class HttpReporter:
         if client is None:
             from monitor_client import Client
 
-            client = Client(base_url, api_key=api_key, timeout=10.0, retries=3, backoff=0.5)
+            # no retries inside the client: every retry is this reporter's own (backing off up to
+            # OUTAGE_BACKOFF_MAX), so each one decides afresh whether the finish is late
+            # and carries finished= (a retry inside one client call would resend the first plan)
+            client = Client(base_url, api_key=api_key, timeout=10.0, retries=0)
         self._client = client
         self._jobs = {job.name: job for job in jobs}
         self._liveness_interval = liveness_interval
@@ -206,6 +217,7 @@ class HttpReporter:
                 exit_status=exit_status,
                 body=output,
                 key=idempotency_key(job.name, tick, attempt, kind),
+                ended=time.time(),
             )
         )
 
@@ -347,6 +359,7 @@ class HttpReporter:
                 body=ping.body,
                 exit_status=ping.exit_status,
                 headers={"Idempotency-Key": ping.key} if ping.key else None,
+                **self._finished(ping),
             )
             if getattr(result, "ok", False):
                 return
@@ -366,6 +379,12 @@ class HttpReporter:
             if self._closing.wait(_backoff(attempt)):
                 return
             attempt += 1
+
+    @staticmethod
+    def _finished(ping: _Ping) -> dict[str, float]:
+        """``finished=`` for a finish that goes out late (see the module docstring), else nothing."""
+        ended = late_finish(ping.ended, time.time())
+        return {"finished": ended} if ended is not None else {}
 
     def _drain(self) -> None:
         try:

@@ -54,6 +54,9 @@ class PingRequest:
     slug: str | None = None
     create: bool = False
     scheduled: datetime | None = None
+    finished: datetime | None = None
+    """A finish's ``finished=`` (aware UTC): when its run really ended, for a finish delivered
+    late; bounded and applied by :func:`monitor.domain.detection.apply_ping`."""
     rid: str | None = None
     exit_status: int | None = None
     method: str = "GET"
@@ -303,6 +306,7 @@ async def _ingest(
             scheduled=request.scheduled,
             rid=request.rid,
             exit_status=request.exit_status,
+            finished=request.finished,
             # methods=POST guards against link-preview bots fetching ping URLs; email pings
             # are not subject to it (Healthchecks' smtpd does not apply it either)
             post=request.method == "POST" or request.scheme == "email",
@@ -327,6 +331,9 @@ async def _ingest(
         duration = None
         if run is not None and stored_kind.is_finish and run.started_at is not None and run.finished_at:
             duration = (run.finished_at - run.started_at).total_seconds()
+        finished_at = None
+        if request.finished is not None and run is not None and stored_kind.is_finish:
+            finished_at = run.finished_at  # the bounded real end the run was given
         if request.duration is not None and stored_kind.is_finish:
             duration = request.duration
         ping_rows.append(
@@ -340,6 +347,7 @@ async def _ingest(
                 "run_id": run.id if run is not None else None,
                 "exit_status": request.exit_status,
                 "duration": duration,
+                "finished_at": finished_at,
                 "method": request.method,
                 "remote_addr": request.remote_addr,
                 "ua": request.ua,
@@ -401,7 +409,9 @@ async def _load_books(
     for request, cid in zip(requests, targets, strict=True):
         if cid is None or cid not in contexts:
             continue
-        earliest[cid] = min(earliest.get(cid, request.received), request.received)
+        # a late finish's real end: the runs started since then may need judging again
+        first = min(request.received, request.finished or request.received)
+        earliest[cid] = min(earliest.get(cid, first), first)
         if request.rid:
             rids[cid].add(request.rid)
         if request.scheduled is not None and not isinstance(contexts[cid].spec.schedule, SimpleSchedule):

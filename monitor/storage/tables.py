@@ -171,6 +171,8 @@ pings = Table(
     Column("run_id", String(36), nullable=True),
     Column("exit_status", Integer(), nullable=True),
     Column("duration", Float(), nullable=True),
+    # a late finish's real end (``finished=``, bounded); null: the run ended at received_at
+    Column("finished_at", UTCDateTime(), nullable=True),
     Column("method", String(10), nullable=False, default=""),
     Column("remote_addr", String(64), nullable=False, default=""),
     Column("ua", String(200), nullable=False, default=""),

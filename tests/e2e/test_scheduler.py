@@ -15,7 +15,6 @@ monitor's own API (runs, pings, alerts) — the scheduler reports there like any
 
 from __future__ import annotations
 
-import contextlib
 import itertools
 import os
 import signal
@@ -30,8 +29,8 @@ from typing import Any
 import pytest
 
 from tests.support.process import REPO_ROOT, MonitorProcess, wait_until
-from tests.support.receivers import free_port
 from tests.support.scheduler_stack import Stack, lines, parse, scheduler_stack
+from tests.support.tcp import Gate
 
 pytestmark = pytest.mark.e2e
 
@@ -405,64 +404,6 @@ def test_sigkill_of_the_holder_at_any_moment_20_times(stack: Stack) -> None:
                 tick,
                 claims[tick],
             )
-
-
-class Gate:
-    """A TCP forwarder to the real monitor that can be shut (connections refused and cut), to
-    make a monitor outage without stopping the module's ``monitor serve``."""
-
-    def __init__(self, upstream_port: int) -> None:
-        import socket
-        import threading
-
-        self.upstream_port = upstream_port
-        self.port = free_port()
-        self._socket = socket
-        self._threading = threading
-        self._open: set[Any] = set()
-        self._server: Any = None
-        self.up()
-
-    def up(self) -> None:
-        s = self._socket.socket()
-        s.setsockopt(self._socket.SOL_SOCKET, self._socket.SO_REUSEADDR, 1)
-        s.bind(("127.0.0.1", self.port))
-        s.listen(16)
-        self._server = s
-        self._threading.Thread(target=self._accept, args=(s,), daemon=True).start()
-
-    def down(self) -> None:
-        self._server.close()
-        for conn in list(self._open):
-            with contextlib.suppress(OSError):
-                conn.shutdown(self._socket.SHUT_RDWR)
-            conn.close()
-        self._open.clear()
-
-    def _accept(self, server: Any) -> None:
-        while True:
-            try:
-                client, _ = server.accept()
-            except OSError:
-                return
-            upstream = self._socket.create_connection(("127.0.0.1", self.upstream_port))
-            self._open |= {client, upstream}
-            for a, b in ((client, upstream), (upstream, client)):
-                self._threading.Thread(target=self._pipe, args=(a, b), daemon=True).start()
-
-    def _pipe(self, src: Any, dst: Any) -> None:
-        try:
-            while data := src.recv(65536):
-                dst.sendall(data)
-        except OSError:
-            pass
-        finally:
-            # shutdown wakes the opposite pipe's thread blocked in recv (close alone does not), so
-            # that thread ends too and closes its source: no socket of the gate is left unclosed
-            for sock in (dst, src):
-                with contextlib.suppress(OSError):
-                    sock.shutdown(self._socket.SHUT_RDWR)
-                sock.close()
 
 
 def test_reporter_keeps_pings_across_an_outage_and_a_refused_check_blocks_no_other(

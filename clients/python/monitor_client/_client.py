@@ -24,6 +24,7 @@ from monitor_client import _common, _logs
 from monitor_client._common import (
     DEFAULT_BODY_LIMIT,
     Attempt,
+    Finished,
     PingResult,
     Plan,
     PlanError,
@@ -54,26 +55,6 @@ def _transient(error: BaseException) -> bool:
     if isinstance(error, httpx.UnsupportedProtocol | httpx.LocalProtocolError):
         return False
     return isinstance(error, httpx.TransportError | CallTimeout | TimeoutError | OSError)
-
-
-def _scheduled_refused(plan: Plan, result: PingResult) -> bool:
-    """The server refused the ping for its ``scheduled`` value alone (``400 scheduled: …``)."""
-    return (
-        result.status == 400
-        and "scheduled" in plan.params
-        and result.text.startswith("scheduled:")
-        and not plan.url.endswith("/skip")
-    )
-
-
-def _without_scheduled(plan: Plan) -> Plan:
-    params = {k: v for k, v in plan.params.items() if k != "scheduled"}
-    headers = dict(plan.headers)
-    if any(k == "Idempotency-Key" for k in headers) and headers["Idempotency-Key"].startswith(
-        "monitor-client:"
-    ):
-        headers["Idempotency-Key"] = _common.new_idempotency_key()
-    return Plan(plan.method, plan.url, params, headers, plan.content, plan.json)
 
 
 class _Base:
@@ -139,6 +120,24 @@ class _Base:
             result.text,
             extra={"action": "monitor_scheduled_refused"},
         )
+
+    def _without_refused(self, check: str, plan: Plan, result: PingResult) -> Plan | None:
+        """The ping again without the ``scheduled`` or ``finished`` the monitor refused it for
+        (logged), or ``None`` when it refused nothing of the kind."""
+        name = _common.refused_field(plan, result)
+        if name is None:
+            return None
+        if name == "scheduled":
+            self._warn_scheduled(check, plan, result)
+        else:
+            _common.logger.debug(
+                "the monitor refused finished=%s for %s (%s); sent again without it",
+                plan.params.get("finished"),
+                check,
+                result.text,
+                extra={"action": "monitor_finished_refused"},
+            )
+        return _common.without_field(plan, name)
 
     def _remember(self, check: dict[str, Any] | None) -> None:
         if check and isinstance(check.get("slug"), str) and isinstance(check.get("uuid"), str):
@@ -310,6 +309,7 @@ class Client(_Base):
         exit_status: int | None = None,
         headers: Mapping[str, str] | None = None,
         create: bool = False,
+        finished: Finished = None,
     ) -> PingResult:
         """Send one ping; never raises.
 
@@ -324,6 +324,9 @@ class Client(_Base):
             exit_status: 0-255, sent as ``/ping/<check>/<status>`` instead of ``kind``.
             headers: extra request headers, e.g. ``{"Idempotency-Key": "billing:2026-07-19"}``.
             create: auto-provision a check named by slug (``?create=1``, Healthchecks' defaults).
+            finished: for a finish sent late (queued behind an outage, retried), when its run
+                really ended: an aware ``datetime`` or unix seconds, sent as ``finished=``
+                (docs/design.md §5); a monitor that refuses it gets the ping again without it.
 
         Returns:
             PingResult: ``ok`` when stored; otherwise ``error`` says why (a warning is logged
@@ -342,14 +345,15 @@ class Client(_Base):
                 exit_status=exit_status,
                 headers=headers,
                 create=create,
+                finished=finished,
             )
         except Exception as error:  # bad arguments end as a refused result too
             return self._note(what, _refused(error, self.body_limit))
         deadline = time.monotonic() + self.settings.timeout
         result, _ = self._send(plan, deadline)
-        if _scheduled_refused(plan, result):
-            self._warn_scheduled(check, plan, result)
-            result, _ = self._send(_without_scheduled(plan), deadline)
+        while (again := self._without_refused(check, plan, result)) is not None:
+            plan = again
+            result, _ = self._send(plan, deadline)
         return self._note(what, result)
 
     def _uuid_for(self, slug: str, create: bool) -> str | None:
@@ -586,6 +590,7 @@ class AsyncClient(_Base):
         exit_status: int | None = None,
         headers: Mapping[str, str] | None = None,
         create: bool = False,
+        finished: Finished = None,
     ) -> PingResult:
         """Send one ping; never raises. Arguments as :meth:`Client.ping`."""
         what = f"{kind} ping of {check}"
@@ -601,14 +606,15 @@ class AsyncClient(_Base):
                 exit_status=exit_status,
                 headers=headers,
                 create=create,
+                finished=finished,
             )
         except Exception as error:  # bad arguments end as a refused result too
             return self._note(what, _refused(error, self.body_limit))
         deadline = time.monotonic() + self.settings.timeout
         result, _ = await self._send(plan, deadline)
-        if _scheduled_refused(plan, result):
-            self._warn_scheduled(check, plan, result)
-            result, _ = await self._send(_without_scheduled(plan), deadline)
+        while (again := self._without_refused(check, plan, result)) is not None:
+            plan = again
+            result, _ = await self._send(plan, deadline)
         return self._note(what, result)
 
     async def _uuid_for(self, slug: str, create: bool) -> str | None:

@@ -105,6 +105,12 @@ Kind = "Literal['success', 'start', 'fail', 'unknown', 'log', 'skip']"
 #: ``unknown`` ends a run whose result nobody can tell (its runner died with it; DESIGN §8)
 KINDS: frozenset[str] = frozenset({"success", "start", "fail", "unknown", "log", "skip"})
 Scheduled = datetime | str | int | float | None
+Finished = datetime | int | float | None
+#: the finish kinds: only their pings may carry ``finished``
+FINISH_KINDS: frozenset[str] = frozenset({"success", "fail", "unknown"})
+LATE_FINISH = 1.0
+"""Seconds after its run's end from which a finish ping is *late* and carries ``finished=``
+(the run's real end): queued behind an outage or a stall, or retried."""
 
 UUID_RE = re.compile(r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$")
 SLUG_RE = re.compile(r"^[a-z0-9_-]{1,100}$")
@@ -298,6 +304,54 @@ def scheduled_text(
     return str(value)
 
 
+def finished_text(value: Finished) -> str | None:
+    """``finished`` (when a run really ended, docs/design.md §5) as the ping API reads it: an
+    aware ``datetime`` or unix seconds, sent as RFC 3339 UTC with milliseconds
+    (``2026-07-19T03:00:05.123Z``); ``None`` for none.
+
+    Raises:
+        PlanError: not a datetime or a number.
+    """
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, datetime | int | float):
+        raise PlanError("finished: must be a datetime or unix seconds")
+    instant = value if isinstance(value, datetime) else datetime.fromtimestamp(value, UTC)
+    return instant.astimezone(UTC).replace(tzinfo=None).isoformat(timespec="milliseconds") + "Z"
+
+
+def late_finish(ended: float | None, now: float) -> float | None:
+    """``ended`` (unix seconds, the run's end) when a finish sent at ``now`` is late
+    (:data:`LATE_FINISH` or more after it), else ``None``: a finish sent at once is stored at
+    its arrival, so a client clock that differs from the monitor's changes nothing then."""
+    if ended is None or now - ended < LATE_FINISH:
+        return None
+    return ended
+
+
+def refused_field(plan: Plan, result: PingResult) -> str | None:
+    """The query field (``scheduled`` or ``finished``) the monitor refused the ping for alone
+    (``400 <field>: …``), when the ping can be sent again without it; else ``None``."""
+    if result.status != 400:
+        return None
+    for name in ("finished", "scheduled"):
+        if name in plan.params and result.text.startswith(f"{name}:"):
+            if name == "scheduled" and plan.url.endswith("/skip"):
+                return None  # a skip names its tick or means nothing
+            return name
+    return None
+
+
+def without_field(plan: Plan, name: str) -> Plan:
+    """``plan`` without the query field ``name``; a client-made ``Idempotency-Key`` is new
+    (it is another request now)."""
+    params = {k: v for k, v in plan.params.items() if k != name}
+    headers = dict(plan.headers)
+    if headers.get("Idempotency-Key", "").startswith("monitor-client:"):
+        headers["Idempotency-Key"] = new_idempotency_key()
+    return Plan(plan.method, plan.url, params, headers, plan.content, plan.json)
+
+
 def _naive_as_utc(text: str) -> str:
     """ISO 8601 text without an offset read as UTC (``…Z``); anything else unchanged."""
     if not re.match(r"^\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}", text):
@@ -382,12 +436,14 @@ def ping_plan(
     create: bool,
     body_limit: int,
     uuid: str | None = None,
+    finished: Finished = None,
 ) -> Plan:
-    """The request for one ping (DESIGN §5 URLs). ``uuid`` overrides a slug's ping-key URL.
+    """The request for one ping (DESIGN §5 URLs). ``uuid`` overrides a slug's ping-key URL;
+    ``finished`` (a finish's real end) is sent as ``finished=`` (docs/design.md §5).
 
     Raises:
         PlanError: unknown ``kind``, ``exit_status`` outside 0-255, a slug without a ping key,
-            an invalid slug.
+            an invalid slug, ``finished`` on a ping that is not a finish.
     """
     if not isinstance(check, str):
         raise PlanError(f"check: {check!r} is not a uuid or slug string")
@@ -424,6 +480,11 @@ def ping_plan(
         params["scheduled"] = when
     if action == "skip" and when is None:
         raise PlanError("scheduled: a skip ping needs the tick it skips")
+    ended = finished_text(finished)
+    if ended is not None:
+        if exit_status is None and kind not in FINISH_KINDS:
+            raise PlanError(f"finished: only for a finish ping, not {kind!r}")
+        params["finished"] = ended
     content = tail(body, body_limit)
     request_headers = dict(headers or {})
     if not has_header(request_headers, "Idempotency-Key"):

@@ -172,10 +172,13 @@ class LightClient:
         body: str | bytes | None = None,
         exit_status: int | None = None,
         create: bool = False,
+        finished: _common.Finished = None,
+        timeout: float | None = None,
     ) -> PingResult:
-        """As :meth:`monitor_client.Client.ping` (without extra headers); never raises."""
+        """As :meth:`monitor_client.Client.ping` (without extra headers); never raises.
+        ``timeout``: seconds this call may take in all, instead of the client's."""
         what = f"{kind} ping of {check}"
-        deadline = time.monotonic() + self.settings.timeout
+        deadline = time.monotonic() + (self.settings.timeout if timeout is None else timeout)
         try:
             target = None
             settings = self.settings
@@ -195,30 +198,26 @@ class LightClient:
                 create=create,
                 body_limit=self.body_limit,
                 uuid=target,
+                finished=finished,
             )
         except Exception as error:  # bad arguments end as a refused result too
             return self._note(what, PingResult(False, None, self.body_limit, str(error)))
         result, _ = self._send(plan, deadline)
-        if (
-            result.status == 400
-            and "scheduled" in plan.params
-            and result.text.startswith("scheduled:")
-            and not plan.url.endswith("/skip")
-        ):
-            with self._lock:
-                first, self._warned_scheduled = not self._warned_scheduled, True
-            _common.logger.log(
-                30 if first else 10,  # WARNING once, then DEBUG (as Client)
-                "the monitor refused scheduled=%s for %s (%s); sent again without it, so the run is "
-                "reported but not bound to its tick",
-                plan.params.get("scheduled"),
-                check,
-                result.text,
-                extra={"action": "monitor_scheduled_refused"},
-            )
-            params = {k: v for k, v in plan.params.items() if k != "scheduled"}
-            headers = {**plan.headers, "Idempotency-Key": _common.new_idempotency_key()}
-            result, _ = self._send(Plan(plan.method, plan.url, params, headers, plan.content), deadline)
+        while (name := _common.refused_field(plan, result)) is not None:
+            if name == "scheduled":
+                with self._lock:
+                    first, self._warned_scheduled = not self._warned_scheduled, True
+                _common.logger.log(
+                    30 if first else 10,  # WARNING once, then DEBUG (as Client)
+                    "the monitor refused scheduled=%s for %s (%s); sent again without it, so the run "
+                    "is reported but not bound to its tick",
+                    plan.params.get("scheduled"),
+                    check,
+                    result.text,
+                    extra={"action": "monitor_scheduled_refused"},
+                )
+            plan = _common.without_field(plan, name)
+            result, _ = self._send(plan, deadline)
         return self._note(what, result)
 
 

@@ -13,7 +13,13 @@ Usage::
   decides when to stop; the finish is reported after it exits.
 * The command starts at once: the start ping is sent concurrently (a background thread), so a
   monitor that is down or never answers does not delay the job at all; the finish ping waits for
-  the start (at most ``--timeout``) so the two arrive in order. ``monitor-run`` itself imports only
+  the start (at most ``--timeout``) so the two arrive in order. A finish that waited for the start
+  (sent :data:`monitor_client._common.LATE_FINISH` s or more after the command ended) carries
+  ``finished=`` with the command's real end, so the run is not stored as lasting until the
+  monitor answered (docs/design.md §5). When the start got no answer in its whole
+  ``--timeout`` (a silent monitor), the finish has :data:`SILENT_FINISH_TIMEOUT` s, so
+  ``monitor-run`` exits at most about ``max(the command's run time, --timeout) + 1 s`` after it
+  began (instead of another ``--timeout`` more). ``monitor-run`` itself imports only
   the standard library (:mod:`monitor_client._light`): ``monitor-run -- true`` takes tens of
   milliseconds (``benchmarks/monitor_run_startup.py``).
 
@@ -46,6 +52,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 
 from monitor_client import _common
 from monitor_client._light import LightClient
@@ -62,6 +69,11 @@ if TYPE_CHECKING:
 # print): together they cost ~30 ms of the start-up the benchmark holds to 100 ms
 
 FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+SILENT_FINISH_TIMEOUT = 1.0
+"""Seconds the finish ping may take (retries included) when the start got no answer in its
+whole ``--timeout`` (a monitor that accepts connections and never answers): the job's exit
+waits about this long for the report, not another ``--timeout``. Not queued or spooled:
+against a silent monitor the finish is lost, as the start was."""
 
 
 class Tail:
@@ -287,18 +299,54 @@ def main(argv: Sequence[str] | None = None) -> int:
     rid = run_id.lower() if _common.is_uuid(run_id) else _common.uuid4_text()
     scheduled = args.scheduled or (os.environ.get("MONITOR_SCHEDULED_TIME") if inherited else None) or None
     client = LightClient(args.base_url, timeout=args.timeout, retries=args.retries)
-    start = threading.Thread(
-        target=client.ping,
-        args=(args.check, "start"),
-        kwargs={"rid": rid, "scheduled": scheduled, "create": args.create},
-        name="monitor-run-start",
-        daemon=True,
-    )
-    start.start()  # concurrently: the command starts now, whatever the monitor does
+    start = _StartPing(client, args.check, rid=rid, scheduled=scheduled, create=args.create)
+    start.thread.start()  # concurrently: the command starts now, whatever the monitor does
     status, tail = _execute(command, args.check, rid, scheduled, client.body_limit)
-    start.join(args.timeout)  # the start first (its own timeout bounds it), then the finish
-    client.ping(args.check, exit_status=status, rid=rid, scheduled=scheduled, body=tail, create=args.create)
+    ended = time.time()
+    start.thread.join(args.timeout)  # the start first (its own timeout bounds it), then the finish
+    client.ping(
+        args.check,
+        exit_status=status,
+        rid=rid,
+        scheduled=scheduled,
+        body=tail,
+        create=args.create,
+        # waited for a slow start: the finish says when the command really ended
+        finished=_common.late_finish(ended, time.time()),
+        # a monitor that left the start unanswered for its whole timeout gets a short finish
+        timeout=min(args.timeout, SILENT_FINISH_TIMEOUT) if start.silent(args.timeout) else None,
+    )
     return status
+
+
+class _StartPing:
+    """The start ping, sent from a thread while the command runs; remembers how it went."""
+
+    def __init__(
+        self, client: LightClient, check: str, *, rid: str, scheduled: str | None, create: bool
+    ) -> None:
+        self.result: _common.PingResult | None = None
+        self.took = 0.0
+        self.thread = threading.Thread(
+            target=self._send,
+            args=(client, check, rid, scheduled, create),
+            name="monitor-run-start",
+            daemon=True,
+        )
+
+    def _send(self, client: LightClient, check: str, rid: str, scheduled: str | None, create: bool) -> None:
+        began = time.monotonic()
+        self.result = client.ping(check, "start", rid=rid, scheduled=scheduled, create=create)
+        self.took = time.monotonic() - began
+
+    def silent(self, timeout: float) -> bool:
+        """The monitor gave the start no answer for (about) its whole ``timeout``: still waiting,
+        or it ended unanswered at its deadline — not a quick refusal (a monitor restarting, whose
+        finish keeps the full timeout to come back)."""
+        if self.thread.is_alive():
+            return True
+        result = self.result
+        return result is not None and result.status is None and self.took >= 0.9 * timeout
 
 
 def _execute(

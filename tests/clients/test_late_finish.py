@@ -1,0 +1,151 @@
+"""Finish pings that go out late, and a monitor that never answers.
+
+* The bundled scheduler's reporter queues a finish while the monitor is unreachable; when it is
+  delivered (seconds later) it carries ``finished=`` with the instant the run ended, and the
+  monitor stores that as the run's end, not the arrival (docs/design.md §5).
+* ``monitor-run`` against a monitor that accepts connections and never answers
+  (:class:`tests.support.tcp.SilentListener`): once the start got no answer in its whole
+  ``--timeout``, the finish gets ``SILENT_FINISH_TIMEOUT`` (1 s), so the wrapper exits at
+  most about ``max(run time, --timeout) + 1 s`` after it began; this file allows 2 s on top
+  for the interpreter's start and a loaded machine (the old behaviour took another full
+  ``--timeout``).
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+import uuid
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from monitor_client import _common
+from monitor_client.run_command import SILENT_FINISH_TIMEOUT
+
+from monitor.domain.jobs import parse_job
+from monitor.scheduler.reporter import HttpReporter
+from tests.clients.conftest import Monitor
+from tests.support.process import wait_until
+from tests.support.tcp import Gate, SilentListener
+
+pytestmark = pytest.mark.e2e
+
+MONITOR_RUN = str(Path(sys.executable).parent / "monitor-run")
+SLACK = 2.0
+"""Seconds allowed beyond the documented bound: the interpreter's start and a loaded machine."""
+
+
+def parse(text: str) -> datetime:
+    return datetime.fromisoformat(text.replace("Z", "+00:00"))
+
+
+def test_a_finish_queued_behind_an_outage_carries_the_time_its_run_ended(monitor: Monitor) -> None:
+    gate = Gate(int(monitor.base.rsplit(":", 1)[1]))
+    slug = f"late-{uuid.uuid4().hex[:8]}"
+    job = parse_job({"name": slug, "schedule": "*/2 * * * * *", "dialect": "seconds", "command": "true"}, 0)
+    reporter = HttpReporter(f"http://127.0.0.1:{gate.port}", monitor.api_key, [job])
+    rid = str(uuid.uuid4())
+    try:
+        found: list[dict[str, Any]] = []
+
+        def started() -> bool:
+            checks = monitor.api("GET", f"checks/?slug={slug}")["checks"]
+            found[:] = checks
+            return bool(checks) and any(r["rid"] == rid for r in monitor.runs(checks[0]["uuid"]))
+
+        tick = datetime.now(UTC).replace(microsecond=0)
+        tick -= timedelta(seconds=tick.second % 2)
+        reporter.start(job, tick, 1, rid)
+        wait_until(started, timeout=20, what="the run's start")
+        uuid_ = found[0]["uuid"]
+        gate.down()  # the monitor is unreachable when the run ends
+        time.sleep(0.2)
+        ended = datetime.now(UTC)
+        reporter.finish(job, tick, 1, rid, 0, b"done")
+        time.sleep(3.0)  # the finish waits in the reporter's queue
+        gate.up()
+
+        def finished() -> dict[str, Any] | None:
+            runs = [r for r in monitor.runs(uuid_) if r["rid"] == rid and r["finished"]]
+            return runs[0] if runs else None
+
+        run = wait_until(finished, timeout=30, what="the run's finish")
+    finally:
+        reporter.close(5.0)
+        gate.down()
+    [finish] = [p for p in monitor.pings(uuid_) if p["type"] == "success"]
+    arrived = parse(finish["date"])
+    assert arrived - ended >= timedelta(seconds=2.5)  # it really was delivered late
+    # stored as ending when the reporter saw it end, not at the arrival
+    assert abs(parse(run["finished"]) - ended) < timedelta(seconds=1), (run, ended)
+    assert run["duration"] < 2.0, run
+    assert run["outcome"] is not None
+
+
+def test_a_finish_sent_at_once_carries_no_finished() -> None:
+    now = time.time()
+    assert _common.late_finish(now - 0.2, now) is None
+    assert _common.late_finish(now - 5.0, now) == now - 5.0
+    assert _common.late_finish(None, now) is None
+    settings = _common.Settings.resolve("http://127.0.0.1:9", None, None, 1.0, 0, 0.1)
+    plan = _common.ping_plan(
+        settings,
+        str(uuid.uuid4()),
+        "success",
+        scheduled=None,
+        rid=None,
+        body=None,
+        exit_status=3,
+        headers=None,
+        create=False,
+        body_limit=100,
+        finished=datetime(2026, 7, 19, 3, 0, 5, 123456, tzinfo=UTC),
+    )
+    assert plan.params["finished"] == "2026-07-19T03:00:05.123Z"
+    with pytest.raises(_common.PlanError):
+        _common.ping_plan(
+            settings,
+            str(uuid.uuid4()),
+            "start",
+            scheduled=None,
+            rid=None,
+            body=None,
+            exit_status=None,
+            headers=None,
+            create=False,
+            body_limit=100,
+            finished=time.time(),
+        )
+
+
+def _monitor_run(listener: SilentListener, timeout: float, *command: str) -> tuple[int, float]:
+    env = {"MONITOR_BASE_URL": listener.base, "PATH": "/usr/bin:/bin", "MONITOR_RETRIES": "3"}
+    started = time.monotonic()
+    proc = subprocess.run(
+        [MONITOR_RUN, "--check", str(uuid.uuid4()), "--timeout", str(timeout), "--", *command],
+        env=env,
+        capture_output=True,
+        timeout=60,
+        check=False,
+    )
+    return proc.returncode, time.monotonic() - started
+
+
+def test_monitor_run_against_a_silent_monitor_exits_soon_after_a_long_command() -> None:
+    with SilentListener() as listener:
+        status, elapsed = _monitor_run(listener, 5, "sh", "-c", "sleep 6; exit 5")
+        assert listener.accepted >= 2  # the start and the finish both reached the socket
+    assert status == 5
+    # the start timed out during the command; the finish had SILENT_FINISH_TIMEOUT, not 5 s more
+    assert elapsed < 6 + SILENT_FINISH_TIMEOUT + SLACK, elapsed
+
+
+def test_monitor_run_against_a_silent_monitor_exits_soon_after_its_start_timeout() -> None:
+    with SilentListener() as listener:
+        status, elapsed = _monitor_run(listener, 5, "true")
+    assert status == 0
+    # waits for the start's own timeout (so the pings stay in order), then 1 s for the finish
+    assert elapsed < 5 + SILENT_FINISH_TIMEOUT + SLACK, elapsed
