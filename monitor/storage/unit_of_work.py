@@ -28,7 +28,19 @@ from typing import TypeAlias
 
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from monitor.storage.ports import ChannelStore, CheckStore, ProjectStore, StatusStore, UserStore
+from monitor.storage.detection_stores import SqlDetectionStore, SqlReminderStore, SqlShardStore
+from monitor.storage.outage_store import SqlOutageStore
+from monitor.storage.ports import (
+    ChannelStore,
+    CheckStore,
+    DetectionStore,
+    OutageStore,
+    ProjectStore,
+    ReminderStore,
+    ShardStore,
+    StatusStore,
+    UserStore,
+)
 from monitor.storage.stores import (
     SqlChannelStore,
     SqlCheckStore,
@@ -45,7 +57,8 @@ Connection: TypeAlias = AsyncConnection
 
 
 class UnitOfWork:
-    """The ports of one transaction: ``checks``, ``channels``, ``projects``, ``users``, ``status``.
+    """The ports of one transaction: ``checks``, ``channels``, ``projects``, ``users``, ``status``;
+    ``outages``, ``detection``, ``shards``, ``reminders``.
 
     Construct with :meth:`begin` (write), :meth:`read` or :meth:`joining`; never share one
     across tasks (an ``AsyncConnection`` is not concurrency-safe).
@@ -56,6 +69,12 @@ class UnitOfWork:
     projects: ProjectStore
     users: UserStore
     status: StatusStore
+    # the detection ports: the outage guard, the evaluator's sweep and the ingest's writes,
+    # resharding, the time-driven notifications
+    outages: OutageStore
+    detection: DetectionStore
+    shards: ShardStore
+    reminders: ReminderStore
 
     def __init__(self, conn: AsyncConnection) -> None:
         self.connection = conn
@@ -64,6 +83,10 @@ class UnitOfWork:
         self.projects = SqlProjectStore(conn)
         self.users = SqlUserStore(conn)
         self.status = SqlStatusStore(conn)
+        self.outages = SqlOutageStore(conn)
+        self.detection = SqlDetectionStore(conn)
+        self.shards = SqlShardStore(conn)
+        self.reminders = SqlReminderStore(conn)
 
     @property
     def dialect(self) -> str:
