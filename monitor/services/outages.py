@@ -85,6 +85,12 @@ async def _record_outage(uow: UnitOfWork, started: datetime, ended: datetime, tt
         iso(ended),
         extra={"action": "monitor_outage", "started": iso(started), "ended": iso(ended)},
     )
+    await _alert_projects(uow, started, ended)
+    return True
+
+
+async def _alert_projects(uow: UnitOfWork, started: datetime, ended: datetime) -> None:
+    """One ``monitor_unavailable`` alert per project, queued to its channels that accept it."""
     span = humanize_duration((ended - started).total_seconds())
     title = f"monitor: {AlertKind.MONITOR_UNAVAILABLE.value} — no ping could be received for {span}"
     message = (
@@ -121,7 +127,6 @@ async def _record_outage(uow: UnitOfWork, started: datetime, ended: datetime, tt
             if route.accepts(kind)
         )
     await outbox.enqueue(conn, notices)
-    return True
 
 
 async def load_guard(conn: Connection, now: datetime, ttl: timedelta) -> OutageGuard:
