@@ -221,7 +221,7 @@ class SqlReminderStore(_Store):
     async def windows(self) -> list[dict[str, Any]]:
         return [dict(row) for row in (await self.conn.execute(select(t.maintenance_windows))).mappings()]
 
-    async def claim_summary(self, window_id: int, until: datetime) -> bool:
+    async def claim_summary(self, window_id: str, until: datetime) -> bool:
         w = t.maintenance_windows.c
         won = await self.conn.execute(
             update(t.maintenance_windows)

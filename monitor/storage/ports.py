@@ -457,7 +457,7 @@ class ReminderStore(Protocol):
         """Every ``maintenance_windows`` row."""
         ...
 
-    async def claim_summary(self, window_id: int, until: datetime) -> bool:
+    async def claim_summary(self, window_id: str, until: datetime) -> bool:
         """Set the window's ``summarized_until`` to ``until`` when it is unset or earlier; whether
         this call did (``False``: another notifier summarised it)."""
         ...
