@@ -26,7 +26,8 @@ async def hints_of(conn: Connection, rows: Sequence[Mapping[str, Any]]) -> dict[
 
     Args:
         conn: an open connection.
-        rows: check rows (``id``, ``kind``, ``tz``), e.g. from :meth:`monitor.storage.ports.CheckStore.by_ids`.
+        rows: check rows (``id``, ``kind``, ``tz``), e.g. from
+            :meth:`monitor.storage.ports.CheckStore.by_ids`.
 
     Returns:
         check id → hint texts, for every id in ``rows``.
