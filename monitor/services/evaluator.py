@@ -7,18 +7,20 @@ is one transaction:
    covers), so a writer whose lease was taken over writes nothing;
 2. **one** query selects the batch's due checks (``next_due < now``, oldest deadline first,
    through ``ix_checks_next_due`` / ``ix_checks_shard_next_due``) and, on PostgreSQL, locks
-   them ``FOR UPDATE`` in id order, like the ingest (no deadlocks);
+   them ``FOR UPDATE`` in id order, like the ingest (no deadlocks): ``uow.detection.lock_due``;
 3. the outage guard, then the runs and tick marks the rules need (one query per table for the
-   whole batch, :func:`monitor.storage.repositories.load_books`);
+   whole batch, ``uow.detection.books``);
 4. the pure :func:`monitor.domain.detection.evaluate` over those plain values, per check, in
    Python;
-5. the transitions written back set-at-a-time (:mod:`monitor.storage.bulk`): every check's state
+5. the transitions written back set-at-a-time (``uow.detection.save_sweep``): every check's state
    in one ``UPDATE … FROM``, the tick marks, the flips and the timed-out runs in one statement
    each; the alerts of the whole batch through one
    :func:`monitor.services.effects.record_alerts_many` per fencing token (one multi-row insert
    of the alerts, one read of the routes, one insert of the notifications).
 
-Flips and alerts record the fencing token of the shard their check belongs to.
+Flips and alerts record the fencing token of the shard their check belongs to. The statements
+are in :mod:`monitor.storage.detection_stores` (the :class:`~monitor.storage.ports.DetectionStore`
+port); this module builds none.
 """
 
 from __future__ import annotations

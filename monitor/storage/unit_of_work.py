@@ -16,8 +16,8 @@ check-in creating its check, a test seeding rows) joins the caller's transaction
 :meth:`UnitOfWork.joining` instead: it then neither commits nor rolls back.
 
 Handlers never see the connection; services see it only as :attr:`UnitOfWork.connection`, to
-hand to the storage modules that take one (``cluster``, ``repositories``, the ingest and
-effects writers) until those become ports too.
+hand to the storage modules that take one (``cluster``, ``repositories``, the outbox functions
+of :mod:`monitor.storage.outbox`), or to a service step that joins it with :meth:`joining`.
 """
 
 from __future__ import annotations
