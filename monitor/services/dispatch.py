@@ -37,8 +37,6 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
-
 from monitor.domain import maintenance, messages, retry
 from monitor.domain.messages import Message, humanize_duration
 from monitor.notify import templates
@@ -46,6 +44,7 @@ from monitor.notify.base import DeliveryResult, Notifier
 from monitor.settings import Settings
 from monitor.storage import outbox
 from monitor.storage.outbox import OutboxStatus
+from monitor.storage.unit_of_work import Connection, Engine, UnitOfWork
 
 logger = logging.getLogger(__name__)
 
@@ -107,7 +106,7 @@ class Job:
 
 
 async def claim_due(
-    engine: AsyncEngine,
+    engine: Engine,
     now: datetime,
     *,
     settings: Settings,
@@ -134,9 +133,9 @@ async def claim_due(
     if limit <= 0:
         return []
     token = uuid_module.uuid4().hex
-    async with engine.begin() as conn:
+    async with UnitOfWork.begin(engine) as uow:
         rows = await outbox.claim(
-            conn,
+            uow.connection,
             now,
             until=now + claim_length(settings),
             token=token,
@@ -154,12 +153,12 @@ def _claims(jobs: Sequence[Job]) -> dict[str, set[int]]:
     return claims
 
 
-async def release_claims(engine: AsyncEngine, jobs: Sequence[Job]) -> None:
+async def release_claims(engine: Engine, jobs: Sequence[Job]) -> None:
     """Give back claimed, unsent jobs (their rows become claimable at once), under their tokens."""
     if not jobs:
         return
-    async with engine.begin() as conn:
-        await outbox.release(conn, _claims(jobs))
+    async with UnitOfWork.begin(engine) as uow:
+        await outbox.release(uow.connection, _claims(jobs))
 
 
 def _job(row: Mapping[Any, Any], token: str, settings: Settings) -> Job:
@@ -239,7 +238,7 @@ def window_of(row: Mapping[Any, Any]) -> maintenance.Window:
     )
 
 
-async def prepare(engine: AsyncEngine, job: Job, now: datetime, *, settings: Settings) -> Job | None:
+async def prepare(engine: Engine, job: Job, now: datetime, *, settings: Settings) -> Job | None:
     """Re-check the claim right before sending, and apply maintenance windows and rate limits.
 
     One transaction: renew the claim only if the row still carries ``job.token`` and is not
@@ -260,7 +259,7 @@ async def prepare(engine: AsyncEngine, job: Job, now: datetime, *, settings: Set
 
 
 async def prepare_many(
-    engine: AsyncEngine, jobs: Sequence[Job], now: datetime, *, settings: Settings
+    engine: Engine, jobs: Sequence[Job], now: datetime, *, settings: Settings
 ) -> list[Job | None]:
     """:func:`prepare` for several jobs in one transaction (the notifier's batches).
 
@@ -274,12 +273,12 @@ async def prepare_many(
     """
     if not jobs:
         return []
-    async with engine.begin() as conn:
-        return await _prepare_batch(conn, jobs, now, settings)
+    async with UnitOfWork.begin(engine) as uow:
+        return await _prepare_batch(uow.connection, jobs, now, settings)
 
 
 async def _prepare_batch(
-    conn: AsyncConnection, jobs: Sequence[Job], now: datetime, settings: Settings
+    conn: Connection, jobs: Sequence[Job], now: datetime, settings: Settings
 ) -> list[Job | None]:
     """The batch's jobs that go out now (``None`` where not), in four steps: still claimed,
     not held back by a maintenance window, within the rate limit, with their digest riders."""
@@ -306,7 +305,7 @@ def _still_claimed(jobs: Sequence[Job], renewed: Collection[int]) -> list[int]:
     return live
 
 
-async def _not_in_maintenance(conn: AsyncConnection, jobs: Sequence[Job], live: list[int]) -> list[int]:
+async def _not_in_maintenance(conn: Connection, jobs: Sequence[Job], live: list[int]) -> list[int]:
     """``live`` without the jobs a maintenance window holds back (those are suppressed)."""
     windows: dict[int, list[maintenance.Window]] = defaultdict(list)
     for row in await outbox.maintenance_windows(conn, {jobs[i].project_id for i in live}):
@@ -331,7 +330,7 @@ async def _not_in_maintenance(conn: AsyncConnection, jobs: Sequence[Job], live: 
 
 
 async def _within_rate_limit(
-    conn: AsyncConnection, jobs: Sequence[Job], unmuted: list[int], now: datetime, settings: Settings
+    conn: Connection, jobs: Sequence[Job], unmuted: list[int], now: datetime, settings: Settings
 ) -> list[int]:
     """``unmuted`` without the jobs over the rate limit (held for a digest), marked sending.
 
@@ -373,7 +372,7 @@ async def _within_rate_limit(
 
 
 async def _with_riders(
-    conn: AsyncConnection,
+    conn: Connection,
     jobs: Sequence[Job],
     accepted: list[int],
     *,
@@ -440,7 +439,7 @@ def digest(first: Message, alerts: Sequence[Mapping[Any, Any]], settings: Settin
 
 
 async def deliver_due(
-    engine: AsyncEngine,
+    engine: Engine,
     notifier: Notifier,
     now: datetime,
     *,
@@ -476,7 +475,7 @@ async def deliver_due(
 
 
 async def deliver(
-    engine: AsyncEngine,
+    engine: Engine,
     notifier: Notifier,
     job: Job,
     clock: Callable[[], datetime],
@@ -521,7 +520,7 @@ class Attempt:
 
 
 async def record(
-    engine: AsyncEngine,
+    engine: Engine,
     job: Job,
     result: DeliveryResult,
     now: datetime,
@@ -540,7 +539,7 @@ async def record(
 
 
 async def record_many(
-    engine: AsyncEngine,
+    engine: Engine,
     attempts: Sequence[Attempt],
     *,
     settings: Settings,
@@ -553,8 +552,8 @@ async def record_many(
     :func:`monitor.storage.outbox.record_attempts`.
     """
     outcomes = [_outcome_of(attempt, settings, rng) for attempt in attempts]
-    async with engine.begin() as conn:
-        recorded = await outbox.record_attempts(conn, outcomes)
+    async with UnitOfWork.begin(engine) as uow:
+        recorded = await outbox.record_attempts(uow.connection, outcomes)
     for attempt in attempts:
         _log_attempt(attempt, recorded.get(attempt.job.notification_id))
 
@@ -627,8 +626,8 @@ def _log_attempt(attempt: Attempt, recorded: int | None) -> None:
     )
 
 
-async def next_delivery_at(engine: AsyncEngine) -> datetime | None:
+async def next_delivery_at(engine: Engine) -> datetime | None:
     """When the earliest open (pending or held) notification becomes due (the notifier's sleep)."""
-    async with engine.connect() as conn:
-        value = await outbox.next_due_at(conn)
+    async with UnitOfWork.read(engine) as uow:
+        value = await outbox.next_due_at(uow.connection)
     return value if value is None else value.astimezone(UTC)

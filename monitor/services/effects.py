@@ -12,15 +12,12 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import bindparam, update
-from sqlalchemy.ext.asyncio import AsyncConnection
-
 from monitor.domain import messages
 from monitor.domain.checks import AlertKind, FlipReason, Status
 from monitor.domain.detection import AlertDraft, Effects
 from monitor.notify import templates
 from monitor.storage import outbox, repositories
-from monitor.storage import tables as t
+from monitor.storage.unit_of_work import Connection, UnitOfWork
 
 PAUSE_REASONS = frozenset({FlipReason.PAUSED.value, FlipReason.RESUMED.value})
 
@@ -96,23 +93,11 @@ class PendingWrites:
             else:
                 self.flips.append(row)
 
-    async def write(self, conn: AsyncConnection) -> None:
-        if self.new_runs:
-            await conn.execute(t.runs.insert(), self.new_runs)
-        if self.changed_runs:
-            columns = [c for c in self.changed_runs[0] if c not in ("b_id", "check_id")]
-            stmt = (
-                update(t.runs)
-                .where(t.runs.c.id == bindparam("b_id"))
-                .values({c: bindparam(c) for c in columns})
-            )
-            await conn.execute(
-                stmt, [{k: v for k, v in r.items() if k != "check_id"} for r in self.changed_runs]
-            )
-        if self.marks:
-            await conn.execute(repositories.insert_ignoring_conflicts(conn, t.tick_marks), self.marks)
-        if self.flips:
-            await conn.execute(t.flips.insert(), self.flips)
+    async def write(self, conn: Connection) -> None:
+        """Write the gathered rows in the caller's transaction (one executemany per kind)."""
+        await UnitOfWork.joining(conn).detection.write_effects(
+            new_runs=self.new_runs, changed_runs=self.changed_runs, marks=self.marks, flips=self.flips
+        )
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -135,7 +120,7 @@ class CheckAlerts:
 
 
 async def record_alerts(
-    conn: AsyncConnection,
+    conn: Connection,
     check: CheckIdentity,
     drafts: Sequence[AlertDraft],
     *,
@@ -163,7 +148,7 @@ async def record_alerts(
 
 
 async def record_alerts_many(
-    conn: AsyncConnection,
+    conn: Connection,
     batches: Sequence[CheckAlerts],
     *,
     now: datetime,
@@ -241,7 +226,7 @@ def _new_alert(
 
 
 async def _raise_count(
-    conn: AsyncConnection, batch: CheckAlerts, draft: AlertDraft, facts: messages.AlertFacts
+    conn: Connection, batch: CheckAlerts, draft: AlertDraft, facts: messages.AlertFacts
 ) -> None:
     """Bump an alert that exists. A bump that carries the whole story (a third run of a
     duplicated tick) rewrites the message: it says "ran 3 times", not what it said when the

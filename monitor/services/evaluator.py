@@ -7,18 +7,20 @@ is one transaction:
    covers), so a writer whose lease was taken over writes nothing;
 2. **one** query selects the batch's due checks (``next_due < now``, oldest deadline first,
    through ``ix_checks_next_due`` / ``ix_checks_shard_next_due``) and, on PostgreSQL, locks
-   them ``FOR UPDATE`` in id order, like the ingest (no deadlocks);
+   them ``FOR UPDATE`` in id order, like the ingest (no deadlocks): ``uow.detection.lock_due``;
 3. the outage guard, then the runs and tick marks the rules need (one query per table for the
-   whole batch, :func:`monitor.storage.repositories.load_books`);
+   whole batch, ``uow.detection.books``);
 4. the pure :func:`monitor.domain.detection.evaluate` over those plain values, per check, in
    Python;
-5. the transitions written back set-at-a-time (:mod:`monitor.storage.bulk`): every check's state
+5. the transitions written back set-at-a-time (``uow.detection.save_sweep``): every check's state
    in one ``UPDATE … FROM``, the tick marks, the flips and the timed-out runs in one statement
    each; the alerts of the whole batch through one
    :func:`monitor.services.effects.record_alerts_many` per fencing token (one multi-row insert
    of the alerts, one read of the routes, one insert of the notifications).
 
-Flips and alerts record the fencing token of the shard their check belongs to.
+Flips and alerts record the fencing token of the shard their check belongs to. The statements
+are in :mod:`monitor.storage.detection_stores` (the :class:`~monitor.storage.ports.DetectionStore`
+port); this module builds none.
 """
 
 from __future__ import annotations
@@ -26,18 +28,15 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from datetime import datetime, timedelta
-from typing import Any, cast
-
-from sqlalchemy import select
-from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+from typing import Any
 
 from monitor.domain import detection
 from monitor.domain.runs import needed_since
 from monitor.services.effects import CheckAlerts, CheckIdentity, PendingWrites, record_alerts_many
 from monitor.services.outages import load_guard
 from monitor.settings import Settings
-from monitor.storage import bulk, repositories
-from monitor.storage import tables as t
+from monitor.storage import repositories
+from monitor.storage.unit_of_work import Connection, Engine, UnitOfWork
 
 logger = logging.getLogger(__name__)
 
@@ -48,7 +47,7 @@ BATCH = 500
 """Checks per transaction: large enough that the per-batch statements cost little per check,
 small enough that a batch holds its rows' locks (ingest waits on them) for tens of ms."""
 
-Fence = Callable[[AsyncConnection], Awaitable[None]]
+Fence = Callable[[Connection], Awaitable[None]]
 
 CHECK_COLUMNS = (
     "id",
@@ -75,13 +74,9 @@ CHECK_COLUMNS = (
 )
 """What judging a check reads: its spec, its identity for alert messages, its state."""
 
-RUN_COLUMNS = tuple(c.name for c in t.runs.columns)
-MARK_COLUMNS = ("check_id", "scheduled", "outcome")
-FLIP_COLUMNS = ("check_id", "created_at", "up", "reason", "token")
-
 
 async def evaluate_due(
-    engine: AsyncEngine,
+    engine: Engine,
     now: datetime,
     *,
     settings: Settings,
@@ -126,53 +121,21 @@ async def evaluate_due(
     tokens: Mapping[int, int] | None = held
     total = 0
     for _ in range(MAX_ROUNDS):
-        async with engine.begin() as conn:
+        async with UnitOfWork.begin(engine) as uow:
             if fence is not None:
-                await fence(conn)
-            rows, fetched = await _lock_due(conn, now, shards, batch)
+                await fence(uow.connection)
+            # one statement: the batch whose deadlines passed first, locked in id order
+            rows, fetched = await uow.detection.lock_due(now, shards, batch, CHECK_COLUMNS)
             if rows:
-                await _judge(conn, rows, now, settings=settings, token=token, tokens=tokens)
+                await _judge(uow, rows, now, settings=settings, token=token, tokens=tokens)
         total += len(rows)
         if fetched < batch:
             return total
     return total
 
 
-async def _lock_due(
-    conn: AsyncConnection, now: datetime, shards: Sequence[int] | None, batch: int
-) -> tuple[list[Mapping[str, Any]], int]:
-    """One statement: the ``batch`` checks whose deadline passed first, locked in id order.
-
-    Returns:
-        The rows still due once locked (a concurrent ping may have moved ``next_due``; on
-        PostgreSQL the outer condition is re-checked on the locked row), and how many the
-        inner selection found (fewer than ``batch``: nothing more is due).
-    """
-    due = select(t.checks.c.id).where(t.checks.c.next_due < now)
-    if shards is not None:
-        due = (
-            due.where(t.checks.c.shard.in_(shards))
-            if len(shards) > 1
-            else due.where(t.checks.c.shard == shards[0])
-        )
-    due = due.order_by(t.checks.c.next_due).limit(batch)
-    query = (
-        select(*(t.checks.c[name] for name in CHECK_COLUMNS))
-        .where(t.checks.c.id.in_(due.scalar_subquery()))
-        .order_by(t.checks.c.id)
-    )
-    if conn.dialect.name == "postgresql":
-        query = query.where(t.checks.c.next_due < now).with_for_update(of=t.checks)
-    rows = (await conn.execute(query)).mappings().all()
-    # a RowMapping is keyed by names (and columns): read here by name only
-    still_due = [
-        cast(Mapping[str, Any], r) for r in rows if r["next_due"] is not None and r["next_due"] < now
-    ]
-    return still_due, len(rows)
-
-
 async def _judge(
-    conn: AsyncConnection,
+    uow: UnitOfWork,
     rows: Sequence[Mapping[str, Any]],
     now: datetime,
     *,
@@ -180,12 +143,10 @@ async def _judge(
     token: int | None,
     tokens: Mapping[int, int] | None,
 ) -> None:
-    guard = await load_guard(conn, now, timedelta(seconds=settings.lease_ttl))
+    guard = await load_guard(uow.connection, now, timedelta(seconds=settings.lease_ttl))
     specs = {row["id"]: repositories.spec_of(row) for row in rows}
     states = {row["id"]: repositories.state_of(row) for row in rows}
-    books = await repositories.load_books(
-        conn, {cid: needed_since(specs[cid], s) for cid, s in states.items()}
-    )
+    books = await uow.detection.books({cid: needed_since(specs[cid], s) for cid, s in states.items()})
     pending = PendingWrites.empty()
     updates: list[dict[str, Any]] = []
     alerting: list[tuple[Mapping[str, Any], detection.Effects, int | None]] = []
@@ -200,13 +161,12 @@ async def _judge(
         values = repositories.state_values(state)
         values["id"] = cid
         updates.append(values)
-    await bulk.update_rows(conn, t.checks, "id", updates, repositories.STATE_COLUMNS)
-    await bulk.insert_rows(conn, t.tick_marks, pending.marks, MARK_COLUMNS, ignore_conflicts=True)
-    await bulk.insert_rows(conn, t.flips, pending.flips, FLIP_COLUMNS)
-    await bulk.insert_rows(conn, t.runs, pending.new_runs, RUN_COLUMNS)
-    changed = [{**r, "id": r["b_id"]} for r in pending.changed_runs]
-    await bulk.update_rows(
-        conn, t.runs, "id", changed, [c for c in RUN_COLUMNS if c not in ("id", "check_id")]
+    await uow.detection.save_sweep(
+        updates,
+        marks=pending.marks,
+        flips=pending.flips,
+        new_runs=pending.new_runs,
+        changed_runs=[{**r, "id": r["b_id"]} for r in pending.changed_runs],
     )
     # one record_alerts_many per fencing token (a token per shard swept): a fixed number of
     # statements per batch however many checks alert
@@ -220,4 +180,6 @@ async def _judge(
             )
         )
     for written_token, batches in by_token.items():
-        await record_alerts_many(conn, batches, now=now, base_url=settings.base_url, token=written_token)
+        await record_alerts_many(
+            uow.connection, batches, now=now, base_url=settings.base_url, token=written_token
+        )

@@ -12,24 +12,22 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import func, select
-from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
-
 from monitor.domain import hints as hint_rules
 from monitor.domain.cron.explain import explain
 from monitor.domain.errors import NotFound, ValidationError
-from monitor.storage import tables as t
+from monitor.storage.unit_of_work import Connection, Engine, UnitOfWork
 
 UUID_RE = re.compile(r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$")
 """A check's uuid, as ping URLs carry it (any case)."""
 
 
-async def hints_of(conn: AsyncConnection, rows: Sequence[Mapping[str, Any]]) -> dict[int, list[str]]:
+async def hints_of(conn: Connection, rows: Sequence[Mapping[str, Any]]) -> dict[int, list[str]]:
     """Each check's hints (an empty list when none).
 
     Args:
         conn: an open connection.
-        rows: check rows (``id``, ``kind``, ``tz``), e.g. from ``select(checks)``.
+        rows: check rows (``id``, ``kind``, ``tz``), e.g. from
+            :meth:`monitor.storage.ports.CheckStore.by_ids`.
 
     Returns:
         check id → hint texts, for every id in ``rows``.
@@ -38,33 +36,16 @@ async def hints_of(conn: AsyncConnection, rows: Sequence[Mapping[str, Any]]) -> 
     cron = {int(r["id"]): r for r in rows if r["kind"] == "cron"}
     if not cron:
         return found
-    rank = (
-        func.row_number()
-        .over(
-            partition_by=t.runs.c.check_id,
-            order_by=(t.runs.c.first_ping_at.desc(), t.runs.c.scheduled.desc()),
-        )
-        .label("rank")
-    )
-    latest = (
-        select(t.runs.c.check_id, t.runs.c.scheduled, t.runs.c.first_ping_at, rank)
-        .where(t.runs.c.check_id.in_(list(cron)))
-        .subquery()
-    )
-    query = select(latest.c.check_id, latest.c.scheduled, latest.c.first_ping_at).where(
-        latest.c.rank <= hint_rules.RUNS_CONSIDERED
-    )
     arrivals: dict[int, list[hint_rules.RunArrival]] = {cid: [] for cid in cron}
-    for check_id, tick, arrived in (await conn.execute(query)).tuples():
+    latest = await UnitOfWork.joining(conn).detection.latest_arrivals(list(cron), hint_rules.RUNS_CONSIDERED)
+    for check_id, tick, arrived in latest:
         arrivals[int(check_id)].append(hint_rules.RunArrival(tick=tick, arrived=arrived))
     for cid, row in cron.items():
         found[cid] = hint_rules.hints("cron", str(row["tz"]), arrivals[cid])
     return found
 
 
-async def explain_check(
-    engine: AsyncEngine, reference: str, *, count: int, after: datetime
-) -> dict[str, Any]:
+async def explain_check(engine: Engine, reference: str, *, count: int, after: datetime) -> dict[str, Any]:
     """``monitor cron explain --check``: a stored cron check's explain document plus its hints.
 
     Args:
@@ -84,11 +65,11 @@ async def explain_check(
         ValidationError: ``check``: the slug names several checks, or the check is a simple
             one (a period, no cron expression to explain); or from ``explain`` (``count``).
     """
-    async with engine.connect() as conn:
-        by = (
-            t.checks.c.uuid == reference.lower() if UUID_RE.match(reference) else t.checks.c.slug == reference
-        )
-        rows = [dict(r) for r in (await conn.execute(select(t.checks).where(by).limit(2))).mappings().all()]
+    async with UnitOfWork.read(engine) as uow:
+        if UUID_RE.match(reference):
+            rows = await uow.detection.checks_named(uuid=reference.lower(), limit=2)
+        else:
+            rows = await uow.detection.checks_named(slug=reference, limit=2)
         if not rows:
             raise NotFound(f"check: no check has the uuid or slug {reference!r}")
         if len(rows) > 1:
@@ -101,7 +82,7 @@ async def explain_check(
                 "check",
                 f"{reference!r} is a simple check (a period of {row['timeout']} s), not a cron expression",
             )
-        found = (await hints_of(conn, [row]))[int(row["id"])]
+        found = (await hints_of(uow.connection, [row]))[int(row["id"])]
     document = explain(
         str(row["schedule"]), dialect=str(row["dialect"]), tz=str(row["tz"]), count=count, after=after
     )

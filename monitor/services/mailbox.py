@@ -2,14 +2,11 @@
 
 from __future__ import annotations
 
-from sqlalchemy import select
-from sqlalchemy.ext.asyncio import AsyncEngine
-
-from monitor.storage import tables as t
+from monitor.storage.unit_of_work import Engine, UnitOfWork
 
 
 async def recipient_exists(
-    engine: AsyncEngine, *, uuid: str | None = None, ping_key: str | None = None, slug: str | None = None
+    engine: Engine, *, uuid: str | None = None, ping_key: str | None = None, slug: str | None = None
 ) -> bool:
     """Whether a check answers to ``uuid``, or to ``slug`` in the project whose ping key is ``ping_key``.
 
@@ -21,14 +18,5 @@ async def recipient_exists(
     Returns:
         ``True`` when exactly such a check exists (a read; nothing is locked or written).
     """
-    async with engine.connect() as conn:
-        if uuid is not None:
-            query = select(t.checks.c.id).where(t.checks.c.uuid == uuid)
-        else:
-            query = (
-                select(t.checks.c.id)
-                .join(t.projects, t.projects.c.id == t.checks.c.project_id)
-                .where(t.projects.c.ping_key == ping_key)
-                .where(t.checks.c.slug == slug)
-            )
-        return (await conn.execute(query.limit(1))).first() is not None
+    async with UnitOfWork.read(engine) as uow:
+        return await uow.detection.recipient_exists(uuid=uuid, ping_key=ping_key, slug=slug)

@@ -15,14 +15,11 @@ import logging
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from sqlalchemy import func, select, update
-from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
-
 from monitor.domain.checks import AlertKind
 from monitor.domain.detection import OutageGuard, iso
 from monitor.domain.messages import format_utc, humanize_duration
-from monitor.storage import outbox, repositories
-from monitor.storage import tables as t
+from monitor.storage import outbox
+from monitor.storage.unit_of_work import Connection, Engine, UnitOfWork
 
 logger = logging.getLogger(__name__)
 
@@ -46,68 +43,41 @@ def merge_window(ttl: timedelta) -> timedelta:
     return 2 * ttl
 
 
-async def renew(engine: AsyncEngine, name: str, roles: str, now: datetime, ttl: timedelta) -> bool:
+async def renew(engine: Engine, name: str, roles: str, now: datetime, ttl: timedelta) -> bool:
     """Renew this process's liveness row; record the outage that just ended, if any.
 
     Returns:
         True when this call recorded an outage (and queued the projects' alerts).
     """
     recorded = False
-    async with engine.begin() as conn:
-        last_seen = (await conn.execute(select(func.max(t.liveness.c.renewed_at)))).scalar_one_or_none()
+    async with UnitOfWork.begin(engine) as uow:
+        last_seen = await uow.outages.last_renewal()
         if last_seen is not None and now - last_seen > outage_gap(ttl):
-            recorded = await _record_outage(conn, last_seen, now, ttl)
-        result = await conn.execute(
-            update(t.liveness).where(t.liveness.c.name == name).values(renewed_at=now, roles=roles)
-        )
-        if result.rowcount == 0:
-            await conn.execute(
-                repositories.insert_ignoring_conflicts(conn, t.liveness).values(
-                    name=name, roles=roles, renewed_at=now
-                )
-            )
+            recorded = await _record_outage(uow, last_seen, now, ttl)
+        await uow.outages.renew(name, roles, now)
     return recorded
 
 
-async def _record_outage(conn: AsyncConnection, started: datetime, ended: datetime, ttl: timedelta) -> bool:
-    previous = (
-        await conn.execute(
-            select(t.outages.c.id, t.outages.c.started_at, t.outages.c.ended_at)
-            .where(t.outages.c.ended_at >= started - merge_window(ttl))
-            .where(t.outages.c.started_at < started)
-            .order_by(t.outages.c.ended_at.desc())
-            .limit(1)
-        )
-    ).first()
+async def _record_outage(uow: UnitOfWork, started: datetime, ended: datetime, ttl: timedelta) -> bool:
+    previous = await uow.outages.mergeable(started, started - merge_window(ttl))
     if previous is not None:
         # a flapping monitor: extend the previous outage, alert nobody again
-        await conn.execute(
-            update(t.outages)
-            .where(t.outages.c.id == previous.id)
-            .where(t.outages.c.ended_at < ended)
-            .values(ended_at=ended)
-        )
+        previous_id, previous_start = previous
+        await uow.outages.extend(previous_id, ended)
         logger.warning(
             "monitor outage from %s to %s (merged into the outage from %s: back for less than %s)",
             iso(started),
             iso(ended),
-            iso(previous.started_at),
+            iso(previous_start),
             humanize_duration(merge_window(ttl).total_seconds()),
             extra={
                 "action": "monitor_outage_merged",
-                "started": iso(previous.started_at),
+                "started": iso(previous_start),
                 "ended": iso(ended),
             },
         )
         return False
-    inserted = (
-        await conn.execute(
-            repositories.insert_ignoring_conflicts(conn, t.outages)
-            .values(started_at=started, ended_at=ended)
-            .returning(t.outages.c.id)
-        )
-    ).scalar_one_or_none()
-    if inserted is None:
+    if await uow.outages.insert(started, ended) is None:
         return False  # another process recorded it first
     logger.warning(
         "monitor outage from %s to %s",
@@ -115,6 +85,12 @@ async def _record_outage(conn: AsyncConnection, started: datetime, ended: dateti
         iso(ended),
         extra={"action": "monitor_outage", "started": iso(started), "ended": iso(ended)},
     )
+    await _alert_projects(uow, started, ended)
+    return True
+
+
+async def _alert_projects(uow: UnitOfWork, started: datetime, ended: datetime) -> None:
+    """One ``monitor_unavailable`` alert per project, queued to its channels that accept it."""
     span = humanize_duration((ended - started).total_seconds())
     title = f"monitor: {AlertKind.MONITOR_UNAVAILABLE.value} — no ping could be received for {span}"
     message = (
@@ -123,7 +99,8 @@ async def _record_outage(conn: AsyncConnection, started: datetime, ended: dateti
         "Ticks whose grace window ended in that span are marked unknown instead of missed; "
         "check the jobs that should have run then.\n"
     )
-    projects = (await conn.execute(select(t.projects.c.id).order_by(t.projects.c.id))).scalars().all()
+    conn = uow.connection
+    projects = await uow.outages.project_ids()
     kind = AlertKind.MONITOR_UNAVAILABLE.value
     ids = await outbox.insert_alerts(
         conn,
@@ -150,37 +127,33 @@ async def _record_outage(conn: AsyncConnection, started: datetime, ended: dateti
             if route.accepts(kind)
         )
     await outbox.enqueue(conn, notices)
-    return True
 
 
-async def load_guard(conn: AsyncConnection, now: datetime, ttl: timedelta) -> OutageGuard:
+async def load_guard(conn: Connection, now: datetime, ttl: timedelta) -> OutageGuard:
     """The outages a sweep at ``now`` must respect, and whether one is going on.
+
+    Args:
+        conn: the sweep's open transaction (read only).
+        now: the sweep's instant (aware UTC); outages ended more than :data:`GUARD_WINDOW`
+            before it are left out.
+        ttl: ``MONITOR_LEASE_TTL``.
 
     With no liveness row at all (a database no HTTP process has served yet, or a test driving
     the services directly) there is nothing to guard.
     """
-    last_seen = (await conn.execute(select(func.max(t.liveness.c.renewed_at)))).scalar_one_or_none()
+    outages = UnitOfWork.joining(conn).outages
+    last_seen = await outages.last_renewal()
     if last_seen is None:
         return OutageGuard()
-    spans = (
-        (
-            await conn.execute(
-                select(t.outages.c.started_at, t.outages.c.ended_at).where(
-                    t.outages.c.ended_at >= now - GUARD_WINDOW
-                )
-            )
-        )
-        .tuples()
-        .all()
-    )
+    spans = await outages.spans_since(now - GUARD_WINDOW)
     # A deadline is judged only once some HTTP process has been seen alive after it: an outage
     # is only recognised 2 x TTL after it began, and deadlines in those first seconds must wait
-    # for it too (QA: a kill -9 of every API replica still paged for the first tick). Costs at
+    # for it too (else a kill -9 of every API replica still paged for the first tick). Costs at
     # most one liveness interval of alert latency.
     return OutageGuard(outages=tuple((s, e) for s, e in spans), seen_until=last_seen)
 
 
-async def load_ingest_guard(conn: AsyncConnection, now: datetime, ttl: timedelta) -> IngestGuard:
+async def load_ingest_guard(conn: Connection, now: datetime, ttl: timedelta) -> IngestGuard:
     """What the ingest needs to know of outages for pings received up to ``now``.
 
     A ping that arrives after its tick's grace is late only if the monitor could have received
@@ -190,20 +163,11 @@ async def load_ingest_guard(conn: AsyncConnection, now: datetime, ttl: timedelta
     freshest liveness renewal is returned too: :meth:`IngestGuard.at` treats a gap longer than
     :func:`outage_gap` up to the ping's arrival as an outage going on.
     """
-    last_seen = (await conn.execute(select(func.max(t.liveness.c.renewed_at)))).scalar_one_or_none()
+    outages = UnitOfWork.joining(conn).outages
+    last_seen = await outages.last_renewal()
     if last_seen is None:
         return IngestGuard()
-    spans = (
-        (
-            await conn.execute(
-                select(t.outages.c.started_at, t.outages.c.ended_at).where(
-                    t.outages.c.ended_at >= now - GUARD_WINDOW
-                )
-            )
-        )
-        .tuples()
-        .all()
-    )
+    spans = await outages.spans_since(now - GUARD_WINDOW)
     return IngestGuard(outages=tuple((s, e) for s, e in spans), last_seen=last_seen, gap=outage_gap(ttl))
 
 

@@ -26,16 +26,13 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import or_, select, update
-from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
-
 from monitor.domain import detection, maintenance, messages
 from monitor.domain.messages import AlertFacts
 from monitor.notify import templates
 from monitor.services.dispatch import window_of
 from monitor.settings import Settings
 from monitor.storage import outbox, repositories
-from monitor.storage import tables as t
+from monitor.storage.unit_of_work import Connection, Engine, UnitOfWork
 
 logger = logging.getLogger(__name__)
 
@@ -43,7 +40,7 @@ logger = logging.getLogger(__name__)
 SUMMARY_LINES = 50
 
 
-async def raise_due(engine: AsyncEngine, now: datetime, *, settings: Settings) -> int:
+async def raise_due(engine: Engine, now: datetime, *, settings: Settings) -> int:
     """Raise the reminders, escalations and maintenance summaries due at ``now``.
 
     Args:
@@ -54,46 +51,19 @@ async def raise_due(engine: AsyncEngine, now: datetime, *, settings: Settings) -
     Returns:
         How many alerts were raised.
     """
-    async with engine.begin() as conn:
-        raised = await _repeats(conn, now, settings)
-    async with engine.begin() as conn:
-        raised += await _summaries(conn, now, settings)
+    async with UnitOfWork.begin(engine) as uow:
+        raised = await _repeats(uow, now, settings)
+    async with UnitOfWork.begin(engine) as uow:
+        raised += await _summaries(uow, now, settings)
     return raised
 
 
 # --------------------------------------------------------------------------- nag, escalation
 
 
-async def _repeats(conn: AsyncConnection, now: datetime, settings: Settings) -> int:
-    c, a = t.checks.c, t.alerts.c
-    rows = (
-        (
-            await conn.execute(
-                select(
-                    c.id,
-                    c.project_id,
-                    c.uuid,
-                    c.name,
-                    c.slug,
-                    c.kind.label("check_kind"),
-                    c.tz,
-                    c.episode_key,
-                    c.nag_interval,
-                    c.escalate_after,
-                    c.escalate_to,
-                    a.kind.label("episode_kind"),
-                    a.scheduled,
-                    a.created_at.label("opened_at"),
-                )
-                .join(t.alerts, (a.check_id == c.id) & (a.key == c.episode_key))
-                .where(c.episode_key.is_not(None))
-                .where(c.paused.is_(False))
-                .where(or_(c.nag_interval.is_not(None), c.escalate_after.is_not(None)))
-            )
-        )
-        .mappings()
-        .all()
-    )
+async def _repeats(uow: UnitOfWork, now: datetime, settings: Settings) -> int:
+    conn = uow.connection
+    rows = await uow.reminders.open_episodes()
     raised = 0
     for row in rows:
         down_for = (now - row["opened_at"]).total_seconds()
@@ -129,12 +99,12 @@ def _facts(row: Mapping[Any, Any], kind: str, settings: Settings, **extra: Any) 
     )
 
 
-async def _check_channels(conn: AsyncConnection, check_id: int) -> list[str]:
+async def _check_channels(conn: Connection, check_id: int) -> list[str]:
     return [route.channel_id for route in (await outbox.check_routes(conn, [check_id])).get(check_id, [])]
 
 
 async def _raise(
-    conn: AsyncConnection,
+    conn: Connection,
     row: Mapping[Any, Any],
     key: str,
     facts: AlertFacts,
@@ -159,7 +129,7 @@ async def _raise(
 
 
 async def insert_alert(
-    conn: AsyncConnection,
+    conn: Connection,
     *,
     project_id: int,
     check_id: int | None,
@@ -215,8 +185,8 @@ async def insert_alert(
 # --------------------------------------------------------------------------- maintenance
 
 
-async def _summaries(conn: AsyncConnection, now: datetime, settings: Settings) -> int:
-    rows = (await conn.execute(select(t.maintenance_windows))).mappings().all()
+async def _summaries(uow: UnitOfWork, now: datetime, settings: Settings) -> int:
+    rows = await uow.reminders.windows()
     raised = 0
     for row in rows:
         window = window_of(row)
@@ -229,22 +199,15 @@ async def _summaries(conn: AsyncConnection, now: datetime, settings: Settings) -
             continue
         if occurrence is None:
             continue
-        w = t.maintenance_windows.c
-        won = await conn.execute(
-            update(t.maintenance_windows)
-            .where(w.id == window.id)
-            .where(or_(w.summarized_until.is_(None), w.summarized_until < occurrence.end))
-            .values(summarized_until=occurrence.end)
-        )
-        if won.rowcount != 1:
+        if not await uow.reminders.claim_summary(window.id, occurrence.end):
             continue  # another notifier summarised it
-        if await summarise(conn, row, window, occurrence, now, settings):
+        if await summarise(uow.connection, row, window, occurrence, now, settings):
             raised += 1
     return raised
 
 
 async def held_back(
-    conn: AsyncConnection,
+    conn: Connection,
     project_id: int,
     window: maintenance.Window,
     occurrence: maintenance.Occurrence,
@@ -266,7 +229,7 @@ async def held_back(
 
 
 async def summarise(
-    conn: AsyncConnection,
+    conn: Connection,
     row: Mapping[Any, Any],
     window: maintenance.Window,
     occurrence: maintenance.Occurrence,
@@ -303,13 +266,12 @@ async def summarise(
         "count": len(held_rows),
         "tz": window.tz,
     }
+    uow = UnitOfWork.joining(conn)
     if window.check_id is not None:
-        check = (
-            (await conn.execute(select(t.checks).where(t.checks.c.id == window.check_id))).mappings().first()
-        )
+        check = (await uow.checks.by_ids([window.check_id])).get(window.check_id)
         if check is None:
             return False
-        status = detection.status(repositories.state_of(dict(check)), now).value
+        status = detection.status(repositories.state_of(check), now).value
         facts = AlertFacts(
             check_name=check["name"] or check["uuid"],
             check_uuid=check["uuid"],
@@ -320,19 +282,8 @@ async def summarise(
         )
         channels = await _check_channels(conn, window.check_id)
     else:
-        project = (
-            await conn.execute(select(t.projects.c.name).where(t.projects.c.id == row["project_id"]))
-        ).scalar_one()
-        c = t.checks.c
-        down = (
-            await conn.execute(
-                select(c.name, c.uuid)
-                .where(c.project_id == row["project_id"])
-                .where(c.episode_key.is_not(None))
-                .where(c.paused.is_(False))
-                .order_by(c.name, c.id)
-            )
-        ).all()
+        (project,) = await uow.projects.names([row["project_id"]])
+        down = await uow.reminders.down_checks(row["project_id"])
         facts = AlertFacts(
             check_name=f"project {project}",
             check_uuid="",
@@ -342,11 +293,7 @@ async def summarise(
             down_checks=tuple(name or uuid for name, uuid in down[:SUMMARY_LINES]),
             **common,
         )
-        channels = list(
-            (await conn.execute(select(t.channels.c.id).where(t.channels.c.project_id == row["project_id"])))
-            .scalars()
-            .all()
-        )
+        channels = [channel_id for channel_id, _ in await uow.channels.names(row["project_id"])]
     # Held-back alerts are shown by the time they were raised: the summary's held count is
     # already in "held", the per-alert statuses in GET /checks/<uuid>/alerts/ say "suppressed".
     return await insert_alert(

@@ -27,14 +27,9 @@ import logging
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import or_, select, update
-from sqlalchemy.ext.asyncio import AsyncEngine
-
 from monitor import settings
 from monitor.domain.errors import ValidationError
-from monitor.domain.shards import LEASE_PREFIX
-from monitor.storage import cluster, repositories
-from monitor.storage import tables as t
+from monitor.storage.unit_of_work import Engine, UnitOfWork
 
 logger = logging.getLogger(__name__)
 
@@ -43,7 +38,7 @@ MAX_SHARDS = settings.MAX_SHARDS
 bound as ``MONITOR_SHARDS`` (:data:`monitor.settings.MAX_SHARDS`)."""
 
 
-async def reshard(engine: AsyncEngine, count: int, now: datetime) -> dict[str, Any]:
+async def reshard(engine: Engine, count: int, now: datetime) -> dict[str, Any]:
     """Set the cluster's shard count to ``count`` and re-shard every check, in one transaction.
 
     Args:
@@ -60,38 +55,13 @@ async def reshard(engine: AsyncEngine, count: int, now: datetime) -> dict[str, A
     """
     if not 1 <= count <= MAX_SHARDS:
         raise ValidationError("shards", f"must be between 1 and {MAX_SHARDS}, got {count}")
-    async with engine.begin() as conn:
-        if conn.dialect.name == "postgresql":
-            await conn.execute(
-                select(t.leases.c.name)
-                .where(
-                    or_(
-                        t.leases.c.name.like(f"{LEASE_PREFIX}%"),
-                        t.leases.c.name == cluster.LEGACY_EVALUATOR_LEASE,
-                    )
-                )
-                .order_by(t.leases.c.name)
-                .with_for_update()
-            )
-        row = select(t.cluster_settings.c.shards).where(t.cluster_settings.c.id == cluster.SETTINGS_ROW)
-        before = (await conn.execute(row.with_for_update())).scalar_one_or_none()
-        if before is None:
-            await conn.execute(
-                repositories.insert_ignoring_conflicts(conn, t.cluster_settings).values(
-                    id=cluster.SETTINGS_ROW, shards=count, changed_at=now
-                )
-            )
-            before = (await conn.execute(row.with_for_update())).scalar_one_or_none()
-            before = None if before == count else before
-        await conn.execute(
-            update(t.cluster_settings)
-            .where(t.cluster_settings.c.id == cluster.SETTINGS_ROW)
-            .values(shards=count, changed_at=now)
-        )
-        moved = await cluster.rewrite_check_shards(conn, count)
-        removed = await cluster.prune_stale_leases(conn, count)
+    async with UnitOfWork.begin(engine) as uow:  # the module docstring's steps, in order
+        await uow.shards.lock_evaluator_leases()
+        before = await uow.shards.store_count(count, now)
+        moved = await uow.shards.rewrite_checks(count)
+        removed = await uow.shards.prune_leases(count)
     result: dict[str, Any] = {
-        "shards_before": None if before is None else int(before),
+        "shards_before": before,
         "shards": count,
         "checks_moved": moved,
         "leases_removed": removed,

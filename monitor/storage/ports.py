@@ -687,4 +687,166 @@ class RunStore(Protocol):
         the runs and marks bound to a tick at or after the check's cutoff (``None``: none by
         tick); the runs carrying one of its ``rids``; the runs and marks on one of its
         ``ticks`` (instants aware UTC)."""
+
+
+# --------------------------------------------------------------------------- detection and reminders
+# The self-outage guard, the evaluator's sweep, the ingest's run writes, hints, email recipients,
+# resharding and the time-driven notifications (implemented in ``outage_store.py`` and
+# ``detection_stores.py``).
+
+
+class OutageStore(Protocol):
+    """Liveness rows (one per HTTP process) and the monitor outages they reveal (DESIGN §6)."""
+
+    async def last_renewal(self) -> datetime | None:
+        """The latest ``renewed_at`` of every liveness row, or ``None`` when there is none."""
+        ...
+
+    async def renew(self, name: str, roles: str, now: datetime) -> None:
+        """Set this process's liveness row to ``renewed_at = now`` (inserted when missing; a
+        concurrent insert of the same name is ignored)."""
+        ...
+
+    async def spans_since(self, since: datetime) -> list[tuple[datetime, datetime]]:
+        """``(started_at, ended_at)`` of the outages that ended at or after ``since``."""
+        ...
+
+    async def mergeable(self, started: datetime, ended_since: datetime) -> tuple[int, datetime] | None:
+        """``(id, started_at)`` of the latest-ending outage that started before ``started`` and
+        ended at or after ``ended_since`` (one a new outage extends), or ``None``."""
+        ...
+
+    async def extend(self, outage_id: int, ended: datetime) -> None:
+        """Move the outage's ``ended_at`` to ``ended`` when it ended earlier (never back)."""
+        ...
+
+    async def insert(self, started: datetime, ended: datetime) -> int | None:
+        """Record an outage; its id, or ``None`` when one with this ``started_at`` exists."""
+        ...
+
+    async def project_ids(self) -> list[int]:
+        """Every project's id, ascending (each is told of an outage)."""
+        ...
+
+
+class DetectionStore(Protocol):
+    """The checks' detection state and books (runs, tick marks, flips), as the evaluator sweep and
+    the ingest read and write them; plus the lookups by uuid or slug of ``cron explain`` and the
+    email recipients."""
+
+    async def lock_due(
+        self, now: datetime, shards: Sequence[int] | None, batch: int, columns: Sequence[str]
+    ) -> tuple[list[Mapping[str, Any]], int]:
+        """One statement: the ``batch`` checks whose ``next_due`` is earliest and before ``now``
+        (of ``shards``, or every shard when ``None``), their ``columns`` (``next_due`` among them),
+        locked ``FOR UPDATE`` in id order on PostgreSQL.
+
+        Returns:
+            The rows still due once locked, by id (a concurrent ping may have moved
+            ``next_due``), and how many the selection found (fewer than ``batch``: no more due).
+        """
+        ...
+
+    async def books(self, cutoffs: Mapping[int, datetime | None]) -> dict[int, RunBook]:
+        """Per check id, its :class:`monitor.domain.runs.RunBook` from ``cutoff`` on
+        (:func:`monitor.storage.repositories.load_books`: one query per table per 500 checks)."""
+        ...
+
+    async def save_sweep(
+        self,
+        states: Sequence[Mapping[str, Any]],
+        *,
+        marks: Sequence[Mapping[str, Any]],
+        flips: Sequence[Mapping[str, Any]],
+        new_runs: Sequence[Mapping[str, Any]],
+        changed_runs: Sequence[Mapping[str, Any]],
+    ) -> None:
+        """Write a sweep's transitions set-at-a-time, one statement per table and kind
+        (:mod:`monitor.storage.bulk`): ``states`` (``id`` plus every state column), new tick
+        marks (``check_id``, ``scheduled``, ``outcome``; existing ones kept), flips
+        (``check_id``, ``created_at``, ``up``, ``reason``, ``token``), new runs and changed runs
+        (every ``runs`` column)."""
+        ...
+
+    async def write_effects(
+        self,
+        *,
+        new_runs: Sequence[Mapping[str, Any]],
+        changed_runs: Sequence[Mapping[str, Any]],
+        marks: Sequence[Mapping[str, Any]],
+        flips: Sequence[Mapping[str, Any]],
+    ) -> None:
+        """Write the runs, tick marks and flips gathered over a batch (one executemany per kind):
+        ``changed_runs`` carry the run id as ``b_id`` and the columns to set (their
+        ``check_id`` is ignored); marks that exist already are kept."""
+        ...
+
+    async def latest_arrivals(
+        self, check_ids: Sequence[int], per_check: int
+    ) -> list[tuple[int, datetime, datetime]]:
+        """``(check id, scheduled, first_ping_at)`` of each check's latest ``per_check`` runs by
+        first-ping arrival (ties: latest tick first), in one window-function query."""
+        ...
+
+    async def checks_named(
+        self, *, uuid: str | None = None, slug: str | None = None, limit: int = 2
+    ) -> list[dict[str, Any]]:
+        """Check rows (every column) with this uuid, or else this slug, in any project; at most
+        ``limit``."""
+        ...
+
+    async def recipient_exists(
+        self, *, uuid: str | None = None, ping_key: str | None = None, slug: str | None = None
+    ) -> bool:
+        """Whether a check has ``uuid``, or (``uuid`` ``None``) has ``slug`` in the project whose
+        ping key is ``ping_key``."""
+        ...
+
+
+class ShardStore(Protocol):
+    """The stored shard count and the checks' shards (``monitor reshard``)."""
+
+    async def lock_evaluator_leases(self) -> None:
+        """PostgreSQL: lock every shard lease row and the legacy evaluator lease ``FOR UPDATE``
+        (in name order); SQLite: nothing (``BEGIN IMMEDIATE`` already excludes writers)."""
+        ...
+
+    async def store_count(self, count: int, now: datetime) -> int | None:
+        """Lock the ``cluster_settings`` row, set ``shards = count`` (``changed_at = now``).
+
+        Returns:
+            The count stored before, ``None`` when there was none (the row is created).
+        """
+        ...
+
+    async def rewrite_checks(self, count: int) -> int:
+        """Set every check's ``shard`` to ``uuid.int % count``; how many moved."""
+        ...
+
+    async def prune_leases(self, count: int) -> list[str]:
+        """Delete the lease rows of shards ``>= count`` and the legacy one; their names."""
+        ...
+
+
+class ReminderStore(Protocol):
+    """What the time-driven notifications read (reminders, escalations, maintenance summaries)."""
+
+    async def open_episodes(self) -> list[dict[str, Any]]:
+        """Unpaused checks in a down episode with a ``nag_interval`` or ``escalate_after``, joined
+        to the episode's alert: ``id``, ``project_id``, ``uuid``, ``name``, ``slug``,
+        ``check_kind``, ``tz``, ``episode_key``, ``nag_interval``, ``escalate_after``,
+        ``escalate_to``, ``episode_kind``, ``scheduled``, ``opened_at``."""
+        ...
+
+    async def windows(self) -> list[dict[str, Any]]:
+        """Every ``maintenance_windows`` row."""
+        ...
+
+    async def claim_summary(self, window_id: str, until: datetime) -> bool:
+        """Set the window's ``summarized_until`` to ``until`` when it is unset or earlier; whether
+        this call did (``False``: another notifier summarised it)."""
+        ...
+
+    async def down_checks(self, project_id: int) -> list[tuple[str | None, str]]:
+        """``(name, uuid)`` of the project's unpaused checks in a down episode, by name then id."""
         ...

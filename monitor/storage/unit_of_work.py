@@ -16,8 +16,8 @@ check-in creating its check, a test seeding rows) joins the caller's transaction
 :meth:`UnitOfWork.joining` instead: it then neither commits nor rolls back.
 
 Handlers never see the connection; services see it only as :attr:`UnitOfWork.connection`, to
-hand to the storage modules that take one (``cluster``, ``repositories``, the ingest and
-effects writers) until those become ports too.
+hand to the storage modules that take one (``cluster``, ``repositories``, the outbox functions
+of :mod:`monitor.storage.outbox`), or to a service step that joins it with :meth:`joining`.
 """
 
 from __future__ import annotations
@@ -30,16 +30,22 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from monitor.storage import ports, sqlite_batch
 from monitor.storage.dashboard_reads import SqlDashboardReads
+from monitor.storage.detection_stores import SqlDetectionStore, SqlReminderStore, SqlShardStore
 from monitor.storage.history_reads import SqlHistoryReads
 from monitor.storage.maintenance_store import SqlMaintenanceStore
+from monitor.storage.outage_store import SqlOutageStore
 from monitor.storage.ports import (
     ChannelStore,
     CheckStore,
     DashboardReads,
+    DetectionStore,
     MaintenanceStore,
+    OutageStore,
     PingStore,
     ProjectStore,
+    ReminderStore,
     RunStore,
+    ShardStore,
     StatusStore,
     UserStore,
 )
@@ -66,7 +72,8 @@ T = TypeVar("T")
 class UnitOfWork:
     """The ports of one transaction: ``checks``, ``channels``, ``projects``, ``users``, ``status``,
     ``pings``, ``runs``; ``history``, ``retention``, ``sentry``; ``dashboard`` (the dashboard's
-    read model) and ``maintenance`` (maintenance windows).
+    read model) and ``maintenance`` (maintenance windows); ``outages``, ``detection``,
+    ``shards``, ``reminders``.
 
     Construct with :meth:`begin` (write), :meth:`read` or :meth:`joining`; never share one
     across tasks (an ``AsyncConnection`` is not concurrency-safe).
@@ -87,6 +94,12 @@ class UnitOfWork:
     maintenance: MaintenanceStore
     pings: PingStore
     runs: RunStore
+    # the detection ports: the outage guard, the evaluator's sweep and the ingest's writes,
+    # resharding, the time-driven notifications
+    outages: OutageStore
+    detection: DetectionStore
+    shards: ShardStore
+    reminders: ReminderStore
 
     def __init__(self, conn: AsyncConnection) -> None:
         self.connection = conn
@@ -102,6 +115,10 @@ class UnitOfWork:
         self.maintenance = SqlMaintenanceStore(conn)
         self.pings = SqlPingStore(conn)
         self.runs = SqlRunStore(conn)
+        self.outages = SqlOutageStore(conn)
+        self.detection = SqlDetectionStore(conn)
+        self.shards = SqlShardStore(conn)
+        self.reminders = SqlReminderStore(conn)
 
     @property
     def dialect(self) -> str:

@@ -46,17 +46,15 @@ import os
 import socket
 import time
 import zlib
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Mapping
 from datetime import datetime, timedelta
-
-from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from monitor.domain.clock import Clock
 from monitor.domain.errors import StaleLease
 from monitor.domain.shards import LEASE_PREFIX, lease_names
 from monitor.failures import FailureLog
-from monitor.services import sweeps
-from monitor.services.evaluator import evaluate_due
+from monitor.services import Connection, Engine, sweeps
+from monitor.services.evaluator import Fence, evaluate_due
 from monitor.settings import Settings
 from monitor.storage import cluster, replicas
 from monitor.storage import leases as lease_store
@@ -92,11 +90,11 @@ class ShardedEvaluator:
 
     def __init__(
         self,
-        engine: AsyncEngine,
+        engine: Engine,
         settings: Settings,
         clock: Clock,
         *,
-        sweep_engine: AsyncEngine | None = None,
+        sweep_engine: Engine | None = None,
         holder: str | None = None,
         shards: int | None = None,
     ) -> None:
@@ -271,10 +269,8 @@ class ShardedEvaluator:
             return count
         return 0
 
-    def _fence(
-        self, tokens: Mapping[str, int], now: datetime
-    ) -> Callable[[AsyncConnection], Awaitable[None]]:
-        async def fence(conn: AsyncConnection) -> None:
+    def _fence(self, tokens: Mapping[str, int], now: datetime) -> Fence:
+        async def fence(conn: Connection) -> None:
             await lease_store.check_fences(conn, tokens, self.holder, now)
 
         return fence
@@ -301,12 +297,12 @@ class ShardedEvaluator:
 
 
 async def run_evaluator(
-    engine: AsyncEngine, settings: Settings, clock: Clock, *, wake: asyncio.Event | None = None
+    engine: Engine, settings: Settings, clock: Clock, *, wake: asyncio.Event | None = None
 ) -> None:
     """Loop forever: rebalance the shard leases, sweep those just taken, plan, sleep, sweep the
     plan (fenced)."""
     sweep_engine = engine
-    own_engine: AsyncEngine | None = None
+    own_engine: Engine | None = None
     if engine.dialect.name == "postgresql":
         own_engine = make_engine(
             engine.url.render_as_string(hide_password=False),

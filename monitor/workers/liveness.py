@@ -7,25 +7,21 @@ import asyncio
 import logging
 from datetime import timedelta
 
-from sqlalchemy.ext.asyncio import AsyncEngine
-
 from monitor.domain.clock import Clock
 from monitor.failures import FailureLog
-from monitor.services import outages
+from monitor.services import Engine, outages
 from monitor.settings import Settings
 
 logger = logging.getLogger(__name__)
 
 
-async def renew_liveness(
-    engine: AsyncEngine, name: str, roles: str, clock: Clock, settings: Settings
-) -> bool:
+async def renew_liveness(engine: Engine, name: str, roles: str, clock: Clock, settings: Settings) -> bool:
     """Write this process's liveness row at ``clock.now()``; True if it recorded an outage."""
     return await outages.renew(engine, name, roles, clock.now(), timedelta(seconds=settings.lease_ttl))
 
 
 async def run_liveness(
-    engine: AsyncEngine,
+    engine: Engine,
     settings: Settings,
     clock: Clock,
     name: str,

@@ -19,13 +19,11 @@ import logging
 import time
 from collections import Counter
 
-from sqlalchemy.ext.asyncio import AsyncEngine
-
 from monitor.domain.clock import Clock
 from monitor.failures import FailureLog
 from monitor.notify.base import DeliveryResult, Notifier
 from monitor.notify.urls import target_key
-from monitor.services import reminders
+from monitor.services import Engine, reminders
 from monitor.services.dispatch import (
     Attempt,
     Job,
@@ -72,7 +70,7 @@ class _Slots:
 class _Recorder:
     """Commits finished attempts in batches; :meth:`record` returns once its attempt is committed."""
 
-    def __init__(self, engine: AsyncEngine, settings: Settings) -> None:
+    def __init__(self, engine: Engine, settings: Settings) -> None:
         self.engine = engine
         self.settings = settings
         self.queue: asyncio.Queue[tuple[Attempt, asyncio.Future[None]] | None] = asyncio.Queue()
@@ -142,7 +140,7 @@ class _Recorder:
 
 
 async def run_notifier(
-    engine: AsyncEngine,
+    engine: Engine,
     notifier: Notifier,
     settings: Settings,
     clock: Clock,
@@ -234,7 +232,7 @@ async def run_notifier(
 
 
 async def _batch(
-    engine: AsyncEngine,
+    engine: Engine,
     notifier: Notifier,
     jobs: list[tuple[Job, str]],
     clock: Clock,
@@ -291,7 +289,7 @@ async def _send(
         slots.give(target)
 
 
-async def _idle_for(engine: AsyncEngine, clock: Clock) -> float:
+async def _idle_for(engine: Engine, clock: Clock) -> float:
     """Seconds to sleep: until the earliest pending retry is due, at most :data:`IDLE_POLL`."""
     try:
         due = await next_delivery_at(engine)

@@ -25,12 +25,9 @@ ALLOWED: dict[str, str] = {
     "monitor/services/dispatch.py:_prepare": "a delivery's preparation (dispatch)",
     "monitor/services/dispatch.py:_record": "one attempt's outcome recorded (dispatch)",
     "monitor/services/effects.py:record_alerts": "alerts inserted and notifications queued (effects)",
-    "monitor/services/evaluator.py:evaluate_due": "one evaluation sweep (evaluator)",
     "monitor/services/ingest.py:_ingest": "a ping's transaction (ingest)",
-    "monitor/services/outages.py:_record_outage": "a monitor outage recorded (outages)",
     "monitor/services/reminders.py:insert_alert": "an alert and its notifications per channel",
     "monitor/services/reminders.py:summarise": "an ended occurrence's summary (reminders)",
-    "monitor/services/shards.py:reshard": "the shard count changed in one transaction",
     "monitor/workers/evaluator.py:run_evaluator": "the evaluator loop (workers)",
     "monitor/workers/notifier.py:run_notifier": "the notifier loop (workers)",
 }

@@ -1,0 +1,243 @@
+"""The detection ports on SQLite and PostgreSQL: :class:`~monitor.storage.ports.DetectionStore`,
+:class:`~monitor.storage.ports.ShardStore` and :class:`~monitor.storage.ports.ReminderStore`.
+
+Each class works over the open connection of one unit of work. The statements are
+dialect-neutral Core except where noted: row locks (``FOR UPDATE`` on PostgreSQL only; SQLite's
+``BEGIN IMMEDIATE`` already holds the write lock), ``ON CONFLICT DO NOTHING``
+(:func:`monitor.storage.repositories.insert_ignoring_conflicts`) and the set-at-a-time writes of
+:mod:`monitor.storage.bulk` (``UPDATE … FROM unnest`` on PostgreSQL, executemany on SQLite).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from typing import Any, cast
+
+from sqlalchemy import bindparam, func, or_, select, update
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from monitor.domain.runs import RunBook
+from monitor.domain.shards import LEASE_PREFIX
+from monitor.storage import bulk, cluster, repositories
+from monitor.storage import tables as t
+
+RUN_COLUMNS = tuple(c.name for c in t.runs.columns)
+"""Every ``runs`` column: what a sweep's new and changed runs map."""
+
+MARK_COLUMNS = ("check_id", "scheduled", "outcome")
+FLIP_COLUMNS = ("check_id", "created_at", "up", "reason", "token")
+
+
+class _Store:
+    def __init__(self, conn: AsyncConnection) -> None:
+        self.conn = conn
+
+    @property
+    def _postgres(self) -> bool:
+        return self.conn.dialect.name == "postgresql"
+
+
+class SqlDetectionStore(_Store):
+    """:class:`~monitor.storage.ports.DetectionStore` on SQLite and PostgreSQL."""
+
+    async def lock_due(
+        self, now: datetime, shards: Sequence[int] | None, batch: int, columns: Sequence[str]
+    ) -> tuple[list[Mapping[str, Any]], int]:
+        c = t.checks.c
+        due = select(c.id).where(c.next_due < now)
+        if shards is not None:
+            due = due.where(c.shard.in_(shards)) if len(shards) > 1 else due.where(c.shard == shards[0])
+        due = due.order_by(c.next_due).limit(batch)
+        query = select(*(c[name] for name in columns)).where(c.id.in_(due.scalar_subquery())).order_by(c.id)
+        if self._postgres:
+            # the outer condition is re-checked on the locked row: a ping may have moved it
+            query = query.where(c.next_due < now).with_for_update(of=t.checks)
+        rows = (await self.conn.execute(query)).mappings().all()
+        # a RowMapping is keyed by names (and columns): read by name only
+        still_due = [
+            cast(Mapping[str, Any], r) for r in rows if r["next_due"] is not None and r["next_due"] < now
+        ]
+        return still_due, len(rows)
+
+    async def books(self, cutoffs: Mapping[int, datetime | None]) -> dict[int, RunBook]:
+        return await repositories.load_books(self.conn, cutoffs)
+
+    async def save_sweep(
+        self,
+        states: Sequence[Mapping[str, Any]],
+        *,
+        marks: Sequence[Mapping[str, Any]],
+        flips: Sequence[Mapping[str, Any]],
+        new_runs: Sequence[Mapping[str, Any]],
+        changed_runs: Sequence[Mapping[str, Any]],
+    ) -> None:
+        conn = self.conn
+        await bulk.update_rows(conn, t.checks, "id", states, repositories.STATE_COLUMNS)
+        await bulk.insert_rows(conn, t.tick_marks, marks, MARK_COLUMNS, ignore_conflicts=True)
+        await bulk.insert_rows(conn, t.flips, flips, FLIP_COLUMNS)
+        await bulk.insert_rows(conn, t.runs, new_runs, RUN_COLUMNS)
+        await bulk.update_rows(
+            conn, t.runs, "id", changed_runs, [c for c in RUN_COLUMNS if c not in ("id", "check_id")]
+        )
+
+    async def write_effects(
+        self,
+        *,
+        new_runs: Sequence[Mapping[str, Any]],
+        changed_runs: Sequence[Mapping[str, Any]],
+        marks: Sequence[Mapping[str, Any]],
+        flips: Sequence[Mapping[str, Any]],
+    ) -> None:
+        conn = self.conn
+        if new_runs:
+            await conn.execute(t.runs.insert(), list(new_runs))
+        if changed_runs:
+            columns = [c for c in changed_runs[0] if c not in ("b_id", "check_id")]
+            stmt = (
+                update(t.runs)
+                .where(t.runs.c.id == bindparam("b_id"))
+                .values({c: bindparam(c) for c in columns})
+            )
+            await conn.execute(stmt, [{k: v for k, v in r.items() if k != "check_id"} for r in changed_runs])
+        if marks:
+            await conn.execute(repositories.insert_ignoring_conflicts(conn, t.tick_marks), list(marks))
+        if flips:
+            await conn.execute(t.flips.insert(), list(flips))
+
+    async def latest_arrivals(
+        self, check_ids: Sequence[int], per_check: int
+    ) -> list[tuple[int, datetime, datetime]]:
+        if not check_ids:
+            return []
+        r = t.runs.c
+        rank = (
+            func.row_number()
+            .over(partition_by=r.check_id, order_by=(r.first_ping_at.desc(), r.scheduled.desc()))
+            .label("rank")
+        )
+        latest = (
+            select(r.check_id, r.scheduled, r.first_ping_at, rank)
+            .where(r.check_id.in_(list(check_ids)))
+            .subquery()
+        )
+        query = select(latest.c.check_id, latest.c.scheduled, latest.c.first_ping_at).where(
+            latest.c.rank <= per_check
+        )
+        return [(int(cid), tick, arrived) for cid, tick, arrived in (await self.conn.execute(query)).tuples()]
+
+    async def checks_named(
+        self, *, uuid: str | None = None, slug: str | None = None, limit: int = 2
+    ) -> list[dict[str, Any]]:
+        by = t.checks.c.uuid == uuid if uuid is not None else t.checks.c.slug == slug
+        rows = (await self.conn.execute(select(t.checks).where(by).limit(limit))).mappings().all()
+        return [dict(row) for row in rows]
+
+    async def recipient_exists(
+        self, *, uuid: str | None = None, ping_key: str | None = None, slug: str | None = None
+    ) -> bool:
+        if uuid is not None:
+            query = select(t.checks.c.id).where(t.checks.c.uuid == uuid)
+        else:
+            query = (
+                select(t.checks.c.id)
+                .join(t.projects, t.projects.c.id == t.checks.c.project_id)
+                .where(t.projects.c.ping_key == ping_key)
+                .where(t.checks.c.slug == slug)
+            )
+        return (await self.conn.execute(query.limit(1))).first() is not None
+
+
+class SqlShardStore(_Store):
+    """:class:`~monitor.storage.ports.ShardStore` on SQLite and PostgreSQL."""
+
+    async def lock_evaluator_leases(self) -> None:
+        if not self._postgres:
+            return
+        name = t.leases.c.name
+        await self.conn.execute(
+            select(name)
+            .where(or_(name.like(f"{LEASE_PREFIX}%"), name == cluster.LEGACY_EVALUATOR_LEASE))
+            .order_by(name)
+            .with_for_update()
+        )
+
+    async def store_count(self, count: int, now: datetime) -> int | None:
+        s = t.cluster_settings.c
+        row = select(s.shards).where(s.id == cluster.SETTINGS_ROW).with_for_update()
+        before = (await self.conn.execute(row)).scalar_one_or_none()
+        if before is None:
+            await self.conn.execute(
+                repositories.insert_ignoring_conflicts(self.conn, t.cluster_settings).values(
+                    id=cluster.SETTINGS_ROW, shards=count, changed_at=now
+                )
+            )
+            # another process may have recorded a count between the read and the insert
+            before = (await self.conn.execute(row)).scalar_one_or_none()
+            before = None if before == count else before
+        await self.conn.execute(
+            update(t.cluster_settings)
+            .where(s.id == cluster.SETTINGS_ROW)
+            .values(shards=count, changed_at=now)
+        )
+        return None if before is None else int(before)
+
+    async def rewrite_checks(self, count: int) -> int:
+        return await cluster.rewrite_check_shards(self.conn, count)
+
+    async def prune_leases(self, count: int) -> list[str]:
+        return await cluster.prune_stale_leases(self.conn, count)
+
+
+class SqlReminderStore(_Store):
+    """:class:`~monitor.storage.ports.ReminderStore` on SQLite and PostgreSQL."""
+
+    async def open_episodes(self) -> list[dict[str, Any]]:
+        c, a = t.checks.c, t.alerts.c
+        query = (
+            select(
+                c.id,
+                c.project_id,
+                c.uuid,
+                c.name,
+                c.slug,
+                c.kind.label("check_kind"),
+                c.tz,
+                c.episode_key,
+                c.nag_interval,
+                c.escalate_after,
+                c.escalate_to,
+                a.kind.label("episode_kind"),
+                a.scheduled,
+                a.created_at.label("opened_at"),
+            )
+            .join(t.alerts, (a.check_id == c.id) & (a.key == c.episode_key))
+            .where(c.episode_key.is_not(None))
+            .where(c.paused.is_(False))
+            .where(or_(c.nag_interval.is_not(None), c.escalate_after.is_not(None)))
+        )
+        return [dict(row) for row in (await self.conn.execute(query)).mappings().all()]
+
+    async def windows(self) -> list[dict[str, Any]]:
+        return [dict(row) for row in (await self.conn.execute(select(t.maintenance_windows))).mappings()]
+
+    async def claim_summary(self, window_id: str, until: datetime) -> bool:
+        w = t.maintenance_windows.c
+        won = await self.conn.execute(
+            update(t.maintenance_windows)
+            .where(w.id == window_id)
+            .where(or_(w.summarized_until.is_(None), w.summarized_until < until))
+            .values(summarized_until=until)
+        )
+        return bool(won.rowcount == 1)
+
+    async def down_checks(self, project_id: int) -> list[tuple[str | None, str]]:
+        c = t.checks.c
+        rows = await self.conn.execute(
+            select(c.name, c.uuid)
+            .where(c.project_id == project_id)
+            .where(c.episode_key.is_not(None))
+            .where(c.paused.is_(False))
+            .order_by(c.name, c.id)
+        )
+        return [(name, str(uuid)) for name, uuid in rows.tuples()]

@@ -1,0 +1,239 @@
+"""DetectionStore (monitor.storage.ports) on SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+import uuid as uuid_module
+from datetime import datetime, timedelta
+from typing import Any
+
+from sqlalchemy import select
+
+from monitor.storage import repositories
+from monitor.storage import tables as t
+from monitor.storage.unit_of_work import UnitOfWork
+from tests.storage_contract.conftest import NOW, add_check, add_project
+
+COLUMNS = ("id", "uuid", "shard", *repositories.STATE_COLUMNS)
+
+
+def run_row(check_id: int, scheduled: datetime, **overrides: Any) -> dict[str, Any]:
+    """Every ``runs`` column, as a sweep writes a new run."""
+    row: dict[str, Any] = {
+        "id": str(uuid_module.uuid4()),
+        "check_id": check_id,
+        "rid": None,
+        "scheduled": scheduled,
+        "first_ping_at": scheduled,
+        "started_at": None,
+        "finished_at": None,
+        "finish_kind": None,
+        "exit_status": None,
+        "late": False,
+        "duplicate": False,
+        "overlap": False,
+        "timed_out": False,
+        "early": False,
+        "outcome": None,
+    }
+    row.update(overrides)
+    return row
+
+
+async def runs_of(uow: UnitOfWork, check_id: int) -> list[dict[str, Any]]:
+    query = select(t.runs).where(t.runs.c.check_id == check_id).order_by(t.runs.c.scheduled)
+    return [dict(r) for r in (await uow.connection.execute(query)).mappings()]
+
+
+async def marks_of(uow: UnitOfWork, check_id: int) -> list[tuple[datetime, str]]:
+    m = t.tick_marks.c
+    query = select(m.scheduled, m.outcome).where(m.check_id == check_id).order_by(m.scheduled)
+    return [(s, o) for s, o in (await uow.connection.execute(query)).tuples()]
+
+
+async def flips_of(uow: UnitOfWork, check_id: int) -> list[tuple[datetime, int | None, str, int | None]]:
+    f = t.flips.c
+    query = select(f.created_at, f.up, f.reason, f.token).where(f.check_id == check_id).order_by(f.id)
+    return [tuple(r) for r in (await uow.connection.execute(query)).tuples()]  # type: ignore[misc]
+
+
+async def test_lock_due_takes_the_earliest_deadlines_first_and_returns_them_by_id(uow: UnitOfWork) -> None:
+    project = await add_project(uow)
+    later = await add_check(uow, project, next_due=NOW - timedelta(seconds=10))
+    earliest = await add_check(uow, project, next_due=NOW - timedelta(seconds=30))
+    middle = await add_check(uow, project, next_due=NOW - timedelta(seconds=20))
+    await add_check(uow, project, next_due=NOW + timedelta(seconds=1))  # not due
+    await add_check(uow, project)  # no deadline
+    rows, fetched = await uow.detection.lock_due(NOW, None, 2, COLUMNS)
+    assert fetched == 2
+    assert [r["id"] for r in rows] == sorted([earliest, middle])
+    assert set(rows[0]) == set(COLUMNS)
+    rows, fetched = await uow.detection.lock_due(NOW, None, 10, COLUMNS)
+    assert fetched == 3
+    assert [r["id"] for r in rows] == sorted([earliest, middle, later])
+
+
+async def test_lock_due_keeps_to_the_shards_given(uow: UnitOfWork) -> None:
+    project = await add_project(uow)
+    due = NOW - timedelta(seconds=1)
+    zero = await add_check(uow, project, shard=0, next_due=due)
+    one = await add_check(uow, project, shard=1, next_due=due)
+    two = await add_check(uow, project, shard=2, next_due=due)
+    assert [r["id"] for r in (await uow.detection.lock_due(NOW, [1], 10, COLUMNS))[0]] == [one]
+    assert [r["id"] for r in (await uow.detection.lock_due(NOW, [0, 2], 10, COLUMNS))[0]] == [zero, two]
+    assert (await uow.detection.lock_due(NOW, [3], 10, COLUMNS)) == ([], 0)
+
+
+async def test_books_hold_the_open_runs_and_the_runs_and_marks_since_the_cutoff(uow: UnitOfWork) -> None:
+    project = await add_project(uow)
+    check = await add_check(uow, project)
+    empty = await add_check(uow, project)
+    old_open = run_row(check, NOW - timedelta(days=2))
+    old_closed = run_row(check, NOW - timedelta(days=2, hours=1), outcome="on_time")
+    recent = run_row(check, NOW - timedelta(minutes=5), outcome="on_time")
+    await uow.connection.execute(t.runs.insert(), [old_open, old_closed, recent])
+    await uow.connection.execute(
+        t.tick_marks.insert(),
+        [
+            {"check_id": check, "scheduled": NOW - timedelta(days=2), "outcome": "missed"},
+            {"check_id": check, "scheduled": NOW - timedelta(minutes=5), "outcome": "on_time"},
+        ],
+    )
+    books = await uow.detection.books({check: NOW - timedelta(hours=1), empty: None})
+    assert set(books[check].runs) == {old_open["id"], recent["id"]}
+    assert list(books[check].marks) == [NOW - timedelta(minutes=5)]
+    assert books[empty].runs == {} and books[empty].marks == {}
+    assert await uow.detection.books({}) == {}
+
+
+async def test_save_sweep_writes_states_marks_flips_and_runs(uow: UnitOfWork) -> None:
+    project = await add_project(uow)
+    check = await add_check(uow, project, next_due=NOW - timedelta(seconds=1))
+    other = await add_check(uow, project, next_due=NOW - timedelta(seconds=1))
+    existing = run_row(check, NOW - timedelta(hours=1))
+    await uow.connection.execute(t.runs.insert(), [existing])
+    await uow.connection.execute(
+        t.tick_marks.insert().values(check_id=check, scheduled=NOW - timedelta(hours=2), outcome="missed")
+    )
+    rows, _ = await uow.detection.lock_due(NOW, None, 10, COLUMNS)
+    states = []
+    for row in rows:
+        state = repositories.state_values(repositories.state_of(row))
+        state.update(id=row["id"], episode_key=f"missed:{row['id']}", episode_count=1, bad_streak=1)
+        states.append(state)
+    new_run = run_row(check, NOW - timedelta(minutes=1))
+    await uow.detection.save_sweep(
+        states,
+        marks=[
+            {"check_id": check, "scheduled": NOW - timedelta(hours=2), "outcome": "on_time"},  # kept
+            {"check_id": check, "scheduled": NOW - timedelta(minutes=1), "outcome": "missed"},
+        ],
+        flips=[{"check_id": check, "created_at": NOW, "up": 0, "reason": "missed", "token": 7}],
+        new_runs=[new_run],
+        changed_runs=[{**existing, "outcome": "missed", "timed_out": True}],
+    )
+    found = await uow.checks.by_ids([check, other])
+    assert (
+        found[check]["episode_key"] == f"missed:{check}" and found[other]["episode_key"] == f"missed:{other}"
+    )
+    assert found[check]["bad_streak"] == 1 and found[check]["episode_count"] == 1
+    assert await marks_of(uow, check) == [
+        (NOW - timedelta(hours=2), "missed"),
+        (NOW - timedelta(minutes=1), "missed"),
+    ]
+    assert await flips_of(uow, check) == [(NOW, 0, "missed", 7)]
+    runs = await runs_of(uow, check)
+    assert [(r["id"], r["outcome"], r["timed_out"]) for r in runs] == [
+        (existing["id"], "missed", True),
+        (new_run["id"], None, False),
+    ]
+
+
+async def test_save_sweep_of_nothing_writes_nothing(uow: UnitOfWork) -> None:
+    await uow.detection.save_sweep([], marks=[], flips=[], new_runs=[], changed_runs=[])
+
+
+async def test_write_effects_inserts_runs_marks_flips_and_updates_changed_runs(uow: UnitOfWork) -> None:
+    project = await add_project(uow)
+    check = await add_check(uow, project)
+    existing = run_row(check, NOW - timedelta(hours=1))
+    await uow.connection.execute(t.runs.insert(), [existing])
+    await uow.connection.execute(
+        t.tick_marks.insert().values(check_id=check, scheduled=NOW - timedelta(hours=2), outcome="missed")
+    )
+    new_run = run_row(check, NOW, started_at=NOW)
+    changed = {"b_id": existing["id"], "check_id": check, "outcome": "on_time", "finished_at": NOW}
+    await uow.detection.write_effects(
+        new_runs=[new_run],
+        changed_runs=[changed],
+        marks=[
+            {"check_id": check, "scheduled": NOW - timedelta(hours=2), "outcome": "on_time"},  # kept
+            {"check_id": check, "scheduled": NOW - timedelta(hours=1), "outcome": "on_time"},
+        ],
+        flips=[{"check_id": check, "created_at": NOW, "up": 1, "reason": "success", "token": None}],
+    )
+    runs = await runs_of(uow, check)
+    assert [(r["id"], r["outcome"], r["finished_at"], r["started_at"]) for r in runs] == [
+        (existing["id"], "on_time", NOW, None),
+        (new_run["id"], None, None, NOW),
+    ]
+    assert await marks_of(uow, check) == [
+        (NOW - timedelta(hours=2), "missed"),
+        (NOW - timedelta(hours=1), "on_time"),
+    ]
+    assert await flips_of(uow, check) == [(NOW, 1, "success", None)]
+    await uow.detection.write_effects(new_runs=[], changed_runs=[], marks=[], flips=[])
+
+
+async def test_latest_arrivals_are_each_checks_latest_runs_by_first_ping(uow: UnitOfWork) -> None:
+    project = await add_project(uow)
+    check = await add_check(uow, project, kind="cron", schedule="* * * * *")
+    other = await add_check(uow, project, kind="cron", schedule="* * * * *")
+    ticks = [NOW - timedelta(minutes=n) for n in (3, 2, 1)]
+    await uow.connection.execute(
+        t.runs.insert(),
+        [
+            run_row(check, ticks[0], first_ping_at=ticks[0] + timedelta(seconds=5)),
+            # arrived last though its tick is older: first by arrival
+            run_row(check, ticks[1], first_ping_at=ticks[2] + timedelta(seconds=30)),
+            run_row(check, ticks[2], first_ping_at=ticks[2] + timedelta(seconds=5)),
+            run_row(other, ticks[0], first_ping_at=ticks[0]),
+        ],
+    )
+    found = sorted(await uow.detection.latest_arrivals([check, other], 2))
+    assert found == sorted(
+        [
+            (check, ticks[1], ticks[2] + timedelta(seconds=30)),
+            (check, ticks[2], ticks[2] + timedelta(seconds=5)),
+            (other, ticks[0], ticks[0]),
+        ]
+    )
+    assert await uow.detection.latest_arrivals([], 2) == []
+
+
+async def test_checks_named_finds_by_uuid_or_by_slug_across_projects(uow: UnitOfWork) -> None:
+    first = await add_project(uow, "a")
+    second = await add_project(uow, "b")
+    one = await add_check(uow, first, slug="backup", name="one")
+    two = await add_check(uow, second, slug="backup")
+    await add_check(uow, second, slug="backup-2")
+    uuid = (await uow.checks.by_ids([one]))[one]["uuid"]
+    (row,) = await uow.detection.checks_named(uuid=uuid)
+    assert (row["id"], row["name"], row["slug"], row["project_id"]) == (one, "one", "backup", first)
+    assert sorted(r["id"] for r in await uow.detection.checks_named(slug="backup")) == [one, two]
+    assert len(await uow.detection.checks_named(slug="backup", limit=1)) == 1
+    assert await uow.detection.checks_named(slug="nothing") == []
+    assert await uow.detection.checks_named(uuid=str(uuid_module.uuid4())) == []
+
+
+async def test_recipient_exists_by_uuid_or_by_ping_key_and_slug(uow: UnitOfWork) -> None:
+    first = await add_project(uow, "a")
+    second = await add_project(uow, "b")
+    check = await add_check(uow, first, slug="backup")
+    uuid = (await uow.checks.by_ids([check]))[check]["uuid"]
+    rows = await uow.connection.execute(select(t.projects.c.id, t.projects.c.ping_key))
+    keys = {int(project_id): str(key) for project_id, key in rows}
+    assert await uow.detection.recipient_exists(uuid=uuid)
+    assert not await uow.detection.recipient_exists(uuid=str(uuid_module.uuid4()))
+    assert await uow.detection.recipient_exists(ping_key=keys[first], slug="backup")
+    assert not await uow.detection.recipient_exists(ping_key=keys[second], slug="backup")
+    assert not await uow.detection.recipient_exists(ping_key=keys[first], slug="other")
