@@ -26,6 +26,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
+import functools
 import importlib
 import logging
 import re
@@ -202,6 +203,14 @@ def _capture_apprise_log(secrets: list[str] | None = None) -> Iterator[_SendLog]
         _active.reset(token)
 
 
+@functools.lru_cache(maxsize=1024)
+def _secrets_of(url: str) -> tuple[str, ...]:
+    """:func:`url_secrets` of a channel URL, remembered: working them out parses the URL with
+    Apprise twice (a sixth of a webhook send's CPU), and a channel's URL is the same for every
+    one of its sends. The secrets stay in this process's memory, as the channel rows do."""
+    return tuple(url_secrets(url))
+
+
 # --------------------------------------------------------------------------- notifier
 
 
@@ -280,11 +289,13 @@ class AppriseNotifier:
         except Exception as exc:  # never raise delivery problems into the dispatcher
             logger.exception("apprise send crashed", extra={"action": "notify_crashed", "url": mask_url(url)})
             return DeliveryResult.failed(
-                redact(f"delivery crashed: {type(exc).__name__}: {exc}", url_secrets(url))
+                redact(f"delivery crashed: {type(exc).__name__}: {exc}", list(_secrets_of(url)))
             )
         if result.error:
             # Apprise's log lines and exception texts may quote a token-bearing URL.
-            result = DeliveryResult.failed(redact(result.error, url_secrets(url)), permanent=result.permanent)
+            result = DeliveryResult.failed(
+                redact(result.error, list(_secrets_of(url))), permanent=result.permanent
+            )
         return result
 
     def _run_in_thread(
@@ -343,7 +354,7 @@ class AppriseNotifier:
         sender = apprise.Apprise(asset=ASSET)
         sender.add(plugin)
         plain = scheme in _PLAIN_TEXT_SCHEMES
-        secrets = url_secrets(url)
+        secrets = list(_secrets_of(url))
         with _capture_apprise_log(secrets) as log, connect_guard(not self.allow_private_targets) as refused:
             plugin.logger = _DetailLogger(plugin.logger, log.details)
             result = sender.notify(
