@@ -108,6 +108,7 @@ class _ClaimPacing:
     def __init__(self) -> None:
         self.idle_skip: frozenset[str] | None = None
         self.at = float("-inf")
+        self.poll_at: float | None = None
 
     def worth_claiming(self, full: set[str]) -> bool:
         return not (
@@ -122,6 +123,16 @@ class _ClaimPacing:
 
     def news(self) -> None:
         self.idle_skip = None
+        self.poll_at = None
+
+    async def idle_for(self, engine: AsyncEngine, clock: Clock) -> float:
+        """Seconds to wait (:func:`_idle_for`); while claims are skipped, the poll instant found
+        for the last empty claim stands (not one more query per delivery ended)."""
+        if self.idle_skip is not None and self.poll_at is not None:
+            return max(0.0, self.poll_at - time.monotonic())
+        wait = await _idle_for(engine, clock)
+        self.poll_at = time.monotonic() + wait
+        return wait
 
 
 class _Recorder:
@@ -276,7 +287,7 @@ async def run_notifier(
             waiters = {asyncio.create_task(wake.wait()), asyncio.create_task(slots.freed.wait())}
             try:
                 await asyncio.wait(
-                    waiters, timeout=await _idle_for(engine, clock), return_when=asyncio.FIRST_COMPLETED
+                    waiters, timeout=await claims.idle_for(engine, clock), return_when=asyncio.FIRST_COMPLETED
                 )
             finally:
                 for waiter in waiters:
