@@ -26,6 +26,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
+import functools
 import importlib
 import logging
 import re
@@ -86,27 +87,41 @@ _active: contextvars.ContextVar[_SendLog | None] = contextvars.ContextVar(
 )
 
 
-class _SendLog(logging.Handler):
-    """Collects ``apprise`` records emitted in the context of one send.
+class _SendLog:
+    """Collects the ``apprise`` records (WARNING and up) emitted in the context of one send.
 
-    Every concurrent send attaches its own handler; each keeps only records whose context
-    carries it (Apprise runs plugins in worker threads with a copy of the caller's
-    context), so sends running side by side never see each other's errors.
+    One handler on the ``apprise`` logger (:class:`_ToActiveSend`) hands each record to the
+    send whose context it was emitted in (Apprise runs plugins in worker threads with a copy
+    of the caller's context), so sends running side by side never see each other's errors.
+    A send used to attach and detach a ``logging.Handler`` of its own, which takes logging's
+    process-wide lock three times per send (creating, adding, removing).
     """
 
     def __init__(self, secrets: list[str] | None = None) -> None:
-        super().__init__(level=logging.WARNING)
         self.lines: list[str] = []
         self.details: list[str] = []
         self.secrets: list[str] = secrets or []
 
     def emit(self, record: logging.LogRecord) -> None:
-        if _active.get() is not self:
-            return
-        try:
+        with contextlib.suppress(Exception):  # a malformed record must not break delivery
             self.lines.append(record.getMessage())
-        except Exception:  # a malformed record must not break delivery
-            self.handleError(record)
+
+
+class _ToActiveSend(logging.Handler):
+    """The ``apprise`` logger's handler: passes each record to the send in progress in the
+    record's context (:data:`_active`), if any."""
+
+    def __init__(self) -> None:
+        super().__init__(level=logging.WARNING)
+
+    def handle(self, record: logging.LogRecord) -> bool:
+        send = _active.get()
+        if send is not None and self.filter(record):
+            send.emit(record)
+        return True
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.handle(record)
 
 
 class _DetailLogger:
@@ -187,19 +202,25 @@ class _RedactSecrets(logging.Filter):
 
 
 logging.getLogger("apprise").addFilter(_RedactSecrets())
+logging.getLogger("apprise").addHandler(_ToActiveSend())
 
 
 @contextmanager
 def _capture_apprise_log(secrets: list[str] | None = None) -> Iterator[_SendLog]:
     handler = _SendLog(secrets)
     token = _active.set(handler)
-    apprise_logger = logging.getLogger("apprise")
-    apprise_logger.addHandler(handler)  # addHandler/removeHandler take logging's lock
     try:
         yield handler
     finally:
-        apprise_logger.removeHandler(handler)
         _active.reset(token)
+
+
+@functools.lru_cache(maxsize=1024)
+def _secrets_of(url: str) -> tuple[str, ...]:
+    """:func:`url_secrets` of a channel URL, remembered: working them out parses the URL with
+    Apprise twice (a sixth of a webhook send's CPU), and a channel's URL is the same for every
+    one of its sends. The secrets stay in this process's memory, as the channel rows do."""
+    return tuple(url_secrets(url))
 
 
 # --------------------------------------------------------------------------- notifier
@@ -280,11 +301,13 @@ class AppriseNotifier:
         except Exception as exc:  # never raise delivery problems into the dispatcher
             logger.exception("apprise send crashed", extra={"action": "notify_crashed", "url": mask_url(url)})
             return DeliveryResult.failed(
-                redact(f"delivery crashed: {type(exc).__name__}: {exc}", url_secrets(url))
+                redact(f"delivery crashed: {type(exc).__name__}: {exc}", list(_secrets_of(url)))
             )
         if result.error:
             # Apprise's log lines and exception texts may quote a token-bearing URL.
-            result = DeliveryResult.failed(redact(result.error, url_secrets(url)), permanent=result.permanent)
+            result = DeliveryResult.failed(
+                redact(result.error, list(_secrets_of(url))), permanent=result.permanent
+            )
         return result
 
     def _run_in_thread(
@@ -343,7 +366,7 @@ class AppriseNotifier:
         sender = apprise.Apprise(asset=ASSET)
         sender.add(plugin)
         plain = scheme in _PLAIN_TEXT_SCHEMES
-        secrets = url_secrets(url)
+        secrets = list(_secrets_of(url))
         with _capture_apprise_log(secrets) as log, connect_guard(not self.allow_private_targets) as refused:
             plugin.logger = _DetailLogger(plugin.logger, log.details)
             result = sender.notify(

@@ -113,6 +113,7 @@ async def claim_due(
     limit: int,
     skip_channels: Collection[str] = (),
     skip_notifications: Collection[int] = (),
+    keep: Callable[[str, str], bool] | None = None,
 ) -> list[Job]:
     """Claim up to ``limit`` due notifications for this sender, in one transaction.
 
@@ -126,6 +127,10 @@ async def claim_due(
         skip_channels: channel ids not to claim for now (their target host is at its limit of
             deliveries in flight).
         skip_notifications: notification ids not to claim (already handled by the caller).
+        keep: called with ``(channel_id, url)`` for each claimed row, oldest due first; a row it
+            answers false for is given back in the same transaction and never rendered (the
+            notifier's per-target limit: rows beyond a target's room cost no template and no
+            second transaction).
 
     Returns:
         The claimed jobs, oldest due first, with their messages rendered.
@@ -143,6 +148,12 @@ async def claim_due(
             skip_channels=skip_channels,
             skip_notifications=skip_notifications,
         )
+        if keep is not None:
+            kept = [row for row in rows if keep(row["channel_id"], row["url"])]
+            given_back = {row["id"] for row in rows} - {row["id"] for row in kept}
+            if given_back:
+                await outbox.release(conn, {token: given_back})
+            rows = kept
     return [_job(row, token, settings) for row in rows]
 
 

@@ -31,7 +31,6 @@ from monitor.services.dispatch import (
     next_delivery_at,
     prepare_many,
     record_many,
-    release_claims,
 )
 from monitor.settings import Settings
 
@@ -42,6 +41,9 @@ IDLE_POLL = 1.0
 
 RECORD_BATCH = 256
 """Most attempts the recorder commits in one transaction."""
+
+CLAIM_RECHECK = 0.1
+"""Seconds after an empty claim before the loop claims again with nothing new to go on."""
 
 DRAIN_TIMEOUT = 5.0
 """Seconds a stopping notifier spends recording attempts whose sends have ended."""
@@ -65,6 +67,70 @@ class _Slots:
         self.count -= 1
         self.busy[target] -= 1
         self.freed.set()
+
+
+def _full_channels(channel_targets: dict[str, str], slots: _Slots, per_host: int) -> set[str]:
+    """Channels not to claim for now: their target has fewer than a quarter of its
+    ``per_host`` slots free (at least one). Waiting for a few slots to free up claims a
+    busy target's rows several at a time instead of one claim transaction per delivery."""
+    low = per_host - max(1, per_host // 4)
+    return {channel for channel, target in channel_targets.items() if slots.busy[target] > low}
+
+
+class _Room:
+    """The ``keep`` test of :func:`~monitor.services.dispatch.claim_due`: a claimed row is
+    kept while its target has a free slot, counting the rows kept before it in this claim."""
+
+    def __init__(self, channel_targets: dict[str, str], slots: _Slots, per_host: int) -> None:
+        self.channel_targets = channel_targets
+        self.slots = slots
+        self.per_host = per_host
+        self.planned: Counter[str] = Counter()
+        self.seen = 0
+
+    def __call__(self, channel_id: str, url: str) -> bool:
+        self.seen += 1
+        target = self.channel_targets.setdefault(channel_id, target_key(url))
+        if self.slots.busy[target] + self.planned[target] >= self.per_host:
+            return False
+        self.planned[target] += 1
+        return True
+
+
+class _ClaimPacing:
+    """Skips claims that cannot find anything: after a claim found no row, another one is
+    pointless until the set of skipped channels changes, the loop is woken (new rows) or its
+    poll times out, or :data:`CLAIM_RECHECK` has passed (a delivery ending alone changes
+    none of these; a burst to one target used to cost an empty claim per delivery)."""
+
+    def __init__(self) -> None:
+        self.idle_skip: frozenset[str] | None = None
+        self.at = float("-inf")
+        self.poll_at: float | None = None
+
+    def worth_claiming(self, full: set[str]) -> bool:
+        return not (
+            self.idle_skip is not None
+            and self.idle_skip == full
+            and time.monotonic() - self.at < CLAIM_RECHECK
+        )
+
+    def claimed(self, full: set[str], *, found: int) -> None:
+        self.idle_skip = frozenset(full) if found == 0 else None
+        self.at = time.monotonic()
+
+    def news(self) -> None:
+        self.idle_skip = None
+        self.poll_at = None
+
+    async def idle_for(self, engine: AsyncEngine, clock: Clock) -> float:
+        """Seconds to wait (:func:`_idle_for`); while claims are skipped, the poll instant found
+        for the last empty claim stands (not one more query per delivery ended)."""
+        if self.idle_skip is not None and self.poll_at is not None:
+            return max(0.0, self.poll_at - time.monotonic())
+        wait = await _idle_for(engine, clock)
+        self.poll_at = time.monotonic() + wait
+        return wait
 
 
 class _Recorder:
@@ -163,6 +229,7 @@ async def run_notifier(
     channel_targets: dict[str, str] = {}
     recorder = _Recorder(engine, settings)
     recorder.start()
+    claims = _ClaimPacing()
     last_sweep = float("-inf")
     reminder_failures = FailureLog(logger, "reminder sweep", action="reminders_failed")
     round_failures = FailureLog(logger, "notifier round", action="notifier_failed")
@@ -181,24 +248,23 @@ async def run_notifier(
                 else:
                     reminder_failures.succeeded()
             try:
-                full = {
-                    channel
-                    for channel, target in channel_targets.items()
-                    if slots.busy[target] >= settings.notify_per_host
-                }
-                jobs = await claim_due(
-                    engine, clock.now(), settings=settings, limit=limit - slots.count, skip_channels=full
-                )
+                full = _full_channels(channel_targets, slots, settings.notify_per_host)
                 accepted: list[tuple[Job, str]] = []
-                surplus = []
-                for job in jobs:
-                    target = channel_targets.setdefault(job.channel_id, target_key(job.url))
-                    if slots.busy[target] >= settings.notify_per_host:
-                        surplus.append(job)
-                        continue
-                    slots.take(target)
-                    accepted.append((job, target))
-                await release_claims(engine, surplus)
+                if claims.worth_claiming(full):
+                    keep = _Room(channel_targets, slots, settings.notify_per_host)
+                    jobs = await claim_due(
+                        engine,
+                        clock.now(),
+                        settings=settings,
+                        limit=limit - slots.count,
+                        skip_channels=full,
+                        keep=keep,
+                    )
+                    claims.claimed(full, found=keep.seen)
+                    for job in jobs:
+                        target = channel_targets[job.channel_id]
+                        slots.take(target)
+                        accepted.append((job, target))
                 if accepted:
                     task = asyncio.create_task(
                         _batch(engine, notifier, accepted, clock, settings, slots, recorder, pre_send_delay)
@@ -213,16 +279,19 @@ async def run_notifier(
             else:
                 round_failures.succeeded()
             if started and slots.count < limit:
+                claims.news()
                 continue
             wake.clear()
             waiters = {asyncio.create_task(wake.wait()), asyncio.create_task(slots.freed.wait())}
             try:
                 await asyncio.wait(
-                    waiters, timeout=await _idle_for(engine, clock), return_when=asyncio.FIRST_COMPLETED
+                    waiters, timeout=await claims.idle_for(engine, clock), return_when=asyncio.FIRST_COMPLETED
                 )
             finally:
                 for waiter in waiters:
                     waiter.cancel()
+            if wake.is_set() or not slots.freed.is_set():
+                claims.news()  # woken (new rows) or the poll timed out (due retries, other processes)
     finally:
         for task in batches:
             task.cancel()
