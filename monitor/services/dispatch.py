@@ -152,7 +152,7 @@ async def claim_due(
             kept = [row for row in rows if keep(row["channel_id"], row["url"])]
             given_back = {row["id"] for row in rows} - {row["id"] for row in kept}
             if given_back:
-                await outbox.release(conn, {token: given_back})
+                await outbox.release(uow.connection, {token: given_back})
             rows = kept
     return [_job(row, token, settings) for row in rows]
 

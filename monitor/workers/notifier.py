@@ -123,7 +123,7 @@ class _ClaimPacing:
         self.idle_skip = None
         self.poll_at = None
 
-    async def idle_for(self, engine: AsyncEngine, clock: Clock) -> float:
+    async def idle_for(self, engine: Engine, clock: Clock) -> float:
         """Seconds to wait (:func:`_idle_for`); while claims are skipped, the poll instant found
         for the last empty claim stands (not one more query per delivery ended)."""
         if self.idle_skip is not None and self.poll_at is not None:
