@@ -148,6 +148,11 @@ class PingApp:
         return b"".join(chunks), size
 
     def _parse(self, scope: Scope, received: datetime, method: str, body: bytes, size: int) -> PingRequest:
+        """The ping the request makes (:class:`PingRequest`), or :class:`BadPing` saying why not.
+
+        Long because the ping request's parts (method, path, query, headers, body) are read in
+        turn, each with its own plain-text error.
+        """
         raw = scope.get("raw_path")
         path: str = raw.decode("latin-1").split("?", 1)[0] if raw else scope["path"]
         if path.startswith("/ping"):

@@ -77,7 +77,7 @@ def claim_length(settings: Settings) -> timedelta:
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
-class Job:
+class Delivery:
     """A claimed notification: where to send what, and the claim that allows it.
 
     Attributes:
@@ -114,7 +114,7 @@ async def claim_due(
     skip_channels: Collection[str] = (),
     skip_notifications: Collection[int] = (),
     keep: Callable[[str, str], bool] | None = None,
-) -> list[Job]:
+) -> list[Delivery]:
     """Claim up to ``limit`` due notifications for this sender, in one transaction.
 
     Only the first open notification per check and channel is due (order per check and
@@ -134,6 +134,9 @@ async def claim_due(
 
     Returns:
         The claimed jobs, oldest due first, with their messages rendered.
+
+    Long because the claim, the per-target give-back and the rendering happen in one transaction, in
+    that order.
     """
     if limit <= 0:
         return []
@@ -157,14 +160,14 @@ async def claim_due(
     return [_job(row, token, settings) for row in rows]
 
 
-def _claims(jobs: Sequence[Job]) -> dict[str, set[int]]:
+def _claims(jobs: Sequence[Delivery]) -> dict[str, set[int]]:
     claims: dict[str, set[int]] = defaultdict(set)
     for job in jobs:
         claims[job.token].add(job.notification_id)
     return claims
 
 
-async def release_claims(engine: Engine, jobs: Sequence[Job]) -> None:
+async def release_claims(engine: Engine, jobs: Sequence[Delivery]) -> None:
     """Give back claimed, unsent jobs (their rows become claimable at once), under their tokens."""
     if not jobs:
         return
@@ -172,8 +175,8 @@ async def release_claims(engine: Engine, jobs: Sequence[Job]) -> None:
         await outbox.release(uow.connection, _claims(jobs))
 
 
-def _job(row: Mapping[Any, Any], token: str, settings: Settings) -> Job:
-    return Job(
+def _job(row: Mapping[Any, Any], token: str, settings: Settings) -> Delivery:
+    return Delivery(
         notification_id=row["id"],
         attempts=row["attempts"],
         url=row["url"],
@@ -249,7 +252,7 @@ def window_of(row: Mapping[Any, Any]) -> maintenance.Window:
     )
 
 
-async def prepare(engine: Engine, job: Job, now: datetime, *, settings: Settings) -> Job | None:
+async def prepare(engine: Engine, job: Delivery, now: datetime, *, settings: Settings) -> Delivery | None:
     """Re-check the claim right before sending, and apply maintenance windows and rate limits.
 
     One transaction: renew the claim only if the row still carries ``job.token`` and is not
@@ -270,8 +273,8 @@ async def prepare(engine: Engine, job: Job, now: datetime, *, settings: Settings
 
 
 async def prepare_many(
-    engine: Engine, jobs: Sequence[Job], now: datetime, *, settings: Settings
-) -> list[Job | None]:
+    engine: Engine, jobs: Sequence[Delivery], now: datetime, *, settings: Settings
+) -> list[Delivery | None]:
     """:func:`prepare` for several jobs in one transaction (the notifier's batches).
 
     A fixed number of statements per batch, whatever its size: lock the channels (PostgreSQL,
@@ -289,8 +292,8 @@ async def prepare_many(
 
 
 async def _prepare_batch(
-    conn: Connection, jobs: Sequence[Job], now: datetime, settings: Settings
-) -> list[Job | None]:
+    conn: Connection, jobs: Sequence[Delivery], now: datetime, settings: Settings
+) -> list[Delivery | None]:
     """The batch's jobs that go out now (``None`` where not), in four steps: still claimed,
     not held back by a maintenance window, within the rate limit, with their digest riders."""
     until = now + claim_length(settings)
@@ -301,7 +304,7 @@ async def _prepare_batch(
     return await _with_riders(conn, jobs, accepted, now=now, until=until, settings=settings)
 
 
-def _still_claimed(jobs: Sequence[Job], renewed: Collection[int]) -> list[int]:
+def _still_claimed(jobs: Sequence[Delivery], renewed: Collection[int]) -> list[int]:
     """Indexes of the jobs whose claim was renewed, by (channel, notification)."""
     order = sorted(range(len(jobs)), key=lambda i: (jobs[i].channel_id, jobs[i].notification_id))
     live = []
@@ -316,7 +319,7 @@ def _still_claimed(jobs: Sequence[Job], renewed: Collection[int]) -> list[int]:
     return live
 
 
-async def _not_in_maintenance(conn: Connection, jobs: Sequence[Job], live: list[int]) -> list[int]:
+async def _not_in_maintenance(conn: Connection, jobs: Sequence[Delivery], live: list[int]) -> list[int]:
     """``live`` without the jobs a maintenance window holds back (those are suppressed)."""
     windows: dict[int, list[maintenance.Window]] = defaultdict(list)
     for row in await outbox.maintenance_windows(conn, {jobs[i].project_id for i in live}):
@@ -341,7 +344,7 @@ async def _not_in_maintenance(conn: Connection, jobs: Sequence[Job], live: list[
 
 
 async def _within_rate_limit(
-    conn: Connection, jobs: Sequence[Job], unmuted: list[int], now: datetime, settings: Settings
+    conn: Connection, jobs: Sequence[Delivery], unmuted: list[int], now: datetime, settings: Settings
 ) -> list[int]:
     """``unmuted`` without the jobs over the rate limit (held for a digest), marked sending.
 
@@ -384,15 +387,15 @@ async def _within_rate_limit(
 
 async def _with_riders(
     conn: Connection,
-    jobs: Sequence[Job],
+    jobs: Sequence[Delivery],
     accepted: list[int],
     *,
     now: datetime,
     until: datetime,
     settings: Settings,
-) -> list[Job | None]:
+) -> list[Delivery | None]:
     """The accepted jobs, each carrying the held notifications of its source as a digest."""
-    ready: list[Job | None] = [None] * len(jobs)
+    ready: list[Delivery | None] = [None] * len(jobs)
     sending = {jobs[i].notification_id for i in accepted}
     held = await outbox.held_sources(conn, {jobs[i].source for i in accepted})
     for index in accepted:
@@ -488,7 +491,7 @@ async def deliver_due(
 async def deliver(
     engine: Engine,
     notifier: Notifier,
-    job: Job,
+    job: Delivery,
     clock: Callable[[], datetime],
     *,
     settings: Settings,
@@ -525,14 +528,14 @@ async def deliver(
 class Attempt:
     """One delivery's outcome waiting to be recorded: the job, the result, when the send ended."""
 
-    job: Job
+    job: Delivery
     result: DeliveryResult
     at: datetime
 
 
 async def record(
     engine: Engine,
-    job: Job,
+    job: Delivery,
     result: DeliveryResult,
     now: datetime,
     *,

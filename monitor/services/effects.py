@@ -142,6 +142,8 @@ async def record_alerts(
 
     Returns:
         Ids of the alerts this call inserted.
+
+    Long because alerts are inserted and their notifications queued per routed channel in one pass.
     """
     batch = CheckAlerts(check=check, drafts=drafts, status=status, log_tail=log_tail, recovering=recovering)
     return await record_alerts_many(conn, [batch], now=now, base_url=base_url, token=token)

@@ -251,6 +251,10 @@ async def _ingest(
     settings: Settings,
     limiter: RateLimiter | None,
 ) -> list[PingAnswer]:
+    """
+    Long because a batch's transaction resolves, binds, judges and writes in one sequence whose
+    steps share its rows.
+    """
     now = max(r.received for r in requests)
     conn = uow.connection
     targets, rows, created = await _resolve(uow, requests, now, shards=settings.shards)

@@ -147,6 +147,9 @@ async def insert_alert(
 
     Returns:
         True if the alert was inserted (False: its key existed already).
+
+    Long because an alert and its notification per channel are written together, with the channel
+    routing rules.
     """
     message = templates.render(facts)
     (alert_id,) = await outbox.insert_alerts(
@@ -249,6 +252,8 @@ async def summarise(
 
     Returns:
         True if a summary alert was raised.
+
+    Long because an ended occurrence's summary is gathered and queued in one transaction.
     """
     held_rows = await held_back(conn, row["project_id"], window, occurrence, row["summarized_until"])
     if not held_rows:

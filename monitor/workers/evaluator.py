@@ -300,7 +300,10 @@ async def run_evaluator(
     engine: Engine, settings: Settings, clock: Clock, *, wake: asyncio.Event | None = None
 ) -> None:
     """Loop forever: rebalance the shard leases, sweep those just taken, plan, sleep, sweep the
-    plan (fenced)."""
+    plan (fenced).
+
+    Long because the evaluator loop's lease, sweep, backoff and shutdown steps share its state.
+    """
     sweep_engine = engine
     own_engine: Engine | None = None
     if engine.dialect.name == "postgresql":

@@ -26,7 +26,7 @@ from monitor.notify.urls import target_key
 from monitor.services import Engine, reminders
 from monitor.services.dispatch import (
     Attempt,
-    Job,
+    Delivery,
     claim_due,
     next_delivery_at,
     prepare_many,
@@ -221,6 +221,8 @@ async def run_notifier(
     A channel whose target is at its limit is left out of the next claims, and rows claimed
     beyond a target's limit are given back at once, so a slow target holds only its own slots
     and never delays other channels.
+
+    Long because the notifier loop's claims, sends, records and shutdown share its in-flight state.
     """
     wake = wake or asyncio.Event()
     limit = settings.notify_concurrency
@@ -249,7 +251,7 @@ async def run_notifier(
                     reminder_failures.succeeded()
             try:
                 full = _full_channels(channel_targets, slots, settings.notify_per_host)
-                accepted: list[tuple[Job, str]] = []
+                accepted: list[tuple[Delivery, str]] = []
                 if claims.worth_claiming(full):
                     keep = _Room(channel_targets, slots, settings.notify_per_host)
                     jobs = await claim_due(
@@ -303,7 +305,7 @@ async def run_notifier(
 async def _batch(
     engine: Engine,
     notifier: Notifier,
-    jobs: list[tuple[Job, str]],
+    jobs: list[tuple[Delivery, str]],
     clock: Clock,
     settings: Settings,
     slots: _Slots,
@@ -339,7 +341,7 @@ async def _batch(
 
 async def _send(
     notifier: Notifier,
-    job: Job,
+    job: Delivery,
     target: str,
     clock: Clock,
     settings: Settings,

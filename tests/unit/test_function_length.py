@@ -19,18 +19,7 @@ REASON = "long because"
 
 #: ``path:qualified name`` -> what the function does, in modules outside this rule's first pass
 #: (the edges, services, loops and scheduler, split by their owners).
-ALLOWED: dict[str, str] = {
-    "monitor/http/ping.py:PingApp._parse": "the ping request's parts read in turn (ping API)",
-    "monitor/services/dispatch.py:claim_due": "the delivery claim in one transaction (dispatch)",
-    "monitor/services/dispatch.py:_prepare": "a delivery's preparation (dispatch)",
-    "monitor/services/dispatch.py:_record": "one attempt's outcome recorded (dispatch)",
-    "monitor/services/effects.py:record_alerts": "alerts inserted and notifications queued (effects)",
-    "monitor/services/ingest.py:_ingest": "a ping's transaction (ingest)",
-    "monitor/services/reminders.py:insert_alert": "an alert and its notifications per channel",
-    "monitor/services/reminders.py:summarise": "an ended occurrence's summary (reminders)",
-    "monitor/workers/evaluator.py:run_evaluator": "the evaluator loop (workers)",
-    "monitor/workers/notifier.py:run_notifier": "the notifier loop (workers)",
-}
+ALLOWED: dict[str, str] = {}
 
 
 def _functions(
