@@ -137,10 +137,9 @@ async def list_page(
         )
     reads = UnitOfWork.joining(conn).dashboard
     counts = await reads.status_counts(ids, now)
-    if "\x00" in q + tag:
-        # no name, slug or tag holds a NUL (refused when saved), and PostgreSQL cannot compare one
-        matched, rows = 0, []
-    else:
+    # no name, slug or tag holds a NUL (refused when saved), and PostgreSQL cannot compare one
+    matched, rows = 0, list[dict[str, Any]]()
+    if "\x00" not in q + tag:
         matched, rows = await reads.check_page(
             ids, now, needle=q.strip().lower(), tag=tag.strip(), status=status, offset=offset, limit=limit
         )
