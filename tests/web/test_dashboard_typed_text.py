@@ -1,6 +1,7 @@
-"""A NUL character typed or pasted into a dashboard form or filter gets a field error or an empty
-result, never a 500: PostgreSQL's ``text`` cannot hold NUL, so such a value must not reach a
-query. In process on SQLite and PostgreSQL (clock injected).
+"""Text the dashboard's forms and filters must take as typed, in process on SQLite and PostgreSQL
+(clock injected): a NUL character typed or pasted gets a field error or an empty result, never a
+500 (PostgreSQL's ``text`` cannot hold NUL, so such a value must not reach a query), and the name
+search ignores case beyond ASCII on both backends (SQLite's own ``lower()`` folds ASCII only).
 """
 
 from __future__ import annotations
@@ -58,3 +59,15 @@ async def test_an_email_with_a_nul_is_refused_when_creating_adding_or_logging_in
     refused = await log_in(api, email="ops\x00@example.com")
     assert refused.status_code == 400, refused.text[:300]
     assert "wrong email or password" in refused.text
+
+
+async def test_the_name_search_ignores_the_case_of_letters_beyond_ascii(api: Api) -> None:
+    await create_check(api, name="Éclair Übertragung")
+    await create_check(api, name="other")
+    await make_user(api)
+    await log_in(api)
+    for typed in ("Éclair", "éclair", "ÉCLAIR", "übertragung", "ÜBERTRAGUNG"):
+        answer = await api.client.get("/", params={"q": typed})
+        rows = answer.text.split("check-rows", 1)[-1]
+        assert answer.status_code == 200 and ">Éclair Übertragung<" in rows, typed
+        assert ">other<" not in rows, typed
