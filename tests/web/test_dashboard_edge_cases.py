@@ -270,3 +270,32 @@ async def test_a_test_send_to_a_target_that_never_answers_says_it_timed_out(api:
     assert said is not None, tested.text[:500]
     # it connected: the news is that the target did not answer in time, not "cannot connect"
     assert re.fullmatch(r"Test notification to silent: failed: timed out after [0-9.]+s", said.group(1)), said
+
+
+async def test_a_form_sent_after_the_session_ended_says_nothing_was_saved_and_leads_back(api: Api) -> None:
+    await make_user(api)
+    await log_in(api)
+    form = await api.client.get("/checks/new")
+    token = csrf_of(form.text)
+    await api.client.post("/logout", data={"csrf_token": token})  # another tab logged out
+    sent = await api.client.post(
+        "/checks/new",
+        data={"csrf_token": token, "name": "typed", "schedule": "0 4 * * *"},
+        headers={"Referer": f"{api.client.base_url}/checks/new?from=list"},
+        follow_redirects=False,
+    )
+    assert sent.status_code == 303
+    assert sent.headers["location"] == "/login?next=%2Fchecks%2Fnew%3Ffrom%3Dlist&ended=1"
+    page = await api.client.get(sent.headers["location"])
+    assert "nothing was saved" in page.text
+    assert 'name="next" value="/checks/new?from=list"' in page.text
+    # another site's page is never where the login leads
+    foreign = await api.client.post(
+        "/checks/new",
+        data={"name": "x"},
+        headers={"Referer": "https://evil.example/checks/new"},
+        follow_redirects=False,
+    )
+    assert foreign.headers["location"] == "/login?next=%2F&ended=1"
+    plain = await api.client.get("/login?next=%2Fchecks%2Fnew")
+    assert "nothing was saved" not in plain.text
