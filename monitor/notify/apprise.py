@@ -392,6 +392,10 @@ class AppriseNotifier:
             # A socket read timeout reads as a "connection error" in Apprise's log; what
             # the channel owner needs to know is that the target did not answer in time.
             return DeliveryResult.failed(f"timed out after {timeout:g}s")
+        read_limit = getattr(plugin, "socket_read_timeout", None)
+        if read_limit is not None and any("read timed out" in d.lower() for d in [*lines, *log.details]):
+            # the plugin's own read timeout (shorter than the budget) ended it: the same news
+            return DeliveryResult.failed(f"timed out after {float(read_limit):g}s")
         return _describe_failure(lines, list(dict.fromkeys(log.details)), plugin, scheme)
 
 

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import hashlib
+import json
 import uuid as uuid_module
 from collections.abc import Sequence
 from datetime import datetime
@@ -303,6 +305,17 @@ async def add_channel(
         return await get_channel(uow.connection, project_id, channel_id)
 
 
+CHANGED_SINCE_OPENED = "form: this channel was changed since you opened the form; review and save again"
+
+
+def channel_version(row: Any, routed: set[int]) -> str:
+    """A short hex digest of what the channel's edit form changes: the stored ``row``'s name,
+    URL, kinds and default flag, and ``routed`` (ids of the checks that notify it). Two forms
+    loaded from the same state carry the same version; any save changes it."""
+    state = [row["name"], row["url"], row["kinds"], bool(row["is_default"]), sorted(routed)]
+    return hashlib.sha256(json.dumps(state).encode()).hexdigest()[:16]
+
+
 async def channel_with_checks(
     engine: Engine, project_ids: Sequence[int], channel_id: str
 ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
@@ -354,19 +367,24 @@ async def edit_channel(
     urls: ChannelUrls,
     routed: set[int],
     now: datetime,
+    expected: str = "",
 ) -> None:
     """Change a channel from the dashboard's form in one transaction: ``body`` validated as a
     partial update (:func:`validate_channel`; a masked URL keeps the stored secrets), and the
     checks of its project that notify it made exactly ``routed`` (check ids), each changed
     through :func:`monitor.services.checks.update_check` as the API's ``channels`` field would.
+    A non-empty ``expected`` is the :func:`channel_version` the form was loaded with: when the
+    stored channel's differs (another tab or user saved since), nothing is written.
 
     Raises:
         NotFound: no such channel in these projects. ValidationError, Conflict: a bad field,
-            or a check's change refused.
+            a check's change refused, or :data:`CHANGED_SINCE_OPENED`.
     """
     async with UnitOfWork.begin(engine) as uow:
         conn = uow.connection
         row = await own_channel(conn, project_ids, channel_id)
+        if expected and expected != channel_version(row, await uow.dashboard.routed_checks(channel_id)):
+            raise Conflict(CHANGED_SINCE_OPENED)
         clean = await validate_channel(
             body, partial=True, allow_private=allow_private, urls=urls, stored_url=row["url"]
         )

@@ -122,7 +122,7 @@ async def list_page(
 ) -> CheckPage:
     """A page of the user's checks in triage order (:data:`SEVERITY`, then project, name, id),
     filtered in SQL: ``q`` a substring of the name or slug (any case), ``tag`` one of the
-    check's tags, ``status`` one of :data:`SEVERITY`.
+    check's tags, ``status`` one of :data:`SEVERITY`; a ``q`` or ``tag`` holding NUL matches none.
 
     Each check is its v3 JSON plus ``id``, ``project``, ``tag_list``, ``strip`` (list of
     :class:`TickView`), ``episode`` (the open down episode's alert: ``kind, count, first_tick,
@@ -137,9 +137,12 @@ async def list_page(
         )
     reads = UnitOfWork.joining(conn).dashboard
     counts = await reads.status_counts(ids, now)
-    matched, rows = await reads.check_page(
-        ids, now, needle=q.strip().lower(), tag=tag.strip(), status=status, offset=offset, limit=limit
-    )
+    # no name, slug or tag holds a NUL (refused when saved), and PostgreSQL cannot compare one
+    matched, rows = 0, list[dict[str, Any]]()
+    if "\x00" not in q + tag:
+        matched, rows = await reads.check_page(
+            ids, now, needle=q.strip().lower(), tag=tag.strip(), status=status, offset=offset, limit=limit
+        )
     checks = await decorate(conn, rows, now, settings)
     return CheckPage(
         checks=checks, matched=matched, total=sum(counts.values()), counts=counts, offset=offset, limit=limit

@@ -38,7 +38,8 @@ MAX_FAILED_LOGINS = 5
 LOCKOUT = timedelta(seconds=30)
 MAX_LOCKOUT = timedelta(hours=1)
 MIN_PASSWORD = 8
-EMAIL = re.compile(r"^[^@\s]{1,64}@[^@\s]{1,189}$")
+# no whitespace and no control character (NUL included: PostgreSQL text cannot hold it)
+EMAIL = re.compile(r"^[^@\s\x00-\x1f\x7f]{1,64}@[^@\s\x00-\x1f\x7f]{1,189}$")
 
 _hasher = PasswordHasher()
 
@@ -216,10 +217,12 @@ async def log_in(
 
     A locked account (throttled) is refused without looking at the password; an unknown email
     is throttled alike through ``throttle`` (default: one per process), so a 429 does not tell
-    that an account exists.
+    that an account exists. An email holding NUL is an unknown one.
     """
     uow = UnitOfWork.joining(conn)
-    row = await uow.users.by_email(email.strip().lower())
+    normalized = email.strip().lower()
+    # no account's email holds a NUL (refused when created), and PostgreSQL cannot compare one
+    row = None if "\x00" in normalized else await uow.users.by_email(normalized)
     wrong = LoginResult(error="wrong email or password")
     if row is None:
         unknown = throttle if throttle is not None else _PROCESS_THROTTLE

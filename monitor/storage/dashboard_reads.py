@@ -7,11 +7,34 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import and_, case, func, literal, or_, select, union
+from sqlalchemy import String, and_, case, func, literal, or_, select, union
 from sqlalchemy.ext.asyncio import AsyncConnection
+from sqlalchemy.ext.compiler import compiles
+from sqlalchemy.sql.compiler import SQLCompiler
+from sqlalchemy.sql.functions import FunctionElement
 
 from monitor.storage import tables as t
+from monitor.storage.engine import SQLITE_FOLD
 from monitor.storage.ports import TRIAGE_ORDER
+
+
+class Folded(FunctionElement[str]):
+    """``lower()`` of every letter, as Python's ``str.lower`` (the needle's fold): SQLite's own
+    ``lower()`` folds ASCII only, so ``Éclair`` would never match ``éclair``, nor itself."""
+
+    type = String()
+    inherit_cache = True
+
+
+@compiles(Folded)
+def _folded(element: Folded, compiler: SQLCompiler, **kw: Any) -> str:
+    return f"lower({compiler.process(element.clauses, **kw)})"
+
+
+@compiles(Folded, "sqlite")
+def _folded_sqlite(element: Folded, compiler: SQLCompiler, **kw: Any) -> str:
+    # registered on every SQLite connection by monitor.storage.engine.make_engine
+    return f"{SQLITE_FOLD}({compiler.process(element.clauses, **kw)})"
 
 
 def _rank(now: datetime) -> Any:
@@ -78,8 +101,8 @@ class SqlDashboardReads:
             pattern = f"%{_escape_like(needle)}%"
             query = query.where(
                 or_(
-                    func.lower(c.name).like(pattern, escape="\\"),
-                    func.lower(func.coalesce(c.slug, "")).like(pattern, escape="\\"),
+                    Folded(c.name).like(pattern, escape="\\"),
+                    Folded(func.coalesce(c.slug, "")).like(pattern, escape="\\"),
                 )
             )
         if tag:

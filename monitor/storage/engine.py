@@ -19,6 +19,15 @@ MIGRATION_LOCK_KEY = 7_245_913_001
 """``pg_advisory_xact_lock`` key under which replicas starting together migrate once."""
 
 
+SQLITE_FOLD = "monitor_fold"
+"""The SQLite function folding a string's case as ``str.lower`` does (SQLite's ``lower()`` only
+folds ASCII); the dashboard's name search compares with it."""
+
+
+def _fold(value: object) -> object:
+    return value.lower() if isinstance(value, str) else value
+
+
 def is_sqlite(url: str) -> bool:
     return url.startswith("sqlite")
 
@@ -90,6 +99,7 @@ def sqlite_options(sync_engine: Engine, *, poll_begin: bool = False) -> None:
         cursor.execute("PRAGMA synchronous=FULL")
         cursor.execute("PRAGMA foreign_keys=ON")
         cursor.close()
+        dbapi_connection.create_function(SQLITE_FOLD, 1, _fold, deterministic=True)
 
     @event.listens_for(sync_engine, "begin")
     def _begin_immediate(conn: Connection) -> None:

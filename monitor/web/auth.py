@@ -15,7 +15,7 @@ import logging
 import secrets
 from http import HTTPStatus
 from typing import Any
-from urllib.parse import quote
+from urllib.parse import quote, urlsplit
 
 from litestar import Controller, HttpMethod, Request, Response, post, route
 from litestar.connection import ASGIConnection
@@ -165,9 +165,22 @@ async def csrf_guard(connection: ASGIConnection[Any, Any, Any, Any], _: BaseRout
 
 
 def redirect_to_login(request: Req, error: LoginRequired) -> Response[Any]:
-    # a form posted after the session ended goes back to the page it came from, not to a POST URL
-    next_path = error.next_path if request.method in SAFE_METHODS else "/"
-    return Redirect(path="/login", query_params={"next": next_path}, status_code=303)
+    if request.method in SAFE_METHODS:
+        return Redirect(path="/login", query_params={"next": error.next_path}, status_code=303)
+    # a form posted after the session ended (logged out in another tab, expired): nothing was
+    # saved; the login page says so and leads back to the page the form came from (the
+    # same-origin Referer; never to a POST URL)
+    return Redirect(
+        path="/login", query_params={"next": _referring_page(request), "ended": "1"}, status_code=303
+    )
+
+
+def _referring_page(request: Req) -> str:
+    """The path and query of a same-origin ``Referer``, else ``/``."""
+    referer = urlsplit(request.headers.get("referer", ""))
+    if referer.netloc != request.url.netloc or referer.path.startswith("/login"):
+        return "/"
+    return safe_next(referer.path + (f"?{referer.query}" if referer.query else ""))
 
 
 def csrf_rejected(request: Req, error: CsrfRejected) -> Response[Any]:
@@ -273,11 +286,13 @@ def _login_page(
     error: str | None = None,
     status: int = 200,
     headers: dict[str, str] | None = None,
+    ended: bool = False,
 ) -> Template:
     token = secrets.token_urlsafe(32)
+    context = {"csrf_token": token, "next": next_path, "email": email, "error": error, "session": None}
     return Template(
         template_name="login.html",
-        context={"csrf_token": token, "next": next_path, "email": email, "error": error, "session": None},
+        context={**context, "ended": ended},
         status_code=status,
         headers=headers,
         cookies=[
@@ -303,11 +318,14 @@ class LoginController(Controller):
     response_headers = SECURITY_HEADERS
 
     @route("/login", http_method=[HttpMethod.GET, HttpMethod.HEAD])
-    async def login_form(self, request: Req, next: str | None = None) -> Response[Any]:
+    async def login_form(self, request: Req, next: str | None = None, ended: str = "") -> Response[Any]:
+        """``?ended=1``: a form was sent after the session ended (said, nothing was saved)."""
         session = await current_session(request)
         if session is not None:
             return Redirect(path=safe_next(next), status_code=303)
-        return _login_page(services_of(request.app.state).settings, next_path=safe_next(next))
+        return _login_page(
+            services_of(request.app.state).settings, next_path=safe_next(next), ended=ended == "1"
+        )
 
     @post("/login", status_code=303)
     async def login(self, request: Req) -> Response[Any]:

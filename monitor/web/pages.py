@@ -912,12 +912,14 @@ class DashboardController(Controller):
             services.engine, session.user.project_ids, channel_id
         )
         channel = channel_service.channel_to_dict(row, services.channel_urls)
+        version = channel_service.channel_version(row, {c["id"] for c in checks if c["routed"]})
         return _page(
             "channel_form.html",
             session,
             status_code=status,
             channel=channel,
             checks=checks,
+            version=version,
             kinds=sorted(channel_service.ALERT_KINDS),
             nav="channels",
             **extra,
@@ -954,9 +956,12 @@ class DashboardController(Controller):
                 urls=services.channel_urls,
                 routed=wanted,
                 now=services.clock.now(),
+                expected=form.get("version", ""),
             )
         except (ValidationError, Conflict) as error:
-            return await self._channel_form(request, session, channel_id, status=400, error=str(error))
+            # a conflict (another tab saved first) shows the stored channel and its new version
+            status = 409 if isinstance(error, Conflict) else 400
+            return await self._channel_form(request, session, channel_id, status=status, error=str(error))
         return Redirect(path="/channels", query_params={"done": "saved"}, status_code=303)
 
     @get("/channels/{channel_id:str}/delete")

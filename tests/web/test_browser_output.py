@@ -1,7 +1,8 @@
 """The live checks list in a browser: the last output line on a phone (cut to one line, opened to
 the whole line by a tap or the keyboard, one tab stop per row, no sideways scrolling, no serious
-axe finding) and the notice when the live refresh loses the server. Playwright drives Debian's
-Chromium against the real app seeded by ``tests.support.dashboard``."""
+axe finding) and the notice when the live refresh of the list or of a check's page loses the
+server. Playwright drives Debian's Chromium against the real app seeded by
+``tests.support.dashboard``."""
 
 from __future__ import annotations
 
@@ -72,5 +73,32 @@ def test_a_failing_live_refresh_says_the_rows_are_stale_and_since_when(
     )
     audit(page, axe)
     page.unroute("**/fragments/checks*")
+    expect(lost).to_be_hidden(timeout=12_000)
+    context.close()
+
+
+def test_a_failing_live_refresh_of_a_check_page_says_its_header_is_stale(
+    browser: Browser, site: scenario.Dashboard, axe: str
+) -> None:
+    made = httpx.post(
+        f"{site.base}/api/v3/checks/",
+        json={"name": "watched", "schedule": "0 4 * * *", "grace": 600},
+        headers={"X-Api-Key": scenario.API_KEY},
+    ).json()
+    context = browser.new_context(viewport=NARROW["narrow"], bypass_csp=True)  # type: ignore[arg-type]
+    page = context.new_page()
+    log_in(page, site)
+    page.goto(f"{site.base}/checks/{made['uuid']}")
+    lost = page.locator("#live-lost")
+    expect(lost).to_be_hidden()
+    shown_at = page.locator("#head-meta").get_attribute("data-at")
+    assert shown_at
+    page.route("**/fragments/checks/*/header", lambda route: route.abort())
+    expect(lost).to_be_visible(timeout=12_000)
+    expect(lost).to_have_text(
+        re.compile(rf"^Connection lost — showing data from {shown_at[11:16]}\. Retrying every few seconds\.$")
+    )
+    audit(page, axe)
+    page.unroute("**/fragments/checks/*/header")
     expect(lost).to_be_hidden(timeout=12_000)
     context.close()

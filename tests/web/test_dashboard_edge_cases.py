@@ -25,7 +25,7 @@ from monitor.storage import tables as t
 from tests.conftest import Api
 from tests.support.app import create_check
 from tests.support.process import CURL, REPO_ROOT, MonitorProcess, checkout_env
-from tests.support.receivers import free_port
+from tests.support.receivers import HttpReceiver, free_port
 from tests.web.test_dashboard import START, csrf_of, log_in, make_user
 
 TICK_ROW = re.compile(r'<tr id="tick-([0-9T:\-]+Z)"')
@@ -251,3 +251,51 @@ def test_serve_warns_when_metrics_are_public_and_answers_head(tmp_path: Path) ->
         )
         assert "content-type: text/plain; version=0.0.4; charset=utf-8\r\n" in metrics.stdout.decode().lower()
         assert proc.terminate() == 0
+
+
+async def test_a_test_send_to_a_target_that_never_answers_says_it_timed_out(api: Api) -> None:
+    await make_user(api)
+    await log_in(api)
+    with HttpReceiver(hang_s=30) as silent:  # takes the connection, never answers
+        created = await api.client.post(
+            "/api/v3/channels/", json={"name": "silent", "url": silent.url}, headers=api.headers
+        )
+        channel = created.json()["id"]
+        page = await api.client.get("/channels")
+        tested = await api.client.post(
+            f"/channels/{channel}/test", data={"csrf_token": csrf_of(page.text)}, follow_redirects=True
+        )
+        silent.hang_s = 0
+    said = re.search(r'id="channel-message">([^<]*)<', tested.text)
+    assert said is not None, tested.text[:500]
+    # it connected: the news is that the target did not answer in time, not "cannot connect"
+    assert re.fullmatch(r"Test notification to silent: failed: timed out after [0-9.]+s", said.group(1)), said
+
+
+async def test_a_form_sent_after_the_session_ended_says_nothing_was_saved_and_leads_back(api: Api) -> None:
+    await make_user(api)
+    await log_in(api)
+    form = await api.client.get("/checks/new")
+    token = csrf_of(form.text)
+    await api.client.post("/logout", data={"csrf_token": token})  # another tab logged out
+    sent = await api.client.post(
+        "/checks/new",
+        data={"csrf_token": token, "name": "typed", "schedule": "0 4 * * *"},
+        headers={"Referer": f"{api.client.base_url}/checks/new?from=list"},
+        follow_redirects=False,
+    )
+    assert sent.status_code == 303
+    assert sent.headers["location"] == "/login?next=%2Fchecks%2Fnew%3Ffrom%3Dlist&ended=1"
+    page = await api.client.get(sent.headers["location"])
+    assert "nothing was saved" in page.text
+    assert 'name="next" value="/checks/new?from=list"' in page.text
+    # another site's page is never where the login leads
+    foreign = await api.client.post(
+        "/checks/new",
+        data={"name": "x"},
+        headers={"Referer": "https://evil.example/checks/new"},
+        follow_redirects=False,
+    )
+    assert foreign.headers["location"] == "/login?next=%2F&ended=1"
+    plain = await api.client.get("/login?next=%2Fchecks%2Fnew")
+    assert "nothing was saved" not in plain.text

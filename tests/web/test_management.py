@@ -519,3 +519,42 @@ def test_a_wide_window_groups_ticks_into_buckets_of_their_worst_outcome() -> Non
     buckets = re.findall(r'class="tick bucket" data-tick="[^"]+" data-outcome="([a-z_]+)"', drawn)
     assert len(buckets) == 40 and buckets.count("missed") == 1 and set(buckets) == {"on_time", "missed"}
     assert "pick a narrower window" in drawn
+
+
+async def test_a_channel_form_saved_after_another_tabs_save_is_refused_not_applied(api: Api) -> None:
+    token = await admin(api)
+    created = await api.client.post(
+        "/api/v3/channels/", json={"name": "hook", "url": "json://hooks.example.com/x"}, headers=api.headers
+    )
+    channel = created.json()
+    version = re.compile(r'name="version" value="([^"]+)"')
+    first = version.search((await api.client.get(f"/channels/{channel['id']}/edit")).text)
+    second = version.search((await api.client.get(f"/channels/{channel['id']}/edit")).text)
+    assert first is not None and second is not None and first.group(1) == second.group(1)
+    form = {"csrf_token": token, "url": channel["url"]}
+    saved = await api.client.post(
+        f"/channels/{channel['id']}/edit",
+        data={**form, "name": "tab A", "kinds": "missed", "version": first.group(1)},
+        follow_redirects=False,
+    )
+    assert saved.status_code == 303, saved.text
+    stale = await api.client.post(
+        f"/channels/{channel['id']}/edit",
+        data={**form, "name": "tab B", "version": second.group(1)},
+        follow_redirects=False,
+    )
+    assert stale.status_code == 409, stale.text[:300]
+    assert "changed since you opened the form" in stale.text
+    # the refused form shows what is stored now, with its new version: saving it again works
+    assert 'value="tab A"' in stale.text
+    fresh = version.search(stale.text)
+    assert fresh is not None and fresh.group(1) != second.group(1)
+    listed = (await api.client.get("/api/v3/channels/", headers=api.headers)).json()["channels"]
+    (stored,) = [c for c in listed if c["id"] == channel["id"]]
+    assert stored["name"] == "tab A" and stored["kinds"] == ["missed"]
+    again = await api.client.post(
+        f"/channels/{channel['id']}/edit",
+        data={**form, "name": "tab B", "version": fresh.group(1)},
+        follow_redirects=False,
+    )
+    assert again.status_code == 303, again.text[:300]

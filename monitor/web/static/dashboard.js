@@ -39,6 +39,25 @@
     if (icon) { icon.setAttribute("href", down ? icon.dataset.down : icon.dataset.ok); }
   }
 
+  // A failed live refresh: say that what is shown is stale, and since when (the time of the
+  // data shown, the meta element's data-at, in the user's zone, its data-zone).
+  function showLost(lost, meta) {
+    if (!lost) { return; }
+    let at = "";
+    if (meta && meta.dataset.at) {
+      const options = { hour: "2-digit", minute: "2-digit", hourCycle: "h23" };
+      try { options.timeZone = meta.dataset.zone || "UTC"; at = new Date(meta.dataset.at).toLocaleTimeString("en-GB", options); }
+      catch (error) { at = new Date(meta.dataset.at).toISOString().slice(11, 16); }
+    }
+    const text = "Connection lost — showing data from " + (at || "earlier") + ". Retrying every few seconds.";
+    if (lost.textContent !== text) { lost.textContent = text; }
+    lost.hidden = false;
+  }
+
+  function hideLost(lost) {
+    if (lost) { lost.hidden = true; lost.textContent = ""; }
+  }
+
   // Checks page: poll the live region with the current filters; filter without a reload.
   const live = document.getElementById("checks-live");
   const filters = document.getElementById("check-filters");
@@ -54,19 +73,9 @@
         const meta = document.getElementById("live-meta");
         if (meta) { document.title = meta.dataset.title; setIcon(Number(meta.dataset.down) > 0); }
         history.replaceState(null, "", "/?" + full);
-        if (lost) { lost.hidden = true; lost.textContent = ""; }
-      } else if (lost) {
-        // say that the rows are stale, and since when (the time of the data shown, in the user's zone)
-        const meta = document.getElementById("live-meta");
-        let at = "";
-        if (meta && meta.dataset.at) {
-          const options = { hour: "2-digit", minute: "2-digit", hourCycle: "h23" };
-          try { options.timeZone = meta.dataset.zone || "UTC"; at = new Date(meta.dataset.at).toLocaleTimeString("en-GB", options); }
-          catch (error) { at = new Date(meta.dataset.at).toISOString().slice(11, 16); }
-        }
-        const text = "Connection lost — showing data from " + (at || "earlier") + ". Retrying every few seconds.";
-        if (lost.textContent !== text) { lost.textContent = text; }
-        lost.hidden = false;
+        hideLost(lost);
+      } else {
+        showLost(lost, document.getElementById("live-meta"));
       }
     };
     let timer = null;
@@ -82,9 +91,13 @@
   if (head) {
     setInterval(async function () {
       if (document.hidden) { return; }
+      const lost = document.getElementById("live-lost");
       if (await fetchInto(head, head.dataset.refresh)) {
         const meta = document.getElementById("head-meta");
         if (meta) { document.title = meta.dataset.title; setIcon(meta.dataset.status === "down"); }
+        hideLost(lost);
+      } else {
+        showLost(lost, document.getElementById("head-meta"));
       }
     }, Number(head.dataset.interval || 5000));
     const first = document.getElementById("head-meta");
