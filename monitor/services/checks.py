@@ -271,7 +271,8 @@ def _apply_kind(values: dict[str, Any], given: Mapping[str, Any]) -> None:
 
 
 async def _project_channels(conn: Connection, project_id: int) -> list[tuple[str, str]]:
-    return await UnitOfWork.joining(conn).channels.names(project_id)
+    # locked: the check about to link them must not race a channel's delete (a foreign key)
+    return await UnitOfWork.joining(conn).channels.names(project_id, lock=True)
 
 
 async def _resolve_channels(
@@ -485,7 +486,7 @@ async def create_many(
 async def _default_channels(conn: Connection, project_id: int) -> list[str]:
     """The project's default channels (``"default": true``), routed to checks created without
     a ``channels`` field."""
-    return await UnitOfWork.joining(conn).channels.default_ids(project_id)
+    return await UnitOfWork.joining(conn).channels.default_ids(project_id, lock=True)
 
 
 def _slug_taken(slug: str | None) -> Conflict:
