@@ -240,7 +240,7 @@ class SqlChannelStore(_Store):
     async def names(self, project_id: int, *, lock: bool = False) -> list[tuple[str, str]]:
         query = select(t.channels.c.id, t.channels.c.name).where(t.channels.c.project_id == project_id)
         if lock:  # FOR KEY SHARE on PostgreSQL; SQLite's compiler renders no lock clause
-            query = query.with_for_update(key_share=True)
+            query = query.with_for_update(read=True, key_share=True)
         rows = await self.conn.execute(query)
         return [(str(r[0]), str(r[1])) for r in rows]
 
@@ -251,7 +251,7 @@ class SqlChannelStore(_Store):
             .where(t.channels.c.is_default)
         )
         if lock:
-            query = query.with_for_update(key_share=True)
+            query = query.with_for_update(read=True, key_share=True)
         return [str(c) for c in (await self.conn.execute(query)).scalars().all()]
 
     async def update(self, channel_id: str, values: Mapping[str, Any]) -> None:

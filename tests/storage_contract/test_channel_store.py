@@ -70,6 +70,10 @@ async def test_locked_channels_cannot_be_deleted_until_the_transaction_ends(
             with pytest.raises(DBAPIError):
                 await other.execute(row)  # what a DELETE needs: refused while the reader holds it
             await other.rollback()
+            # a key-share lock only: FOR SHARE (another reader, a rename) is not held up
+            shared = select(t.channels.c.id).where(t.channels.c.id == channel)
+            await other.execute(shared.with_for_update(read=True, nowait=True))
+            await other.rollback()
     async with engine.connect() as other:
         await other.execute(row)
 

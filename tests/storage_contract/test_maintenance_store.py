@@ -50,6 +50,10 @@ async def test_check_id_holds_the_check_until_the_transaction_ends(engine: Async
             with pytest.raises(DBAPIError):
                 await other.execute(row)  # what a DELETE needs: refused while the reader holds it
             await other.rollback()
+            # a key-share lock only: FOR SHARE (another reader, a rename) is not held up
+            shared = select(t.checks.c.id).where(t.checks.c.id == check)
+            await other.execute(shared.with_for_update(read=True, nowait=True))
+            await other.rollback()
     async with engine.connect() as other:
         await other.execute(row)
 
