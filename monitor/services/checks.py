@@ -271,7 +271,8 @@ def _apply_kind(values: dict[str, Any], given: Mapping[str, Any]) -> None:
 
 
 async def _project_channels(conn: Connection, project_id: int) -> list[tuple[str, str]]:
-    return await UnitOfWork.joining(conn).channels.names(project_id)
+    # locked: the check about to link them must not race a channel's delete (a foreign key)
+    return await UnitOfWork.joining(conn).channels.names(project_id, lock=True)
 
 
 async def _resolve_channels(
@@ -485,7 +486,7 @@ async def create_many(
 async def _default_channels(conn: Connection, project_id: int) -> list[str]:
     """The project's default channels (``"default": true``), routed to checks created without
     a ``channels`` field."""
-    return await UnitOfWork.joining(conn).channels.default_ids(project_id)
+    return await UnitOfWork.joining(conn).channels.default_ids(project_id, lock=True)
 
 
 def _slug_taken(slug: str | None) -> Conflict:
@@ -548,7 +549,12 @@ async def get_check_row(
 
 
 async def update_check(conn: Connection, project_id: int, check_id: int, data: Any, now: datetime) -> None:
-    """Partial update: only the given fields change; a changed schedule re-plans ``next_due``."""
+    """Partial update: only the given fields change; a changed schedule re-plans ``next_due``.
+
+    Raises:
+        NotFound: the check was deleted since the caller read it (a concurrent delete).
+        ValidationError, Conflict: a field's value, a slug in use.
+    """
     fields = parse_check_fields(data)
     fields.pop("unique", None)
     channels = fields.pop("channels", None)
@@ -556,7 +562,9 @@ async def update_check(conn: Connection, project_id: int, check_id: int, data: A
         fields["escalate_to"] = ",".join(
             await _resolve_channels(conn, project_id, fields["escalate_to"], "escalate_to")
         )
-    row = (await lock_checks(conn, [check_id]))[check_id]
+    row = (await lock_checks(conn, [check_id])).get(check_id)
+    if row is None:  # deleted by a concurrent request since the caller read it
+        raise NotFound("uuid: no check with this uuid in this project")
     values = dict(row)
     values.update(fields)
     _apply_legacy_subject(values, fields)

@@ -192,7 +192,7 @@ async def create_slug_check(
     values = new_check_values(project_id=project_id, now=now, shards=count)
     values.update(name=slug, slug=slug)
     check_id = await uow.checks.insert(values)
-    channel_ids = await uow.channels.default_ids(project_id)
+    channel_ids = await uow.channels.default_ids(project_id, lock=True)
     await uow.channels.assign_many([(check_id, c) for c in channel_ids])
     return check_id
 

@@ -27,6 +27,8 @@ class SqlMaintenanceStore:
                 select(t.checks.c.id)
                 .where(t.checks.c.project_id == project_id)
                 .where(t.checks.c.uuid == uuid)
+                # a window about to reference the check: a concurrent delete waits (PostgreSQL)
+                .with_for_update(read=True, key_share=True)
             )
         ).scalar_one_or_none()
         return found

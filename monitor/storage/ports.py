@@ -121,12 +121,14 @@ class ChannelStore(Protocol):
         """The project's channels, oldest first."""
         ...
 
-    async def names(self, project_id: int) -> list[tuple[str, str]]:
-        """``(id, name)`` of the project's channels."""
+    async def names(self, project_id: int, *, lock: bool = False) -> list[tuple[str, str]]:
+        """``(id, name)`` of the project's channels. ``lock``: on PostgreSQL hold ``FOR KEY
+        SHARE`` on them until the transaction ends, so a channel about to be linked to a check
+        cannot be deleted meanwhile (a concurrent delete waits; SQLite serializes writers)."""
         ...
 
-    async def default_ids(self, project_id: int) -> list[str]:
-        """Ids of the project's default channels."""
+    async def default_ids(self, project_id: int, *, lock: bool = False) -> list[str]:
+        """Ids of the project's default channels; ``lock`` as :meth:`names`."""
         ...
 
     async def update(self, channel_id: str, values: Mapping[str, Any]) -> None:
@@ -597,7 +599,9 @@ class MaintenanceStore(Protocol):
     notifications of the alerts a deleted window covered."""
 
     async def check_id(self, project_id: int, uuid: str) -> int | None:
-        """The id of the project's check with exactly this uuid, or ``None``."""
+        """The id of the project's check with exactly this uuid, or ``None``; on PostgreSQL the
+        row is held ``FOR KEY SHARE`` until the transaction ends, so the window about to
+        reference it cannot race the check's delete (a concurrent delete waits)."""
         ...
 
     async def insert(self, values: Mapping[str, Any]) -> None:

@@ -237,18 +237,21 @@ class SqlChannelStore(_Store):
         )
         return [dict(r) for r in rows.mappings().all()]
 
-    async def names(self, project_id: int) -> list[tuple[str, str]]:
-        rows = await self.conn.execute(
-            select(t.channels.c.id, t.channels.c.name).where(t.channels.c.project_id == project_id)
-        )
+    async def names(self, project_id: int, *, lock: bool = False) -> list[tuple[str, str]]:
+        query = select(t.channels.c.id, t.channels.c.name).where(t.channels.c.project_id == project_id)
+        if lock:  # FOR KEY SHARE on PostgreSQL; SQLite's compiler renders no lock clause
+            query = query.with_for_update(read=True, key_share=True)
+        rows = await self.conn.execute(query)
         return [(str(r[0]), str(r[1])) for r in rows]
 
-    async def default_ids(self, project_id: int) -> list[str]:
+    async def default_ids(self, project_id: int, *, lock: bool = False) -> list[str]:
         query = (
             select(t.channels.c.id)
             .where(t.channels.c.project_id == project_id)
             .where(t.channels.c.is_default)
         )
+        if lock:
+            query = query.with_for_update(read=True, key_share=True)
         return [str(c) for c in (await self.conn.execute(query)).scalars().all()]
 
     async def update(self, channel_id: str, values: Mapping[str, Any]) -> None:

@@ -4,6 +4,11 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+import pytest
+from sqlalchemy import select
+from sqlalchemy.exc import DBAPIError
+from sqlalchemy.ext.asyncio import AsyncEngine
+
 from monitor.storage import tables as t
 from monitor.storage.unit_of_work import UnitOfWork
 from tests.storage_contract.conftest import (
@@ -45,6 +50,32 @@ async def test_names_and_default_ids(uow: UnitOfWork) -> None:
     default = await add_channel(uow, project, "default", is_default=True)
     assert sorted(await uow.channels.names(project)) == sorted([(plain, "plain"), (default, "default")])
     assert await uow.channels.default_ids(project) == [default]
+
+
+@pytest.mark.parametrize("read", ["names", "default_ids"])
+async def test_locked_channels_cannot_be_deleted_until_the_transaction_ends(
+    engine: AsyncEngine, read: str
+) -> None:
+    """A check about to link the channels it read must not race their delete (a foreign key)."""
+    async with UnitOfWork.begin(engine) as setup:
+        project = await add_project(setup)
+        channel = await add_channel(setup, project, "ops", is_default=True)
+    row = select(t.channels.c.id).where(t.channels.c.id == channel).with_for_update(nowait=True)
+    async with UnitOfWork.begin(engine) as holder:
+        found = await getattr(holder.channels, read)(project, lock=True)
+        assert channel in (found if read == "default_ids" else [c for c, _ in found])
+        if engine.dialect.name != "postgresql":
+            return  # SQLite: BEGIN IMMEDIATE already holds the file's write lock
+        async with engine.connect() as other:
+            with pytest.raises(DBAPIError):
+                await other.execute(row)  # what a DELETE needs: refused while the reader holds it
+            await other.rollback()
+            # a key-share lock only: FOR SHARE (another reader, a rename) is not held up
+            shared = select(t.channels.c.id).where(t.channels.c.id == channel)
+            await other.execute(shared.with_for_update(read=True, nowait=True))
+            await other.rollback()
+    async with engine.connect() as other:
+        await other.execute(row)
 
 
 async def test_update_sets_columns_and_ignores_an_empty_change(uow: UnitOfWork) -> None:

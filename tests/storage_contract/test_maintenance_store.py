@@ -6,7 +6,9 @@ import uuid as uuid_module
 from datetime import timedelta
 from typing import Any
 
+import pytest
 from sqlalchemy import select
+from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from monitor.storage import tables as t
@@ -31,6 +33,29 @@ async def test_check_id_is_the_projects_check_with_that_uuid(uow: UnitOfWork) ->
     assert await uow.maintenance.check_id(project, uuid) == check
     assert await uow.maintenance.check_id(other, uuid) is None
     assert await uow.maintenance.check_id(project, str(uuid_module.uuid4())) is None
+
+
+async def test_check_id_holds_the_check_until_the_transaction_ends(engine: AsyncEngine) -> None:
+    """The window about to reference the check must not race the check's delete (a foreign key)."""
+    async with UnitOfWork.begin(engine) as setup:
+        project = await add_project(setup)
+        uuid = str(uuid_module.uuid4())
+        check = await add_check(setup, project, uuid=uuid)
+    row = select(t.checks.c.id).where(t.checks.c.id == check).with_for_update(nowait=True)
+    async with UnitOfWork.begin(engine) as holder:
+        assert await holder.maintenance.check_id(project, uuid) == check
+        if engine.dialect.name != "postgresql":
+            return  # SQLite: BEGIN IMMEDIATE already holds the file's write lock
+        async with engine.connect() as other:
+            with pytest.raises(DBAPIError):
+                await other.execute(row)  # what a DELETE needs: refused while the reader holds it
+            await other.rollback()
+            # a key-share lock only: FOR SHARE (another reader, a rename) is not held up
+            shared = select(t.checks.c.id).where(t.checks.c.id == check)
+            await other.execute(shared.with_for_update(read=True, nowait=True))
+            await other.rollback()
+    async with engine.connect() as other:
+        await other.execute(row)
 
 
 async def test_windows_oldest_first_with_their_checks_uuid(uow: UnitOfWork, engine: AsyncEngine) -> None:

@@ -259,4 +259,7 @@ def instant_param(name: str, value: str | None) -> datetime | None:
         raise ValidationError(name, "must be ISO 8601 with offset or unix seconds") from None
     if parsed.tzinfo is None:
         raise ValidationError(name, "needs a UTC offset or Z")
-    return parsed.astimezone(UTC)
+    try:
+        return parsed.astimezone(UTC)
+    except OverflowError:  # 0001-01-01T00:00+14:00 and 9999-12-31T23:59-14:00 have no UTC instant
+        raise ValidationError(name, "is out of range (no UTC instant)") from None

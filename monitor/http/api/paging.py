@@ -13,7 +13,7 @@ import base64
 import binascii
 import json
 from collections.abc import Sequence
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import urlencode
 
@@ -72,20 +72,33 @@ def decode_cursor(value: str | None, shape: Sequence[type]) -> list[Any] | None:
                 raise problem
             try:
                 instant = datetime.fromisoformat(item["t"])
-            except ValueError:
+                if instant.tzinfo is None:
+                    raise problem
+                # a key the database can bind: a UTC instant (none for year 1 at +14:00)
+                key.append(instant.astimezone(UTC))
+            except (ValueError, OverflowError):
                 raise problem from None
-            if instant.tzinfo is None:
-                raise problem
-            key.append(instant)
         elif kind is int:
             if not isinstance(item, int) or isinstance(item, bool) or abs(item) > 2**62:
                 raise problem
             key.append(item)
         else:
-            if not isinstance(item, str):
+            if not isinstance(item, str) or not _bindable(item):
                 raise problem
             key.append(item)
     return key
+
+
+def _bindable(text: str) -> bool:
+    """Whether ``text`` can be bound as a database string: UTF-8 encodable (no lone surrogate,
+    which JSON escapes allow) and without NUL (PostgreSQL's text refuses it)."""
+    if "\x00" in text:
+        return False
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def next_link(request: Request[Any, Any, Any], base_url: str, key: Sequence[Any]) -> str:
