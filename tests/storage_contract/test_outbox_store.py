@@ -8,8 +8,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from sqlalchemy import func, select, update
-from sqlalchemy.exc import IntegrityError
+from sqlalchemy import func, select, text, update
+from sqlalchemy.exc import DBAPIError, IntegrityError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from monitor.services import projects
@@ -447,3 +447,28 @@ async def test_held_back_alerts_are_those_with_a_suppressed_or_open_notification
         )
     assert found == [(NOW, "title a"), (NOW, "title c")]
     assert other_check == [] and later == []
+
+
+async def test_lock_channels_serialises_preparations_per_channel_not_inserts(world: World) -> None:
+    """PostgreSQL: a second preparation of the same channel waits (here: times out); another
+    channel, and the key-share lock a notification's foreign key takes, do not. SQLite: a no-op
+    (one writer at a time already)."""
+    first, other = world.channels[0], world.channels[1]
+    if world.engine.dialect.name != "postgresql":
+        async with world.engine.begin() as conn:
+            await outbox.lock_channels(conn, [first, other])
+        return
+    async with world.engine.begin() as holder:
+        await outbox.lock_channels(holder, [first])
+        async with world.engine.begin() as inserter:
+            await inserter.execute(text("SET LOCAL lock_timeout = '2s'"))
+            await inserter.execute(
+                select(t.channels.c.id)
+                .where(t.channels.c.id == first)
+                .with_for_update(read=True, key_share=True)
+            )
+        with pytest.raises(DBAPIError):
+            async with world.engine.begin() as second:
+                await second.execute(text("SET LOCAL lock_timeout = '200ms'"))
+                await outbox.lock_channels(second, [other])  # another channel: free
+                await outbox.lock_channels(second, [first])
