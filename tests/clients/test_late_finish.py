@@ -149,3 +149,24 @@ def test_monitor_run_against_a_silent_monitor_exits_soon_after_its_start_timeout
     assert status == 0
     # waits for the start's own timeout (so the pings stay in order), then 1 s for the finish
     assert elapsed < 5 + SILENT_FINISH_TIMEOUT + SLACK, elapsed
+
+
+def test_monitor_run_stores_the_commands_end_when_a_background_child_holds_its_output(
+    monitor: Monitor,
+) -> None:
+    # the command exits at once; a child it left in the background keeps the output pipes open,
+    # so monitor-run waits (up to 2 s) for the rest of the output before it reports: that wait
+    # is not the run's, and the finish says when the command really ended
+    slug = f"bg-{uuid.uuid4().hex[:8]}"
+    proc = subprocess.run(
+        [MONITOR_RUN, "--check", slug, "--create", "--", "sh", "-c", "sleep 4 & echo started"],
+        env=monitor.env(),
+        capture_output=True,
+        timeout=60,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    [check] = monitor.api("GET", f"checks/?slug={slug}")["checks"]
+    [run] = monitor.runs(check["uuid"])
+    assert run["outcome"] is not None
+    assert run["duration"] < 1.0, run
