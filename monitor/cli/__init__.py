@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 from collections.abc import Callable, Sequence
 
@@ -92,6 +93,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:
+        # our reader went away (`monitor scheduler --check | head -1`): not a database
+        # failure; end quietly with SIGPIPE's status, as a plain pipeline member does
+        _silence_stdout()
+        return 141
     except Exception as error:
         from monitor.storage.dburl import connect_problem
 
@@ -101,3 +107,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise
         print(f"monitor: MONITOR_DATABASE_URL: {problem}", file=sys.stderr)  # exit 1
         return 1
+
+
+def _silence_stdout() -> None:
+    """Point a stdout whose reader is gone at /dev/null, so the interpreter's final flush does
+    not print ``Exception ignored … BrokenPipeError``."""
+    try:
+        null = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(null, sys.stdout.fileno())
+        os.close(null)
+    except (OSError, ValueError):
+        pass

@@ -468,6 +468,8 @@ class Scheduler:
         self._reap(slot)
         if slot.stranded:
             await self._settle_stranded(slot)
+            if slot.token is None:
+                return  # the lease was lost meanwhile (Slot.forget): nothing left to plan
         if not backlog and not slot.queue:
             return
         plan = planning.plan(
@@ -503,14 +505,14 @@ class Scheduler:
         slot.busy = 0
         for tick, claim in list(slot.stranded.items()):
             if current.get(tick) is not claims.ClaimState.STARTED:
-                del slot.stranded[tick]
+                slot.stranded.pop(tick, None)
                 continue
             if not holder_dead(claim.holder, live):
                 # a stalled holder (no heartbeat) neither counts nor is closed: it may come
                 # back and report the run itself, and it must not block the job meanwhile
                 slot.busy += claim.holder in live
                 continue
-            del slot.stranded[tick]
+            slot.stranded.pop(tick, None)
             if not await claims.close_stranded(self.engine, claim, self.clock.now(), HOLDER_DIED):
                 continue
             logger.warning(

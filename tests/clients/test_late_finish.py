@@ -17,7 +17,7 @@ import subprocess
 import sys
 import time
 import uuid
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
@@ -149,3 +149,67 @@ def test_monitor_run_against_a_silent_monitor_exits_soon_after_its_start_timeout
     assert status == 0
     # waits for the start's own timeout (so the pings stay in order), then 1 s for the finish
     assert elapsed < 5 + SILENT_FINISH_TIMEOUT + SLACK, elapsed
+
+
+def test_monitor_run_stores_the_commands_end_when_a_background_child_holds_its_output(
+    monitor: Monitor,
+) -> None:
+    # the command exits at once; a child it left in the background keeps the output pipes open,
+    # so monitor-run waits (up to 2 s) for the rest of the output before it reports: that wait
+    # is not the run's, and the finish says when the command really ended
+    slug = f"bg-{uuid.uuid4().hex[:8]}"
+    proc = subprocess.run(
+        [MONITOR_RUN, "--check", slug, "--create", "--", "sh", "-c", "sleep 4 & echo started"],
+        env=monitor.env(),
+        capture_output=True,
+        timeout=60,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    [check] = monitor.api("GET", f"checks/?slug={slug}")["checks"]
+    [run] = monitor.runs(check["uuid"])
+    assert run["outcome"] is not None
+    assert run["duration"] < 1.0, run
+
+
+def test_finished_in_unix_milliseconds_is_read_as_the_monitor_reads_it(monitor: Monitor) -> None:
+    # finished= as a number from 10^11 up is unix milliseconds, as the ping API reads it
+    from monitor_client import Client
+
+    check = monitor.create_check(schedule="* * * * *", grace=60)
+    rid = str(uuid.uuid4())
+    with Client(monitor.base, api_key=monitor.api_key) as client:
+        assert client.ping(check["uuid"], "start", rid=rid).ok
+        ended = time.time()
+        time.sleep(1.2)
+        result = client.ping(check["uuid"], rid=rid, finished=ended * 1000)
+    assert result.ok, result
+    [run] = monitor.runs(check["uuid"])
+    assert abs(parse(run["finished"]).timestamp() - ended) < 0.01, run
+
+
+@pytest.mark.parametrize(
+    ("value", "problem"),
+    [
+        (float("nan"), "is not a finite number"),
+        (float("inf"), "is not a finite number"),
+        (1e300, "is out of range"),
+        (datetime(1, 1, 1, tzinfo=timezone(timedelta(hours=14))), "is out of range"),
+    ],
+)
+def test_an_unusable_finished_is_refused_with_a_finished_message(value: Any, problem: str) -> None:
+    settings = _common.Settings.resolve("http://127.0.0.1:9", None, None, 1.0, 0, 0.1)
+    with pytest.raises(_common.PlanError, match=f"^finished: .*{problem}"):
+        _common.ping_plan(
+            settings,
+            str(uuid.uuid4()),
+            "success",
+            scheduled=None,
+            rid=None,
+            body=None,
+            exit_status=None,
+            headers=None,
+            create=False,
+            body_limit=100,
+            finished=value,
+        )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -61,3 +62,27 @@ def test_check_passes_when_every_program_is_found(tmp_path: Path) -> None:
     proc = _check(tmp_path, '[[jobs]]\nname = "ok"\nschedule = "* * * * *"\ncommand = "echo hi"\n')
     assert proc.returncode == 0, proc.stderr
     assert proc.stderr == ""
+
+
+def test_check_piped_into_a_reader_that_stops_early_reports_no_database_problem(tmp_path: Path) -> None:
+    # `monitor scheduler --check | head -1`: the reader closes the pipe; that is no database
+    # failure, and the command ends as a plain pipeline member does (SIGPIPE's status, quietly)
+    path = tmp_path / "jobs.toml"
+    path.write_text('[[jobs]]\nname = "ok"\nschedule = "* * * * *"\ncommand = ["true"]\n')
+    read, write = os.pipe()
+    os.close(read)  # nobody reads: the first write fails with EPIPE
+    try:
+        proc = subprocess.run(
+            [sys.executable, "-m", "monitor", "scheduler", "--jobs", str(path), "--check", "--count", "1000"],
+            env=checkout_env(PATH="/usr/bin:/bin"),
+            stdout=write,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+    finally:
+        os.close(write)
+    assert "MONITOR_DATABASE_URL" not in proc.stderr, proc.stderr
+    assert "Traceback" not in proc.stderr, proc.stderr
+    assert proc.returncode == 141, proc.stderr

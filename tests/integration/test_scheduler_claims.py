@@ -392,3 +392,45 @@ async def test_replacing_a_run_that_ignores_sigterm_never_holds_the_loop_up(engi
         await settle(scheduler)
         await scheduler.leases.close()
     assert ("stubborn", at(4)) not in {(e[1], e[2]) for e in reporter.of("start")}
+
+
+async def test_a_lease_lost_while_a_round_settles_stranded_runs_ends_that_round_quietly(
+    engine: AsyncEngine,
+) -> None:
+    # the lease renewal forgets a slot (lease lost) while the slot's round is waiting on the
+    # database for a previous holder's stranded runs: the round must stop there, not plan with
+    # the forgotten slot (it raised TypeError on the cleared `through` and failed the round)
+    clock = FrozenClock(T0)
+    scheduler, reporter = make_scheduler(engine, make_job(Path("/dev/null")), clock, "a:1")
+    try:
+        [slot] = scheduler.slots
+        slot.token = await scheduler.leases.acquire("job-tick", clock.now())
+        assert slot.token is not None
+        slot.through = T0
+        slot.stranded[at(-2)] = claims.Claim(
+            job="tick",
+            tick=at(-2),
+            attempt=1,
+            state=claims.ClaimState.STARTED,
+            token=slot.token - 1,
+            holder="b:2",
+            run_id="r0",
+            reason=None,
+            claimed_at=at(-2),
+            started_at=at(-2),
+            finished_at=None,
+            exit_status=None,
+        )
+        clock.advance(6)  # three ticks overdue
+
+        async def lose_the_lease() -> None:
+            slot.forget()
+
+        losing = asyncio.create_task(lose_the_lease())  # runs at the round's first database wait
+        await scheduler._step(slot)
+        await losing
+        assert slot.token is None and slot.through is None
+        assert reporter.of("start") == [] and reporter.of("skip") == []
+        assert await claims.list_claims(engine, "tick") == []
+    finally:
+        await scheduler.leases.close()

@@ -108,6 +108,8 @@ Scheduled = datetime | str | int | float | None
 Finished = datetime | int | float | None
 #: the finish kinds: only their pings may carry ``finished``
 FINISH_KINDS: frozenset[str] = frozenset({"success", "fail", "unknown"})
+#: a number from here up is unix milliseconds, not seconds (as the monitor reads ``finished``)
+MILLISECONDS_FROM = 10**11
 LATE_FINISH = 1.0
 """Seconds after its run's end from which a finish ping is *late* and carries ``finished=``
 (the run's real end): queued behind an outage or a stall, or retried."""
@@ -306,18 +308,27 @@ def scheduled_text(
 
 def finished_text(value: Finished) -> str | None:
     """``finished`` (when a run really ended, docs/design.md §5) as the ping API reads it: an
-    aware ``datetime`` or unix seconds, sent as RFC 3339 UTC with milliseconds
-    (``2026-07-19T03:00:05.123Z``); ``None`` for none.
+    aware ``datetime`` or unix seconds (unix milliseconds from 10^11, as the monitor reads
+    them), sent as RFC 3339 UTC with milliseconds (``2026-07-19T03:00:05.123Z``); ``None`` for
+    none.
 
     Raises:
-        PlanError: not a datetime or a number.
+        PlanError: not a datetime or a number, not finite, or outside what a datetime holds.
     """
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, datetime | int | float):
         raise PlanError("finished: must be a datetime or unix seconds")
-    instant = value if isinstance(value, datetime) else datetime.fromtimestamp(value, UTC)
-    return instant.astimezone(UTC).replace(tzinfo=None).isoformat(timespec="milliseconds") + "Z"
+    if not isinstance(value, datetime) and not math.isfinite(value):
+        raise PlanError(f"finished: {value!r} is not a finite number of unix seconds")
+    try:
+        if isinstance(value, datetime):
+            instant = value.astimezone(UTC)
+        else:
+            instant = datetime.fromtimestamp(value / 1000 if value >= MILLISECONDS_FROM else value, UTC)
+    except (OverflowError, ValueError, OSError):
+        raise PlanError(f"finished: {value!r} is out of range") from None
+    return instant.replace(tzinfo=None).isoformat(timespec="milliseconds") + "Z"
 
 
 def late_finish(ended: float | None, now: float) -> float | None:

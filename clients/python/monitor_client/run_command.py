@@ -301,8 +301,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     client = LightClient(args.base_url, timeout=args.timeout, retries=args.retries)
     start = _StartPing(client, args.check, rid=rid, scheduled=scheduled, create=args.create)
     start.thread.start()  # concurrently: the command starts now, whatever the monitor does
-    status, tail = _execute(command, args.check, rid, scheduled, client.body_limit)
-    ended = time.time()
+    status, tail, ended = _execute(command, args.check, rid, scheduled, client.body_limit)
     start.thread.join(args.timeout)  # the start first (its own timeout bounds it), then the finish
     client.ping(
         args.check,
@@ -351,8 +350,10 @@ class _StartPing:
 
 def _execute(
     command: list[str], check: str, rid: str, scheduled: str | None, limit: int
-) -> tuple[int, bytes]:
-    """Run ``command`` with output passed through and signals forwarded; (exit status, output tail)."""
+) -> tuple[int, bytes, float]:
+    """Run ``command`` with output passed through and signals forwarded; (exit status, output
+    tail, the instant it ended in unix seconds). The end is when the command exited, not when its
+    output was drained: a background child holding the pipes open may keep us up to 2 s longer."""
     env = dict(os.environ, MONITOR_RUN_ID=rid, MONITOR_CHECK=check)
     env.pop("MONITOR_SCHEDULED_TIME", None)
     if scheduled:
@@ -364,7 +365,7 @@ def _execute(
         status = 127 if isinstance(error, FileNotFoundError) else 126
         message = f"monitor-run: cannot run {command[0]!r}: {error.strerror or error}"
         _say(message)
-        return status, (message + "\n").encode()
+        return status, (message + "\n").encode(), time.time()
 
     def forward(signum: int, frame: FrameType | None) -> None:
         if proc.poll() is None:
@@ -380,13 +381,14 @@ def _execute(
     pump.start()
     try:
         code = proc.wait()
+        ended = time.time()
         # a background grandchild may hold the pipes open: do not wait for it
         pump.join(timeout=2.0)
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
     status = 128 - code if code < 0 else code
-    return min(status, 255), tail.value()
+    return min(status, 255), tail.value(), ended
 
 
 if __name__ == "__main__":
