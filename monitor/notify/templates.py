@@ -70,9 +70,23 @@ def render(facts: AlertFacts, *, templates_dir: str | None = None) -> Message:
         jinja2.TemplateError: an override template is broken (the package's are tested).
     """
     context = messages.context(facts)
-    title = " ".join(_render_part(templates_dir, facts.kind, "title.j2", context).split())
-    body = _render_part(templates_dir, facts.kind, "body.txt.j2", context).strip("\n") + "\n"
+    title, body = _title_and_body(templates_dir, facts.kind, context)
     body_md = _render_part(templates_dir, facts.kind, "body.md.j2", context).strip("\n") + "\n"
-    return Message(
-        title=title[:300], body=body, body_markdown=body_md, json_fields=messages.json_fields(facts)
-    )
+    return Message(title=title, body=body, body_markdown=body_md, json_fields=messages.json_fields(facts))
+
+
+def render_text(facts: AlertFacts, *, templates_dir: str | None = None) -> tuple[str, str]:
+    """The title and plain body of :func:`render` alone: what an alert row stores (the
+    dispatcher renders every part again from the stored facts when it delivers). The
+    Markdown body and the ``json://`` fields are not made: at 10 000 alerts in one sweep they
+    were a third of the rendering.
+
+    Args and errors as :func:`render`; returns ``(title, body)``.
+    """
+    return _title_and_body(templates_dir, facts.kind, messages.context(facts))
+
+
+def _title_and_body(templates_dir: str | None, kind: str, context: dict[str, object]) -> tuple[str, str]:
+    title = " ".join(_render_part(templates_dir, kind, "title.j2", context).split())
+    body = _render_part(templates_dir, kind, "body.txt.j2", context).strip("\n") + "\n"
+    return title[:300], body

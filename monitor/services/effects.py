@@ -209,7 +209,7 @@ def _new_alert(
     batch: CheckAlerts, draft: AlertDraft, facts: messages.AlertFacts, *, now: datetime, token: int | None
 ) -> outbox.NewAlert:
     """The row of a new alert, its message rendered from ``facts``."""
-    message = templates.render(facts)
+    title, body = templates.render_text(facts)
     return outbox.NewAlert(
         project_id=batch.check.project_id,
         check_id=batch.check.id,
@@ -220,8 +220,8 @@ def _new_alert(
         rid=draft.rid,
         count=draft.count,
         created_at=now,
-        title=message.title,
-        message=message.body,
+        title=title,
+        message=body,
         facts=messages.facts_to_json(facts),
         token=token,
     )
@@ -235,8 +235,8 @@ async def _raise_count(
     alert was raised."""
     text = None
     if draft.scheduled is not None:
-        message = templates.render(facts)
-        text = (message.title, message.body, messages.facts_to_json(facts))
+        title, body = templates.render_text(facts)
+        text = (title, body, messages.facts_to_json(facts))
     await outbox.raise_count(
         conn,
         project_id=batch.check.project_id,
