@@ -110,6 +110,8 @@ class CheckAlerts:
         recovering: the ping closed a down episode. Its ``late`` alert is then the recovery
             notice (DESIGN §5), so it also goes to channels whose ``kinds`` accept
             ``recovered`` but not ``late``.
+        token: the fencing token that wrote them, when it differs from the call's ``token``
+            (a sweep over several shards: each shard's own token, all in one call).
     """
 
     check: CheckIdentity
@@ -117,6 +119,7 @@ class CheckAlerts:
     status: Status
     log_tail: str | None = None
     recovering: bool = False
+    token: int | None = None
 
 
 async def record_alerts(
@@ -170,7 +173,8 @@ async def record_alerts_many(
         now: the decision's instant (aware UTC): the alerts' ``created_at`` and the
             notifications' first due time.
         base_url: ``MONITOR_BASE_URL``, for the links in the messages.
-        token: the fencing token that wrote them (evaluator), recorded on the alerts.
+        token: the fencing token that wrote them (evaluator), recorded on the alerts; a
+            batch's own ``token`` wins.
 
     Returns:
         Ids of the alerts inserted, in the order given.
@@ -181,7 +185,8 @@ async def record_alerts_many(
         for draft in batch.drafts:
             facts = _facts(batch, draft, base_url)
             if draft.new:
-                new.append(_new_alert(batch, draft, facts, now=now, token=token))
+                written = batch.token if batch.token is not None else token
+                new.append(_new_alert(batch, draft, facts, now=now, token=written))
                 raised.append((batch, draft))
             else:
                 await _raise_count(conn, batch, draft, facts)

@@ -168,18 +168,20 @@ async def _judge(
         new_runs=pending.new_runs,
         changed_runs=[{**r, "id": r["b_id"]} for r in pending.changed_runs],
     )
-    # one record_alerts_many per fencing token (a token per shard swept): a fixed number of
-    # statements per batch however many checks alert
-    by_token: dict[int | None, list[CheckAlerts]] = {}
-    for row, fx, written_token in alerting:
-        by_token.setdefault(written_token, []).append(
-            CheckAlerts(
-                check=CheckIdentity.of(row),
-                drafts=fx.alerts,
-                status=detection.status(states[row["id"]], now),
-            )
-        )
-    for written_token, batches in by_token.items():
+    # one record_alerts_many for the batch, each check's alerts carrying its shard's token: a
+    # fixed number of statements per batch however many checks and shards alert
+    if alerting:
         await record_alerts_many(
-            uow.connection, batches, now=now, base_url=settings.base_url, token=written_token
+            uow.connection,
+            [
+                CheckAlerts(
+                    check=CheckIdentity.of(row),
+                    drafts=fx.alerts,
+                    status=detection.status(states[row["id"]], now),
+                    token=written_token,
+                )
+                for row, fx, written_token in alerting
+            ],
+            now=now,
+            base_url=settings.base_url,
         )
