@@ -10,8 +10,8 @@
 #      then ping its exit status with the last Ping-Body-Limit bytes of output (from the start
 #      ping's answer; 100000 by default) as the body;
 #   4. exit with COMMAND's status (128+N when signal N ended it).
-# SIGTERM and SIGHUP are forwarded to COMMAND, SIGINT as SIGTERM (a background command of a
-# non-interactive shell ignores SIGINT). The monitor being down never stops COMMAND: a failed
+# SIGTERM, SIGHUP, SIGUSR1 and SIGUSR2 are forwarded to COMMAND, SIGINT and SIGQUIT as SIGTERM
+# (a background command of a non-interactive shell ignores those two). The monitor being down never stops COMMAND: a failed
 # ping prints one warning on stderr. The whole output passes through a temporary file (for its
 # tail); a job printing gigabytes needs that much room in $TMPDIR.
 #
@@ -168,6 +168,10 @@ trap 'forward TERM' TERM
 # passed on as SIGTERM.
 trap 'forward TERM' INT
 trap 'forward HUP' HUP
+# SIGQUIT likewise (ignored by a background command); the others as they are
+trap 'forward TERM' QUIT
+trap 'forward USR1' USR1
+trap 'forward USR2' USR2
 
 while :; do
     interrupted=0
@@ -190,7 +194,7 @@ wait "$tee_pid" 2>/dev/null
 while kill -0 "$start_pid" 2>/dev/null; do
     wait "$start_pid" 2>/dev/null
 done
-trap - TERM INT HUP
+trap - TERM INT HUP QUIT USR1 USR2
 
 if [ "$status" -gt 255 ]; then
     status=255

@@ -142,12 +142,14 @@ class RunContext:
 @dataclass(kw_only=True, slots=True)
 class Outcome:
     """How a run ended: ``exit_status`` 0-255 (a signal N is 128 + N, as shells report it),
-    the tail of its output, its duration in seconds, and whether it was terminated."""
+    the tail of its output, its duration in seconds, whether it was terminated, and when it
+    ended (``ended``, unix seconds; ``None``: when the outcome was made)."""
 
     exit_status: int
     output: bytes
     duration: float
     terminated: str | None = None
+    ended: float | None = None
 
 
 @dataclass(kw_only=True, slots=True, eq=False)
@@ -263,6 +265,7 @@ async def wait_command(execution: Execution, kill_after: timedelta | None) -> Ou
 
     reader = asyncio.create_task(read())
     timed_out = False
+    ended: tuple[float, float] | None = None
     try:
         if kill_after is None:
             await proc.wait()
@@ -279,6 +282,8 @@ async def wait_command(execution: Execution, kill_after: timedelta | None) -> Ou
         raise
     finally:
         if proc.returncode is not None:
+            # the guard saw the exit even if this process was stopped then (SIGSTOP)
+            ended = guard.shared().ended(proc.pid, started)
             guard.shared().exited(proc.pid)
         with contextlib.suppress(TimeoutError, asyncio.CancelledError):
             # a grandchild may hold the pipe open after the group leader exits
@@ -294,11 +299,14 @@ async def wait_command(execution: Execution, kill_after: timedelta | None) -> Ou
         status = TIMED_OUT  # whatever the job made of the SIGTERM: it did not finish in time
     elif execution.terminated and proc.returncode >= 0:
         status = TERMINATED  # it exited on our SIGTERM: its work was cut short
+    if ended is None:
+        ended = (time.time(), time.monotonic())
     return Outcome(
         exit_status=status,
         output=output[-OUTPUT_TAIL:],
-        duration=time.monotonic() - started,
+        duration=ended[1] - started,
         terminated=execution.terminated,
+        ended=ended[0],
     )
 
 

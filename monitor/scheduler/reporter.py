@@ -16,9 +16,10 @@ oldest ping (backing off up to :data:`OUTAGE_BACKOFF_MAX` s) and the others wait
 :data:`QUEUE_LIMIT` (then the oldest are dropped, logged): a monitor outage delays reports, it
 does not lose them. ``scheduled=`` binds a late ping to its tick; a finish sent
 :data:`monitor_client._common.LATE_FINISH` s or more after the run ended (queued behind the
-outage, retried) also carries ``finished=`` (docs/design.md §5), the instant the scheduler saw
-the run end, so the monitor does not take its arrival for the run's end. A start delivered late
-is still stored at its arrival.
+outage, retried, or held up by a stalled scheduler) also carries ``finished=`` (docs/design.md
+§5), the run's end (as the guard saw the process exit, :mod:`monitor.scheduler.guard`), so the
+monitor does not take its arrival for the run's end. A start delivered late is still stored at
+its arrival.
 
 A check the monitor refuses (a 4xx other than those: a bad field, a read-only or unknown key)
 does not hold the other jobs up: the refusal is logged once per job, that job's pings are
@@ -65,8 +66,18 @@ class Reporter(Protocol):
     def start(self, job: Job, tick: datetime, attempt: int, rid: str) -> None: ...
 
     def finish(
-        self, job: Job, tick: datetime, attempt: int, rid: str, exit_status: int, output: bytes
-    ) -> None: ...
+        self,
+        job: Job,
+        tick: datetime,
+        attempt: int,
+        rid: str,
+        exit_status: int,
+        output: bytes,
+        ended: float | None = None,
+    ) -> None:
+        """The run ``rid`` ended with ``exit_status`` at ``ended`` (unix seconds; ``None``:
+        now)."""
+        ...
 
     def lost(self, job: Job, tick: datetime, attempt: int, rid: str, output: bytes) -> None:
         """The run ``rid`` ended with nobody to tell how (its scheduler died): an ``unknown``
@@ -107,7 +118,14 @@ class NullReporter:
         pass
 
     def finish(
-        self, job: Job, tick: datetime, attempt: int, rid: str, exit_status: int, output: bytes
+        self,
+        job: Job,
+        tick: datetime,
+        attempt: int,
+        rid: str,
+        exit_status: int,
+        output: bytes,
+        ended: float | None = None,
     ) -> None:
         pass
 
@@ -205,7 +223,14 @@ class HttpReporter:
         )
 
     def finish(
-        self, job: Job, tick: datetime, attempt: int, rid: str, exit_status: int, output: bytes
+        self,
+        job: Job,
+        tick: datetime,
+        attempt: int,
+        rid: str,
+        exit_status: int,
+        output: bytes,
+        ended: float | None = None,
     ) -> None:
         kind = "success" if exit_status == 0 else "fail"
         self._put(
@@ -217,7 +242,7 @@ class HttpReporter:
                 exit_status=exit_status,
                 body=output,
                 key=idempotency_key(job.name, tick, attempt, kind),
-                ended=time.time(),
+                ended=time.time() if ended is None else ended,
             )
         )
 

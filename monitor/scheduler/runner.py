@@ -53,7 +53,7 @@ from monitor.domain.clock import Clock
 from monitor.domain.cron import schedules
 from monitor.domain.errors import StaleLease
 from monitor.domain.jobs import ConcurrencyPolicy, Job
-from monitor.scheduler import executor
+from monitor.scheduler import executor, guard
 from monitor.scheduler.reporter import Reporter
 from monitor.services import Engine
 from monitor.storage import claims, replicas
@@ -711,7 +711,13 @@ class Scheduler:
             extra={"action": "run_finished", "job": context.job, "rid": context.run_id},
         )
         self.reporter.finish(
-            slot.job, context.tick, context.attempt, context.run_id, outcome.exit_status, outcome.output
+            slot.job,
+            context.tick,
+            context.attempt,
+            context.run_id,
+            outcome.exit_status,
+            outcome.output,
+            outcome.ended,
         )
         try:
             await claims.mark_finished(
@@ -730,6 +736,15 @@ class Scheduler:
     async def run(self, stop: asyncio.Event, *, shutdown_grace: float = 30.0) -> None:
         """Rounds until ``stop`` is set, then the clean shutdown of the module docstring."""
         self._stop = stop
+        guard.shared().acquire()
+        try:
+            await self._run(stop, shutdown_grace)
+        finally:
+            # the last scheduler of the process stops the guard (its runs are over or get
+            # SIGKILLed with their groups) rather than leave it to the interpreter's exit
+            await asyncio.to_thread(guard.shared().release)
+
+    async def _run(self, stop: asyncio.Event, shutdown_grace: float) -> None:
         await self.announce()
         renewer = asyncio.create_task(self.renew_forever(), name="job-lease-renewal")
         try:

@@ -135,6 +135,49 @@ def test_sigterm_is_forwarded_to_the_command(monitor: Monitor, kind: str, tmp_pa
     assert [(p["type"], p["exit_status"]) for p in pings] == [("start", None), ("fail", 42)]
 
 
+# prints "ready", then on one of the forwarded signals prints "got <NAME>" and exits 42
+TRAPS_ALL = (
+    "import signal, sys, time\n"
+    "def stop(signum, _):\n"
+    "    print('got', signal.Signals(signum).name, flush=True)\n"
+    "    sys.exit(42)\n"
+    "for name in ('SIGTERM', 'SIGINT', 'SIGHUP', 'SIGQUIT', 'SIGUSR1', 'SIGUSR2'):\n"
+    "    signal.signal(getattr(signal, name), stop)\n"
+    "print('ready', flush=True)\n"
+    "time.sleep(30)\n"
+)
+
+
+@pytest.mark.parametrize("kind", ["python", "shell"])
+@pytest.mark.parametrize("name", ["SIGUSR1", "SIGUSR2", "SIGQUIT", "SIGHUP", "SIGINT"])
+def test_other_signals_are_forwarded_to_the_command_too(
+    monitor: Monitor, kind: str, name: str, tmp_path: Path
+) -> None:
+    """The wrapper passes the signal on and reports the command's end, instead of dying and
+    leaving the command running unreported. The shell wrapper sends SIGINT and SIGQUIT on as
+    SIGTERM: its background command ignores those two (POSIX) and could not trap them."""
+    slug = _slug()
+    out = tmp_path / "out"
+    with out.open("wb") as sink:
+        proc = subprocess.Popen(
+            _wrapper(kind, slug, sys.executable, "-c", TRAPS_ALL),
+            env=_env(monitor, kind),
+            stdout=sink,
+            stderr=subprocess.STDOUT,
+        )
+    try:
+        wait_until(lambda: b"ready" in out.read_bytes(), timeout=15, what="the command to start")
+        proc.send_signal(getattr(signal, name))
+        assert proc.wait(15) == 42, out.read_text()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    received = "SIGTERM" if kind == "shell" and name in ("SIGINT", "SIGQUIT") else name
+    assert f"got {received}".encode() in out.read_bytes(), out.read_text()
+    pings = monitor.pings(_check(monitor, slug)["uuid"])
+    assert [(p["type"], p["exit_status"]) for p in pings] == [("start", None), ("fail", 42)]
+
+
 @pytest.mark.parametrize("kind", ["python", "shell"])
 def test_command_killed_by_sigterm_reports_143(monitor: Monitor, kind: str, tmp_path: Path) -> None:
     slug = _slug()

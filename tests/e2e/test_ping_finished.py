@@ -93,3 +93,26 @@ async def test_a_bad_finished_is_400_and_stores_nothing(api: Api) -> None:
         assert r.status_code == 400, (action, params, r.text)
         assert r.text.startswith(text), r.text
     assert await list_of(api, uuid, "pings") == []
+
+
+async def test_a_skip_ping_checks_finished_in_the_same_order_and_words_as_a_finish(api: Api) -> None:
+    """``/skip`` reads its query as the other ping URLs do (rid, scheduled, then finished): an
+    unreadable ``finished=`` gets the finish ping's 400 text; a readable one is refused as on
+    ``/start`` and ``/log`` (no finish), and a missing ``scheduled`` comes first, as a bad
+    ``scheduled`` does on a finish."""
+    check = await create_check(api, name="minutely", schedule="* * * * *")
+    uuid = check["uuid"]
+    tick = at("02:00:00")
+    for bad in ("yesterday", "2026-07-18T02:00:00", ["2026-07-18T02:00:00Z", "2026-07-18T01:59:00Z"]):
+        finish = await api.client.post(f"/ping/{uuid}", params={"finished": bad})
+        skip = await api.client.post(f"/ping/{uuid}/skip", params={"scheduled": tick, "finished": bad})
+        assert (skip.status_code, skip.text) == (400, finish.text), (bad, skip.text, finish.text)
+        assert finish.status_code == 400 and finish.text.startswith("finished: "), finish.text
+    for action in ("/start", "/log", "/skip"):
+        r = await api.client.post(f"/ping/{uuid}{action}", params={"scheduled": tick, "finished": tick})
+        assert r.status_code == 400 and r.text.startswith("finished: only for a finish ping"), r.text
+    finish = await api.client.post(f"/ping/{uuid}", params={"scheduled": "soon", "finished": "yesterday"})
+    skip = await api.client.post(f"/ping/{uuid}/skip", params={"finished": "yesterday"})
+    assert finish.text.startswith("scheduled: "), finish.text
+    assert skip.text.startswith("scheduled: "), skip.text
+    assert await list_of(api, uuid, "pings") == []

@@ -326,3 +326,48 @@ def test_the_successor_runs_a_sigkilled_holders_job_within_one_ttl(stack: Stack)
     print(f"takeover: the successor ran take-a {took:.2f}s after the SIGKILL (TTL {TTL:g}s)")
     assert took <= TTL + ROUND, took
     assert took < TTL, took  # within one TTL, as the README promises
+
+
+def test_a_run_that_ends_while_its_scheduler_is_stopped_is_recorded_at_its_real_end(stack: Stack) -> None:
+    """The guard (not stopped with the scheduler) sees the run's process exit and tells the
+    scheduler when: the finish carries that instant (``finished=``), not the SIGCONT's."""
+    out = stack.directory / "stopped-end.txt"
+    stamp = "$MONITOR_SCHEDULED_TIME"
+    command = f'echo "S {stamp} $(date +%s.%N)" >> {out}; sleep 1; echo "E {stamp} $(date +%s.%N)" >> {out}'
+    jobs = job("stopped-end", out, "*/20 * * * * *", command, concurrency_policy="Forbid")
+    replica = stack.scheduler("stopped-end", jobs)
+    stopped: int | None = None
+    try:
+        started = wait_until(
+            lambda: next((r for r in lines(out) if r[0] == "S"), None),
+            timeout=30,
+            interval=0.02,
+            what="a run",
+        )
+        pid = replica.proc.pid if replica.proc is not None else 0
+        os.kill(pid, signal.SIGSTOP)
+        stopped = pid
+        wait_until(lambda: any(r[0] == "E" for r in lines(out)), timeout=5, interval=0.02, what="the end")
+        time.sleep(3)  # the scheduler stays stopped ~4 s while its run has ended
+        os.kill(pid, signal.SIGCONT)
+        stopped = None
+        woke = time.time()
+    finally:
+        if stopped is not None:
+            os.kill(stopped, signal.SIGCONT)
+    try:
+        tick = started[1]
+        real_end = float(next(r for r in lines(out) if r[0] == "E" and r[1] == tick)[2])
+
+        def reported() -> dict[str, Any] | None:
+            run = next((r for r in stack.runs("stopped-end") if r["scheduled"] == tick), None)
+            return run if run is not None and run["finished"] else None
+
+        run = wait_until(reported, timeout=15, what="the run reported")
+    finally:
+        finish(replica)
+    recorded = parse(run["finished"]).timestamp()
+    print(f"run ended {woke - real_end:.2f}s before SIGCONT; recorded {recorded - real_end:+.3f}s off")
+    assert woke - real_end > 2.5
+    assert run["exit_status"] == 0, run
+    assert abs(recorded - real_end) < 0.5, (recorded, real_end, run)

@@ -63,11 +63,15 @@ def test_the_edges_of_the_bounds_are_accepted() -> None:
     assert math.isclose(s.lease_ttl, 86400)
 
 
-def test_an_interval_of_two_ttls_is_refused_at_start_up(tmp_path: Path) -> None:
-    """A real ``monitor evaluate``: one line naming both settings, exit 2, nothing started."""
+@pytest.mark.parametrize("command", [["evaluate"], ["scheduler", "--jobs", "jobs.toml"]])
+def test_an_interval_of_two_ttls_is_refused_at_start_up(tmp_path: Path, command: list[str]) -> None:
+    """A real ``monitor evaluate`` / ``monitor scheduler``: one line naming both settings, exit
+    2, nothing started. (The scheduler renews its job leases every TTL/3 whatever the interval;
+    the refusal is the settings' own, for every command.)"""
+    (tmp_path / "jobs.toml").write_text('[[jobs]]\nname = "x"\nschedule = "* * * * *"\ncommand = "true"\n')
     proc = _monitor(
         tmp_path,
-        "evaluate",
+        *command,
         MONITOR_DATABASE_URL=f"sqlite+aiosqlite:///{tmp_path / 'm.db'}",
         MONITOR_EVALUATE_INTERVAL="20",
         MONITOR_LEASE_TTL="10",

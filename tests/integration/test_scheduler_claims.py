@@ -42,7 +42,14 @@ class RecordingReporter:
         self.events.append(("start", job.name, tick, attempt))
 
     def finish(
-        self, job: Job, tick: datetime, attempt: int, rid: str, exit_status: int, output: bytes
+        self,
+        job: Job,
+        tick: datetime,
+        attempt: int,
+        rid: str,
+        exit_status: int,
+        output: bytes,
+        ended: float | None = None,
     ) -> None:
         self.events.append(("finish", job.name, tick, attempt, exit_status, output))
 

@@ -18,7 +18,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from monitor import cli
 from monitor.domain.clock import SystemClock
 from monitor.domain.jobs import parse_job
-from monitor.scheduler import executor
+from monitor.scheduler import executor, guard
 from monitor.scheduler.reporter import idempotency_key
 from monitor.scheduler.runner import Scheduler
 from monitor.storage import claims, leases
@@ -140,6 +140,55 @@ async def test_a_sigkilled_scheduler_takes_its_runs_process_groups_along_even_af
     assert left == {groups[0]: [], groups[1]: []}  # both runs' shells and sleeps died within 2 s
 
 
+def _exists(pid: int) -> bool:
+    """Whether a process ``pid`` exists (a zombie nobody reaped included)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+ONE_RUN = """
+import asyncio, os
+from datetime import UTC, datetime
+from monitor.scheduler import executor, guard
+
+async def main() -> None:
+    ctx = executor.RunContext(job="j", tick=datetime.now(UTC), run_id="r", token=1, attempt=1)
+    execution = executor.Execution(context=ctx)
+    await executor.spawn_command(execution, ("true",), dict(os.environ))
+    outcome = await executor.wait_command(execution, None)
+    print(guard.shared().pid, outcome.exit_status, flush=True)
+
+asyncio.run(main())
+"""
+
+
+async def test_a_process_that_ran_a_job_exits_without_leaving_its_guard_running(tmp_path: Path) -> None:
+    """At interpreter exit the guard is stopped and reaped, its socket closed: no
+    ``ResourceWarning`` (``subprocess … is still running``, ``unclosed <socket…>``)."""
+    script = tmp_path / "one_run.py"
+    script.write_text(ONE_RUN)
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-X",
+        "dev",
+        "-W",
+        "error::ResourceWarning",
+        str(script),
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        cwd=Path(__file__).parents[2],
+    )
+    out, err = await asyncio.wait_for(proc.communicate(), 20)
+    assert proc.returncode == 0, err
+    guard_pid, status = (int(word) for word in out.split())
+    assert status == 0
+    assert b"ResourceWarning" not in err, err.decode()
+    assert not _exists(guard_pid)
+
+
 async def test_an_http_job_calls_its_url_with_idempotency_key_and_token() -> None:
     with HttpReceiver(path="/warm") as receiver:
         ok = await run({"http": {"method": "POST", "url": receiver.http_url, "body": "{}"}})
@@ -171,8 +220,13 @@ async def test_sigterm_lets_running_jobs_finish_up_to_the_grace_then_releases_le
         if reporter.of("start"):
             break
         await asyncio.sleep(0.01)
+    guard_pid = guard.shared().pid
+    assert guard_pid is not None
     stop.set()
     await asyncio.wait_for(task, 15)
+    # the last scheduler of the process stopped its guard and reaped it
+    assert guard.shared().pid is None
+    assert not _exists(guard_pid)
     (start,) = reporter.of("start")
     (finish,) = reporter.of("finish")  # no new tick was taken after the stop
     assert finish[2] == start[2] and finish[4] == exit_status

@@ -9,8 +9,9 @@ Usage::
 * The finish ping is ``/<exit status>``; ``monitor-run`` exits with the command's status
   (``128 + N`` when a signal N ended it; 127 when the command cannot be found, 126 when it
   cannot be executed).
-* SIGTERM, SIGINT and SIGHUP sent to ``monitor-run`` are forwarded to the command, which
-  decides when to stop; the finish is reported after it exits.
+* SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1 and SIGUSR2 sent to ``monitor-run`` are forwarded
+  to the command, which decides what to do (and when to stop); the finish is reported after it
+  exits.
 * The command starts at once: the start ping is sent concurrently (a background thread), so a
   monitor that is down or never answers does not delay the job at all; the finish ping waits for
   the start (at most ``--timeout``) so the two arrive in order. A finish that waited for the start
@@ -68,7 +69,9 @@ if TYPE_CHECKING:
 # argparse and logging are imported only when needed (--help, a usage error, a warning to
 # print): together they cost ~30 ms of the start-up the benchmark holds to 100 ms
 
-FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2)
+"""Signals passed on to the command (their default action would end ``monitor-run`` and leave
+the command running unreported)."""
 SILENT_FINISH_TIMEOUT = 1.0
 """Seconds the finish ping may take (retries included) when the start got no answer in its
 whole ``--timeout`` (a monitor that accepts connections and never answers): the job's exit
