@@ -410,9 +410,10 @@ async def create_many(
 ) -> list[int]:
     """Create several checks in the caller's transaction, all or none (a list body).
 
-    The project's channels, its default channels and the shard count are read once, the checks
-    inserted in one multi-row statement and their channel links in another: the cost per
-    check is its validation, not a round trip per column of work.
+    The project's channels, its default channels and the shard count are read once, each
+    distinct schedule (with its zone and dialect) is judged once, the checks inserted in one
+    multi-row statement and their channel links in another: the cost per check is its
+    validation, not a round trip per column of work.
 
     Args:
         items: check fields as for :func:`create_or_upsert`, without ``unique`` (1 to
@@ -435,6 +436,8 @@ async def create_many(
     count = await cluster.shard_count_for_insert(conn, shards, now)
     rows: list[dict[str, Any]] = []
     links: list[list[str]] = []
+    # (kind, schedule, dialect, tz) already judged valid at ``now`` in this list
+    valid_schedules: set[tuple[Any, ...]] = set()
     for index, item in enumerate(items):
         try:
             fields = parse_check_fields(item)
@@ -453,7 +456,10 @@ async def create_many(
             _apply_kind(values, fields)
             if values["kind"] == "cron" and not values.get("schedule"):
                 raise ValidationError("schedule", "is required for a cron check")
-            _validate_schedule(values, now)
+            schedule_key = (values["kind"], values.get("schedule"), values["dialect"], values["tz"])
+            if schedule_key not in valid_schedules:  # a list often repeats one schedule
+                _validate_schedule(values, now)
+                valid_schedules.add(schedule_key)
             _check_runtimes(values)
             _check_escalation(values)
             if channels is not None:

@@ -36,7 +36,14 @@ class CheckStore(Protocol):
 
     async def insert_many(self, rows: Sequence[Mapping[str, Any]]) -> list[int]:
         """Insert rows in one statement (missing columns take their defaults); the new ids in
-        the order given. Raises :class:`DuplicateKey`."""
+        the order given.
+
+        Args:
+            rows: column values per check, each with its (unique) ``uuid``.
+
+        Raises:
+            DuplicateKey: a uuid or slug is taken (no row is inserted).
+        """
         ...
 
     async def update(self, check_id: int, changes: Mapping[str, Any]) -> None:

@@ -58,19 +58,22 @@ class SqlCheckStore(_Store):
     async def insert_many(self, rows: Sequence[Mapping[str, Any]]) -> list[int]:
         if not rows:
             return []
-        # one column set for every row (a multi-row INSERT needs it)
-        columns = set().union(*(r.keys() for r in rows))
-        filled = [{c: r.get(c, _column_default(c)) for c in columns} for r in rows]
+        # One column set for every row (a multi-row INSERT needs it), each missing column's
+        # default looked up once, not once per row.
+        columns = list(dict.fromkeys(c for r in rows for c in r))
+        defaults = {c: _column_default(c) for c in columns}
+        filled = [r if len(r) == len(columns) else {c: r.get(c, defaults[c]) for c in columns} for r in rows]
+        # RETURNING matched back by uuid rather than sort_by_parameter_order: SQLite has no
+        # sentinel SQLAlchemy trusts to order the rows of one multi-row INSERT, so the sorted form
+        # falls back to one INSERT (two thread hops through aiosqlite) per row.
+        statement = t.checks.insert().returning(t.checks.c.id, t.checks.c.uuid)
         try:
             async with self.conn.begin_nested():
-                inserted = (
-                    await self.conn.execute(
-                        t.checks.insert().returning(t.checks.c.id, sort_by_parameter_order=True), filled
-                    )
-                ).all()
+                inserted = (await self.conn.execute(statement, filled)).all()
         except IntegrityError as error:
             raise DuplicateKey(str(error.orig)) from None
-        return [int(r[0]) for r in inserted]
+        by_uuid = {str(u): int(i) for i, u in inserted}
+        return [by_uuid[str(r["uuid"])] for r in filled]
 
     async def update(self, check_id: int, changes: Mapping[str, Any]) -> None:
         try:

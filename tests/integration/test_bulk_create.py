@@ -71,3 +71,20 @@ async def test_a_list_maps_the_deprecated_subject_fields_as_a_single_create_does
     old, new = answer.json()["checks"]
     assert (old["success_kw"], old["failure_kw"], old["filter_subject"]) == ("SUCCESS", "FAILURE", True)
     assert (new["success_kw"], new["failure_kw"], new["filter_subject"]) == ("", "", False)
+
+
+async def test_a_schedule_repeated_in_a_list_is_judged_with_its_own_dialect_and_zone(api: Api) -> None:
+    # the list judges each distinct (schedule, dialect, zone) once: a repeat with another
+    # dialect or zone is still judged, and its error names its own index
+    seconds = {"schedule": "*/5 * * * * *", "dialect": "seconds"}
+    body = [seconds, seconds, {"schedule": "*/5 * * * * *"}]
+    answer = await api.client.post("/api/v3/checks/", json=body, headers=api.headers)
+    assert answer.status_code == 400 and answer.json()["error"].startswith("[2].schedule: "), answer.text
+    berlin = {"schedule": "0 * * * *", "tz": "Europe/Berlin"}
+    body = [berlin, berlin, {"schedule": "0 * * * *", "tz": "Mars/Olympus"}]
+    answer = await api.client.post("/api/v3/checks/", json=body, headers=api.headers)
+    assert answer.status_code == 400 and answer.json()["error"].startswith("[2].tz: "), answer.text
+    answer = await api.client.post("/api/v3/checks/", json=[seconds, berlin, seconds], headers=api.headers)
+    assert answer.status_code == 201
+    assert [c["schedule"] for c in answer.json()["checks"]] == ["*/5 * * * * *", "0 * * * *", "*/5 * * * * *"]
+    assert await _count(api) == 3

@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
+from sqlalchemy import event
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from monitor.storage import tables as t
@@ -61,6 +62,38 @@ async def test_insert_many_keeps_the_order_and_fills_missing_columns(uow: UnitOf
     assert [by_id[i]["name"] for i in ids] == ["one", "two"]
     assert [by_id[i]["grace"] for i in ids] == [60, 3600]
     assert await uow.checks.insert_many([]) == []
+
+
+async def test_insert_many_is_one_statement_for_a_full_list(engine: AsyncEngine, uow: UnitOfWork) -> None:
+    # 1000 rows (the API's most) with every optional column a check body can set: one INSERT
+    # (SQLAlchemy pages it only past the driver's parameter limit), not one per row.
+    project = await add_project(uow)
+    wide = {
+        "name": "n", "tags": "a b", "desc": "d", "schedule": "* * * * *", "kind": "cron",
+        "tz": "Europe/Berlin", "grace": 60, "max_runtime": 60, "min_runtime": 1,
+        "early_tolerance": 5, "expected_runs": 2, "failure_threshold": 2, "recovery_threshold": 2,
+        "methods": "POST", "manual_resume": True, "start_kw": "s", "success_kw": "ok",
+        "failure_kw": "fail", "filter_subject": True, "filter_body": True, "filter_http_body": True,
+        "filter_default_fail": True, "nag_interval": 60, "escalate_after": 60,
+    }  # fmt: skip
+    rows = [
+        check_values(project, **wide, slug=f"s{i}") if i % 3 else check_values(project) for i in range(1000)
+    ]
+    inserts: list[int] = []
+
+    def seen(_conn: object, _cursor: object, statement: str, *_args: object) -> None:
+        if statement.lstrip().upper().startswith("INSERT INTO CHECKS"):
+            inserts.append(1)
+
+    event.listen(engine.sync_engine, "before_cursor_execute", seen)
+    try:
+        ids = await uow.checks.insert_many(rows)
+    finally:
+        event.remove(engine.sync_engine, "before_cursor_execute", seen)
+    assert len(inserts) <= 2, len(inserts)
+    by_id = await uow.checks.by_ids(ids)
+    assert [by_id[i]["uuid"] for i in ids] == [r["uuid"] for r in rows]
+    assert [by_id[i]["slug"] for i in ids[:4]] == [None, "s1", "s2", None]
 
 
 async def test_insert_many_with_a_taken_slug_inserts_none(uow: UnitOfWork) -> None:
