@@ -100,8 +100,9 @@ def holder_name() -> str:
 
 def holder_dead(holder: str, live: set[str] | None = None) -> bool:
     """Whether the replica ``<host>:<pid>`` is known dead: on this host, no process has that
-    pid (a stopped process is alive); elsewhere, it is not among the ``live`` replicas
-    (``None``: unknown, so not dead)."""
+    pid, or only its zombie (killed, not reaped yet by its parent: a supervisor that has not
+    waited for it yet; a stopped process is alive); elsewhere, it is not among the ``live``
+    replicas (``None``: unknown, so not dead)."""
     host, _, pid = holder.rpartition(":")
     if host == socket.gethostname() and pid.isdigit():
         try:
@@ -110,8 +111,19 @@ def holder_dead(holder: str, live: set[str] | None = None) -> bool:
             return True
         except PermissionError:
             return False
-        return False
+        return _zombie(int(pid))
     return live is not None and holder not in live
+
+
+def _zombie(pid: int) -> bool:
+    """Whether process ``pid`` has exited and waits to be reaped (Linux ``/proc``; elsewhere
+    ``False``)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as stat:
+            fields = stat.read().rpartition(b")")[2].split()
+    except OSError:
+        return False
+    return bool(fields) and fields[0] in (b"Z", b"X")
 
 
 def log_failure(message: str, error: BaseException, action: str, **extra: Any) -> None:

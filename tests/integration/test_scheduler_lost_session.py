@@ -9,13 +9,18 @@ made here by blocking the scheduler's event loop (``time.sleep``: nothing reads 
 exactly as when the process is stopped) right after the fence check of a run's spawn, so the
 fence transaction is the one left open; the run's own process is not stopped.
 
-Real PostgreSQL, real sessions ended by the server, the real :class:`Scheduler`.
+Real PostgreSQL, real sessions ended by the server, the real :class:`Scheduler`. Also: a
+``kill -9``-ed replica whose zombie its supervisor has not reaped yet is dead, not alive.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import os
+import signal
+import socket
+import subprocess
 import time
 from collections.abc import Iterator
 from datetime import timedelta
@@ -27,7 +32,7 @@ from sqlalchemy import event, text
 
 from monitor.domain.clock import SystemClock
 from monitor.domain.jobs import parse_job
-from monitor.scheduler.runner import Scheduler
+from monitor.scheduler.runner import Scheduler, holder_dead
 from monitor.storage import claims
 from monitor.storage.engine import make_engine, session_lost
 from tests.integration.test_scheduler_claims import RecordingReporter
@@ -35,7 +40,7 @@ from tests.integration.test_scheduler_claims import RecordingReporter
 TTL = 0.6
 STALL = 4 * TTL
 
-pytestmark = pytest.mark.parametrize("database_url", ["postgres"], indirect=True)
+POSTGRES = pytest.mark.parametrize("database_url", ["postgres"], indirect=True)
 
 
 class FenceStaller:
@@ -68,6 +73,7 @@ def pg_url(database_url: str) -> Iterator[str]:
     yield database_url
 
 
+@POSTGRES
 async def test_a_stall_that_outlives_the_fence_session_costs_the_lease_cleanly_and_no_run(
     pg_url: str, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -145,6 +151,7 @@ async def claims_of(url: str) -> list[claims.Claim]:
         await engine.dispose()
 
 
+@POSTGRES
 async def test_a_transaction_whose_session_the_server_ended_during_a_stall_is_a_lost_session(
     pg_url: str,
 ) -> None:
@@ -177,3 +184,21 @@ async def test_a_transaction_whose_session_the_server_ended_during_a_stall_is_a_
         await engine.dispose()
     (error,) = errors
     assert session_lost(error), repr(error)
+
+
+def test_a_killed_replica_not_reaped_yet_is_dead() -> None:
+    """A supervisor that has not waited for a ``kill -9``-ed replica yet leaves its zombie: the
+    successor must close its runs at once (they died with it), not count them running."""
+    child = subprocess.Popen(["sleep", "30"])
+    try:
+        holder = f"{socket.gethostname()}:{child.pid}"
+        assert not holder_dead(holder)
+        os.kill(child.pid, signal.SIGKILL)
+        deadline = time.monotonic() + 5
+        while Path(f"/proc/{child.pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z":
+            assert time.monotonic() < deadline, "no zombie"
+            time.sleep(0.01)
+        assert holder_dead(holder)
+    finally:
+        child.kill()
+        child.wait()
