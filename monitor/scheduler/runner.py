@@ -608,7 +608,10 @@ class Scheduler:
                 await self._start(slot, due)
             except StaleLease as error:
                 await self._step_down(slot, error)
-            except Exception:
+            except Exception as error:
+                if session_lost(error):
+                    await self._session_lost(slot, error)
+                    return
                 logger.exception(
                     "could not start %s",
                     slot.job.name,
@@ -725,14 +728,15 @@ class Scheduler:
                 early = await executor.spawn(execution, job, self.base_env, deadline)
                 spawned = True
         except Exception as error:
-            if not session_lost(error):
-                raise
             if not spawned:
+                if not session_lost(error):
+                    raise
                 # the fence's session ended before the spawn (a stall): its lock may be gone
                 raise executor.SpawnTooLate from error
-            # the spawn was fenced in time; only the read-only transaction's end was lost
+            # the spawn was fenced in time; only the end of the read-only transaction failed
+            # (its session lost in a stall, most likely): the run exists, so it is tracked
             logger.info(
-                "fence session lost after the spawn of %s (%s): the run goes on",
+                "fence transaction failed after the spawn of %s (%s): the run goes on",
                 execution.context.job,
                 type(error).__name__,
                 extra={"action": "fence_session_lost", "job": execution.context.job},
