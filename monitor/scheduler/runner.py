@@ -58,6 +58,7 @@ from monitor.scheduler.reporter import Reporter
 from monitor.services import Engine
 from monitor.storage import claims, replicas
 from monitor.storage import leases as lease_store
+from monitor.storage.engine import session_lost
 
 logger = logging.getLogger(__name__)
 
@@ -99,8 +100,9 @@ def holder_name() -> str:
 
 def holder_dead(holder: str, live: set[str] | None = None) -> bool:
     """Whether the replica ``<host>:<pid>`` is known dead: on this host, no process has that
-    pid (a stopped process is alive); elsewhere, it is not among the ``live`` replicas
-    (``None``: unknown, so not dead)."""
+    pid, or only its zombie (killed, not reaped yet by its parent: a supervisor that has not
+    waited for it yet; a stopped process is alive); elsewhere, it is not among the ``live``
+    replicas (``None``: unknown, so not dead)."""
     host, _, pid = holder.rpartition(":")
     if host == socket.gethostname() and pid.isdigit():
         try:
@@ -109,8 +111,35 @@ def holder_dead(holder: str, live: set[str] | None = None) -> bool:
             return True
         except PermissionError:
             return False
-        return False
+        return _zombie(int(pid))
     return live is not None and holder not in live
+
+
+def _zombie(pid: int) -> bool:
+    """Whether process ``pid`` has exited and waits to be reaped (Linux ``/proc``; elsewhere
+    ``False``)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as stat:
+            fields = stat.read().rpartition(b")")[2].split()
+    except OSError:
+        return False
+    return bool(fields) and fields[0] in (b"Z", b"X")
+
+
+def log_failure(message: str, error: BaseException, action: str, **extra: Any) -> None:
+    """Log a failed database call of the loop: a lost session (the server ended it during a
+    stall, the connection was invalidated and the next call gets a fresh one) as one warning
+    line, anything else with its traceback."""
+    if session_lost(error):
+        logger.warning(
+            "%s: database session lost (%s: %s); going on with a fresh connection",
+            message,
+            type(error).__name__,
+            " ".join(str(error).split())[:300],
+            extra={"action": action, "session_lost": True, **extra},
+        )
+    else:
+        logger.exception(message, exc_info=error, extra={"action": action, **extra})
 
 
 @dataclass(kw_only=True, slots=True)
@@ -243,6 +272,27 @@ class Scheduler:
         slot.forget()
         await self.leases.step_down(slot.job.lease_name)
 
+    async def _session_lost(self, slot: Slot, error: BaseException) -> None:
+        """A write of this job's lost its database session (the server ended it, most likely
+        during a stall that also cost the lease): whether it committed is unknown, so step down
+        rather than go on from a view of the claims that may be wrong. The next holder (maybe
+        this replica again) re-reads them: an unclaimed tick runs, a claimed one runs as an
+        orphan (attempt 2)."""
+        name = slot.job.lease_name
+        logger.warning(
+            "lease_stepped_down %s: database session lost (%s); the next holder re-reads its claims",
+            name,
+            type(error).__name__,
+            extra={"action": "lease_stepped_down", "lease": name, "session_lost": True},
+        )
+        slot.forget()
+        try:
+            await self.leases.step_down(name)
+        except asyncio.CancelledError:
+            raise
+        except Exception as failure:
+            log_failure("could not step down from a job lease", failure, "lease_release_failed")
+
     @property
     def share(self) -> int:
         """Most job leases this replica takes: ``ceil(jobs / live replicas)``."""
@@ -258,8 +308,8 @@ class Scheduler:
             self.live = live
         except asyncio.CancelledError:
             raise
-        except Exception:
-            logger.exception("replica heartbeat failed", extra={"action": "replica_heartbeat_failed"})
+        except Exception as error:
+            log_failure("replica heartbeat failed", error, "replica_heartbeat_failed")
 
     async def _release_extra(self) -> None:
         """Above the fair share (replicas joined): give up one idle job lease per round."""
@@ -293,8 +343,8 @@ class Scheduler:
                 lost = await self.leases.renew(self.clock.now())
             except asyncio.CancelledError:
                 raise
-            except Exception:
-                logger.exception("lease renewal failed", extra={"action": "lease_renewal_failed"})
+            except Exception as error:
+                log_failure("lease renewal failed", error, "lease_renewal_failed")
                 await self._end_overtaken_runs()
                 continue
             held = self.leases.held
@@ -321,8 +371,8 @@ class Scheduler:
                         overtaken = await claims.overtaken(conn, context.job, context.tick, context.token)
                 except asyncio.CancelledError:
                     raise
-                except Exception:
-                    logger.exception("could not read claims", extra={"action": "claims_read_failed"})
+                except Exception as error:
+                    log_failure("could not read claims", error, "claims_read_failed")
                     return
                 if not overtaken:
                     continue
@@ -383,8 +433,8 @@ class Scheduler:
                 orphaned = await self._orphaned()
             except asyncio.CancelledError:
                 raise
-            except Exception:
-                logger.exception("could not read the job leases", extra={"action": "lease_read_failed"})
+            except Exception as error:
+                log_failure("could not read the job leases", error, "lease_read_failed")
         for slot in self.slots:
             try:
                 if slot.token is None and sum(s.token is not None for s in self.slots) < self.share:
@@ -398,7 +448,10 @@ class Scheduler:
                 await self._step_down(slot, error)
             except asyncio.CancelledError:
                 raise
-            except Exception:
+            except Exception as error:
+                if session_lost(error):
+                    await self._session_lost(slot, error)
+                    continue
                 logger.exception(
                     "scheduler round failed for %s",
                     slot.job.name,
@@ -409,8 +462,8 @@ class Scheduler:
             await self._release_extra()
         except asyncio.CancelledError:
             raise
-        except Exception:
-            logger.exception("could not release a job lease", extra={"action": "lease_release_failed"})
+        except Exception as error:
+            log_failure("could not release a job lease", error, "lease_release_failed")
 
     async def _prune(self) -> None:
         now = self.clock.now()
@@ -424,8 +477,8 @@ class Scheduler:
                 removed = await claims.prune(self.engine, slot.job.name, now - CLAIM_RETENTION)
             except asyncio.CancelledError:
                 raise
-            except Exception:
-                logger.exception("claim pruning failed", extra={"action": "claims_prune_failed"})
+            except Exception as error:
+                log_failure("claim pruning failed", error, "claims_prune_failed")
                 continue
             if removed:
                 logger.info(
@@ -555,7 +608,10 @@ class Scheduler:
                 await self._start(slot, due)
             except StaleLease as error:
                 await self._step_down(slot, error)
-            except Exception:
+            except Exception as error:
+                if session_lost(error):
+                    await self._session_lost(slot, error)
+                    return
                 logger.exception(
                     "could not start %s",
                     slot.job.name,
@@ -659,14 +715,33 @@ class Scheduler:
         """
         began = time.monotonic()
         job = next(s.job for s in self.slots if s.job.name == execution.context.job)
-        async with self.engine.begin() as conn:
-            await lease_store.check_fence(conn, fence.lease, fence.token, fence.holder, self.clock.now())
-            deadline = None
-            if conn.dialect.name == "postgresql":
-                deadline = began + FENCE_WINDOW * self.ttl.total_seconds()
-                if time.monotonic() > deadline:
-                    raise executor.SpawnTooLate
-            return await executor.spawn(execution, job, self.base_env, deadline)
+        spawned = False
+        early: executor.Outcome | None = None
+        try:
+            async with self.engine.begin() as conn:
+                await lease_store.check_fence(conn, fence.lease, fence.token, fence.holder, self.clock.now())
+                deadline = None
+                if conn.dialect.name == "postgresql":
+                    deadline = began + FENCE_WINDOW * self.ttl.total_seconds()
+                    if time.monotonic() > deadline:
+                        raise executor.SpawnTooLate
+                early = await executor.spawn(execution, job, self.base_env, deadline)
+                spawned = True
+        except Exception as error:
+            if not spawned:
+                if not session_lost(error):
+                    raise
+                # the fence's session ended before the spawn (a stall): its lock may be gone
+                raise executor.SpawnTooLate from error
+            # the spawn was fenced in time; only the end of the read-only transaction failed
+            # (its session lost in a stall, most likely): the run exists, so it is tracked
+            logger.info(
+                "fence transaction failed after the spawn of %s (%s): the run goes on",
+                execution.context.job,
+                type(error).__name__,
+                extra={"action": "fence_session_lost", "job": execution.context.job},
+            )
+        return early
 
     async def _refuse_stale(
         self, slot: Slot, context: executor.RunContext, error: StaleLease | executor.SpawnTooLate
@@ -687,8 +762,8 @@ class Scheduler:
             await claims.abandon(
                 self.engine, context.job, context.tick, context.token, self.clock.now(), reason
             )
-        except Exception:
-            logger.exception("could not record a refused tick", extra={"action": "claim_refuse_failed"})
+        except Exception as error:
+            log_failure("could not record a refused tick", error, "claim_refuse_failed")
         self.reporter.skip(slot.job, context.tick, context.attempt, reason)
 
     async def _finish(self, slot: Slot, execution: executor.Execution) -> None:
@@ -719,12 +794,21 @@ class Scheduler:
             outcome.output,
             outcome.ended,
         )
-        try:
-            await claims.mark_finished(
-                self.engine, context.job, context.tick, context.token, self.clock.now(), outcome.exit_status
-            )
-        except Exception:
-            logger.exception("could not record a run's end", extra={"action": "claim_finish_failed"})
+        for attempt in (1, 2):
+            try:
+                now = self.clock.now()
+                await claims.mark_finished(
+                    self.engine, context.job, context.tick, context.token, now, outcome.exit_status
+                )
+                return
+            except asyncio.CancelledError:
+                raise
+            except Exception as error:
+                # a session lost during a stall is replaced by a fresh one: record the end on it,
+                # or the successor counts the run as running for as long as we heartbeat
+                if attempt == 1 and session_lost(error):
+                    continue
+                log_failure("could not record a run's end", error, "claim_finish_failed", job=context.job)
 
     # ------------------------------------------------------------------ the loop
 

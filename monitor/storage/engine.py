@@ -9,8 +9,10 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+import asyncpg  # type: ignore[import-untyped]
 from sqlalchemy import event, text
-from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.engine import Connection, Engine, ExceptionContext
+from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
 logger = logging.getLogger(__name__)
@@ -64,9 +66,60 @@ def make_engine(
         connect_args["server_settings"] = {
             "idle_in_transaction_session_timeout": str(max(1, round(idle_in_transaction_timeout * 1000)))
         }
-    return create_async_engine(
+    engine = create_async_engine(
         url, pool_size=pool_size, max_overflow=pool_size, pool_pre_ping=True, connect_args=connect_args
     )
+    event.listen(engine.sync_engine, "handle_error", _lost_sessions_are_disconnects)
+    return engine
+
+
+TERMINATED_SESSION_STATES = frozenset({"57P01", "57P02", "57P03", "57P05", "25P03"})
+"""SQLSTATEs with which the server ends a session: ``admin_shutdown``, ``crash_shutdown``,
+``cannot_connect_now``, ``idle_session_timeout``, ``idle_in_transaction_session_timeout``
+(class ``08``, connection exceptions, counts too)."""
+
+
+def _session_gone(error: BaseException | None) -> bool:
+    """Whether ``error`` (or what it wraps) says the PostgreSQL session can no longer be used.
+
+    asyncpg's ``InternalClientError`` ("cannot switch to state 12; another operation (2) is in
+    progress") is what a connection says when the server ended its session while the process
+    could not read (a stall: SIGSTOP, a frozen VM) and the next statement went out before the
+    socket's close was seen: the protocol is stuck waiting for a reply that never comes."""
+    seen = 0
+    while error is not None and seen < 5:
+        if isinstance(error, asyncpg.InternalClientError | asyncpg.ConnectionDoesNotExistError):
+            return True
+        if isinstance(error, asyncpg.InterfaceError) and "connection is closed" in str(error):
+            return True
+        if isinstance(error, asyncpg.PostgresError):
+            state = str(getattr(error, "sqlstate", "") or "")
+            if state in TERMINATED_SESSION_STATES or state.startswith("08"):
+                return True
+        if isinstance(error, ConnectionError):
+            return True
+        error = error.__cause__
+        seen += 1
+    return False
+
+
+def _lost_sessions_are_disconnects(context: ExceptionContext) -> None:
+    """``handle_error``: a session the server ended is a disconnect, whatever the socket says
+    yet, so SQLAlchemy invalidates the connection (and the pool's older ones, which the same
+    stall may have cost their sessions too) instead of checking it back in with its protocol
+    out of step; pre-ping then replaces it."""
+    if not context.is_disconnect and _session_gone(context.original_exception):
+        context.is_disconnect = True
+
+
+def session_lost(error: BaseException) -> bool:
+    """Whether ``error``, raised by a storage call, means the database session was lost
+    (PostgreSQL ended it, the socket closed, the connection was invalidated): the transaction
+    did not commit, and the next call gets a fresh connection. ``False`` for SQLite and for any
+    other failure."""
+    if isinstance(error, DBAPIError) and error.connection_invalidated:
+        return True
+    return _session_gone(error)
 
 
 def sqlite_options(sync_engine: Engine, *, poll_begin: bool = False) -> None:

@@ -40,6 +40,7 @@ from monitor.domain.errors import StaleLease
 from monitor.failures import FailureLog
 from monitor.storage import repositories
 from monitor.storage import tables as t
+from monitor.storage.engine import session_lost
 
 logger = logging.getLogger(__name__)
 
@@ -241,6 +242,12 @@ class PostgresLeases(Leases):
             "application_name": f"monitor leases {holder}"[:63],
         }
 
+    def _failed(self, error: BaseException) -> None:
+        """Count a failure of the session; one the server ended (a stall outlived its timeouts)
+        is no fault to trace back: :meth:`_lose` says it in one line and the next call reconnects."""
+        if not session_lost(error):
+            self._failures.failed(error)
+
     async def _session(self) -> asyncpg.Connection:
         if self._conn is not None and self._conn.is_closed():
             self._lose("session closed")
@@ -300,7 +307,7 @@ class PostgresLeases(Leases):
                 # A client-side timeout leaves the session busy cancelling ("another operation is
                 # in progress") and this lock possibly taken: end the session, which frees every
                 # lock it holds, rather than hold a lock nobody sweeps for.
-                self._failures.failed(error)
+                self._failed(error)
                 self._lose(f"acquire failed: {type(error).__name__}: {error}")
                 return None
             self._failures.succeeded()
@@ -323,7 +330,7 @@ class PostgresLeases(Leases):
                 locked = {int(r[0]) for r in await conn.fetch(HELD_ADVISORY_KEYS, timeout=timeout)}
                 after = {r[0]: r[1] for r in await conn.fetch(rows, list(names), timeout=timeout)}
             except SESSION_ERRORS as error:
-                self._failures.failed(error)
+                self._failed(error)
                 self._lose(f"lease survey failed: {type(error).__name__}: {error}")
                 return []
             self._failures.succeeded()
@@ -358,7 +365,7 @@ class PostgresLeases(Leases):
             except SESSION_ERRORS as error:
                 # any failure of the session (InternalClientError: its protocol is out of step after
                 # a SIGSTOP) means the server may have freed the locks: step down at once
-                self._failures.failed(error)
+                self._failed(error)
                 return lost + self._lose(f"renewal failed: {type(error).__name__}: {error}")
             self._failures.succeeded()
             return lost

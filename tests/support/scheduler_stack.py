@@ -50,11 +50,19 @@ class Stack:
     started: int = 0
 
     def scheduler(
-        self, name: str, jobs: str, *, grace: float = 5.0, pre_spawn_delay: float = 0.0, **env: str
+        self,
+        name: str,
+        jobs: str,
+        *,
+        grace: float = 5.0,
+        pre_spawn_delay: float = 0.0,
+        in_fence_delay: float = 0.0,
+        **env: str,
     ) -> MonitorProcess:
         """Start ``monitor scheduler`` on a jobs file holding ``jobs`` (``--shutdown-grace``
         ``grace`` seconds); with ``pre_spawn_delay`` (seconds) it pauses between recording a
-        run's start and spawning it (:mod:`tests.support.stalling_scheduler`)."""
+        run's start and spawning it, with ``in_fence_delay`` after the spawn inside the fence
+        transaction (:mod:`tests.support.stalling_scheduler`)."""
         path = self.directory / f"{name}.toml"
         path.write_text(jobs)
         self.started += 1
@@ -68,9 +76,10 @@ class Stack:
             **env,
         )
         module = "monitor"
-        if pre_spawn_delay:
+        if pre_spawn_delay or in_fence_delay:
             module = "tests.support.stalling_scheduler"
             environment[stalling_scheduler.DELAY_ENV] = str(pre_spawn_delay)
+            environment[stalling_scheduler.FENCE_DELAY_ENV] = str(in_fence_delay)
         argv = [
             sys.executable,
             "-m",
