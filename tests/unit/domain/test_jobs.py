@@ -207,3 +207,41 @@ def test_file_needs_jobs() -> None:
         parse_jobs({})
     with pytest.raises(ValidationError, match="job: unknown top-level key"):
         parse_jobs({"job": []})
+
+
+@pytest.mark.parametrize(
+    ("keys", "where"),
+    [
+        # the kernel cannot exec these: the scheduler then fails every round for the job, leaves
+        # each claim `started` forever and sends no ping at all (the check stays `new`, silent)
+        pytest.param(
+            {"name": "b", "schedule": "* * * * *", "command": ["echo", "a\x00b"]},
+            "jobs[1].command",
+            id="nul-in-argv",
+        ),
+        pytest.param(
+            {"name": "b", "schedule": "* * * * *", "command": "echo a\x00b"},
+            "jobs[1].command",
+            id="nul-in-shell-command",
+        ),
+        pytest.param(
+            {"name": "b", "schedule": "* * * * *", "command": "x", "env": {"A=B": "x"}},
+            "jobs[1].env",
+            id="equals-in-env-name",
+        ),
+        pytest.param(
+            {"name": "b", "schedule": "* * * * *", "command": "x", "env": {"": "x"}},
+            "jobs[1].env",
+            id="empty-env-name",
+        ),
+        pytest.param(
+            {"name": "b", "schedule": "* * * * *", "command": "x", "env": {"A": "a\x00b"}},
+            "jobs[1].env.A",
+            id="nul-in-env-value",
+        ),
+    ],
+)
+def test_commands_the_kernel_cannot_exec_are_refused(keys: dict[str, Any], where: str) -> None:
+    with pytest.raises(ValidationError) as error:
+        parse_jobs(_document(keys))
+    assert str(error.value).startswith(where), str(error.value)
