@@ -203,14 +203,40 @@ def _http(where: str, value: Any) -> HttpCall:
     return HttpCall(method=method, url=url, headers=headers, body=body, timeout=timeout)
 
 
+NUL = "\x00"
+"""The one character ``execve`` cannot pass in an argument or environment entry (C strings)."""
+NUL_REFUSED = "must not contain a NUL character (\\u0000): it cannot be executed"
+
+
 def _command(where: str, value: Any) -> tuple[str, ...]:
     if isinstance(value, str):
         if not value.strip():
             raise ValidationError(where, "must not be empty")
+        if NUL in value:
+            raise ValidationError(where, NUL_REFUSED)
         return ("sh", "-c", value)
     if isinstance(value, list) and value and all(isinstance(v, str) for v in value):
+        for position, argument in enumerate(value):
+            if NUL in argument:
+                raise ValidationError(f"{where}[{position}]", NUL_REFUSED)
         return tuple(value)
     raise ValidationError(where, "must be a non-empty list of strings (argv) or a string (run with sh -c)")
+
+
+def _env(where: str, value: Any) -> dict[str, str]:
+    """A job's ``env``: strings whose names and values ``execve`` can pass (``NAME=value``
+    entries, so a name is non-empty without ``=``, and neither holds a NUL)."""
+    env = _strings(where, value)
+    for name, item in env.items():
+        if not name:
+            raise ValidationError(where, "a variable name must not be empty")
+        if "=" in name or NUL in name:
+            raise ValidationError(
+                where, f"variable name {name!r} must not contain '=' or a NUL character (\\u0000)"
+            )
+        if NUL in item:
+            raise ValidationError(f"{where}.{name}", NUL_REFUSED)
+    return env
 
 
 def parse_job(raw: Any, index: int) -> Job:
@@ -258,7 +284,7 @@ def parse_job(raw: Any, index: int) -> Job:
         schedule=schedule,
         command=command,
         http=http,
-        env=_strings(f"{where}.env", raw.get("env", {})),
+        env=_env(f"{where}.env", raw.get("env", {})),
         kill_after=None
         if kill_after is None
         else timedelta(seconds=_seconds(f"{where}.kill_after", kill_after, minimum=0.1)),
