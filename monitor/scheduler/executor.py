@@ -25,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import ctypes
+import errno
 import os
 import signal
 import socket
@@ -49,6 +50,10 @@ HTTP_TIMEOUT = 30.0
 """Seconds an HTTP job may take by default (its ``[jobs.http] timeout``)."""
 TIMED_OUT = 124
 """Exit status of a run stopped by ``kill_after``, whatever its own (as ``timeout(1)`` reports)."""
+NOT_FOUND = 127
+"""Exit status of a run whose program does not exist (as a shell reports it)."""
+CANNOT_EXECUTE = 126
+"""Exit status of a run whose program exists but could not be executed (as a shell reports it)."""
 TERMINATED = 128 + signal.SIGTERM
 """Exit status of a run terminated (``Replace``, shutdown) that exited on the SIGTERM by itself;
 one killed by a signal reports ``128 + signal``."""
@@ -216,8 +221,9 @@ async def spawn_command(
 ) -> Outcome | None:
     """Start ``argv`` (``execution.process``); an :class:`Outcome` when it cannot start.
 
-    A command that cannot be started (missing executable) ends with exit status 127 and the
-    error as output, as a shell reports it.
+    A command that cannot be started ends with the error as output and exit status 127
+    (missing executable) or 126 (anything else: not executable, arguments past ``ARG_MAX``, a
+    NUL in an argument or the environment), as a shell reports it.
 
     Raises:
         SpawnTooLate: ``time.monotonic()`` passed ``deadline`` before the command could exec.
@@ -240,10 +246,22 @@ async def spawn_command(
         # preexec failure with this one type)
         if deadline is not None and time.monotonic() > deadline:
             raise SpawnTooLate from error
-        return Outcome(exit_status=126, output=f"{error}\n".encode(), duration=0.0)
+        return Outcome(exit_status=CANNOT_EXECUTE, output=f"{error}\n".encode(), duration=0.0)
     except OSError as error:
+        # as a shell reports it: 127 for a program that is not there, 126 for one that is but
+        # cannot be executed (permission, E2BIG, bad format …)
+        status = NOT_FOUND if error.errno in (errno.ENOENT, errno.ENOTDIR) else CANNOT_EXECUTE
         return Outcome(
-            exit_status=127, output=f"{error}\n".encode(), duration=time.monotonic() - execution.started
+            exit_status=status, output=f"{error}\n".encode(), duration=time.monotonic() - execution.started
+        )
+    except Exception as error:
+        # anything else subprocess refuses before the fork (a NUL in argv or env, a bad env
+        # name: ValueError): the run still ends, as a failure the monitor hears of, instead of
+        # escaping the round and leaving its claim started forever
+        return Outcome(
+            exit_status=CANNOT_EXECUTE,
+            output=f"cannot execute {argv[0]!r}: {type(error).__name__}: {error}\n".encode(),
+            duration=time.monotonic() - execution.started,
         )
     runs.spawned(proc.pid)
     execution.process = proc

@@ -314,3 +314,40 @@ def test_an_unreachable_monitor_never_holds_a_run_up() -> None:
             break
         time.sleep(0.1)
     assert not reporter.alive
+
+
+@pytest.mark.parametrize(
+    ("change", "named"),
+    [
+        pytest.param({"env": {"A": "a\x00b"}}, b"embedded null byte", id="nul-in-env"),
+        pytest.param({"env": {"A=B": "x"}}, b"environment variable name", id="equals-in-env-name"),
+        pytest.param({"command": ("true", "x" * 3_000_000)}, b"Argument list too long", id="past-arg-max"),
+    ],
+)
+async def test_a_run_that_cannot_be_spawned_is_finished_and_reported_as_failed(
+    engine: AsyncEngine, change: dict[str, Any], named: bytes
+) -> None:
+    """The jobs file refuses what the kernel cannot exec, but a spawn that still raises (a Job
+    built otherwise, E2BIG) must not leave the claim started and the monitor uninformed."""
+    import dataclasses
+
+    job = parse_job({"name": "broken", "schedule": "* * * * * *", "dialect": "seconds", "command": "true"}, 0)
+    job = dataclasses.replace(job, **change)
+    reporter = RecordingReporter()
+    scheduler = Scheduler(
+        engine, [job], SystemClock(), reporter, lease_ttl=timedelta(seconds=5), holder="t:1"
+    )
+    stop = asyncio.Event()
+    task = asyncio.create_task(scheduler.run(stop, shutdown_grace=2.0))
+    for _ in range(500):
+        if reporter.of("finish"):
+            break
+        await asyncio.sleep(0.01)
+    stop.set()
+    await asyncio.wait_for(task, 15)
+    finish, *_ = reporter.of("finish")
+    assert finish[4] == 126 and named in finish[5], finish
+    assert reporter.of("start")[0][2] == finish[2]
+    rows = [c for c in await claims.list_claims(engine, "broken") if c.state is not claims.ClaimState.SKIPPED]
+    assert rows and all(row.state is claims.ClaimState.FINISHED for row in rows), rows
+    assert rows[0].exit_status == 126
