@@ -79,13 +79,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
     logging.getLogger("alembic").setLevel(logging.WARNING)
-    from monitor.domain.errors import MonitorError
+    from monitor.domain.errors import MonitorError, ValidationErrors
     from monitor.storage.ports import DuplicateKey
 
     try:
         return _COMMANDS[args.command](args)
     except (SettingsError, MonitorError) as error:
-        print(f"monitor: {error}", file=sys.stderr)
+        for each in error.errors if isinstance(error, ValidationErrors) else [error]:
+            print(f"monitor: {each}", file=sys.stderr)
         return 2
     except DuplicateKey:
         # the only unique value a command takes from its user is an API key

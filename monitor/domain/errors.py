@@ -20,6 +20,18 @@ class ValidationError(MonitorError):
         super().__init__(f"{field}: {problem}")
 
 
+class ValidationErrors(ValidationError):
+    """Several bad fields found at once (a jobs file with more than one invalid job).
+
+    ``errors`` holds each, in order; ``field``, ``problem`` and ``str(error)`` are the first's,
+    so a caller that shows one error still shows a true one.
+    """
+
+    def __init__(self, errors: list[ValidationError]) -> None:
+        self.errors = errors
+        super().__init__(errors[0].field, errors[0].problem)
+
+
 class ScheduleError(MonitorError):
     """A cron expression that cannot be parsed or can never fire.
 

@@ -18,7 +18,7 @@ from enum import StrEnum
 from typing import Any
 
 from monitor.domain.cron import schedules
-from monitor.domain.errors import ScheduleError, ValidationError, ZoneError
+from monitor.domain.errors import ScheduleError, ValidationError, ValidationErrors, ZoneError
 
 NAME = re.compile(r"^[a-z0-9_-]+$")
 NAME_MAX = 100
@@ -311,7 +311,9 @@ def parse_jobs(document: Mapping[str, Any]) -> list[Job]:
         The jobs, in file order.
 
     Raises:
-        ValidationError: naming the key, e.g. ``jobs[1].name: 'nightly' is used by jobs[0]``.
+        ValidationError: naming the key, e.g. ``jobs[1].name: 'nightly' is used by jobs[0]``;
+            a :class:`~monitor.domain.errors.ValidationErrors` (one per job) when several
+            jobs are invalid.
     """
     unknown = sorted(set(document) - {"jobs"})
     if unknown:
@@ -320,11 +322,23 @@ def parse_jobs(document: Mapping[str, Any]) -> list[Job]:
     if not isinstance(raw_jobs, Sequence) or isinstance(raw_jobs, str) or not raw_jobs:
         raise ValidationError("jobs", "the file needs at least one [[jobs]] table")
     jobs: list[Job] = []
+    errors: list[ValidationError] = []
     seen: dict[str, int] = {}
     for index, raw in enumerate(raw_jobs):
-        job = parse_job(raw, index)
+        try:
+            job = parse_job(raw, index)
+        except ValidationError as error:
+            errors.append(error)  # go on: the file's author gets every invalid job at once
+            continue
         if job.name in seen:
-            raise ValidationError(f"jobs[{index}].name", f"{job.name!r} is used by jobs[{seen[job.name]}]")
+            errors.append(
+                ValidationError(f"jobs[{index}].name", f"{job.name!r} is used by jobs[{seen[job.name]}]")
+            )
+            continue
         seen[job.name] = index
         jobs.append(job)
+    if len(errors) == 1:
+        raise errors[0]
+    if errors:
+        raise ValidationErrors(errors)
     return jobs

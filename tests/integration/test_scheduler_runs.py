@@ -267,6 +267,18 @@ def test_check_prints_next_ticks_and_refuses_a_bad_file(
     bad.write_text('[[jobs]]\nname = "a"\nschedule = "0 0 * * 8"\ncommand = "true"\n')
     assert cli.main(["scheduler", "--jobs", str(bad), "--check"]) == 2
     assert "jobs[0].schedule: field 5 (day of week): 8 is out of range 0-7" in capsys.readouterr().err
+    several = tmp_path / "several.toml"
+    several.write_text(
+        '[[jobs]]\nname = "a"\nschedule = "0 0 * * 8"\ncommand = "true"\n'
+        '[[jobs]]\nname = "b"\nschedule = "* * * * *"\ncommand = "true"\n'
+        '[[jobs]]\nname = "nul"\nschedule = "*/5 * * * * *"\ndialect = "seconds"\n'
+        'command = ["echo", "a\\u0000b"]\nenv = {"A=B" = "x"}\n'
+    )
+    assert cli.main(["scheduler", "--jobs", str(several), "--check"]) == 2
+    assert capsys.readouterr().err.splitlines() == [
+        "monitor: jobs[0].schedule: field 5 (day of week): 8 is out of range 0-7",
+        "monitor: jobs[2].command[1]: must not contain a NUL character (\\u0000): it cannot be executed",
+    ]
     broken = tmp_path / "broken.toml"
     broken.write_text("[[jobs]\n")
     assert cli.main(["scheduler", "--jobs", str(broken), "--check"]) == 2

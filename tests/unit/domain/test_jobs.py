@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from monitor.domain.errors import ValidationError
+from monitor.domain.errors import ValidationError, ValidationErrors
 from monitor.domain.jobs import Catchup, ConcurrencyPolicy, parse_jobs
 
 FULL = """
@@ -245,3 +245,18 @@ def test_commands_the_kernel_cannot_exec_are_refused(keys: dict[str, Any], where
     with pytest.raises(ValidationError) as error:
         parse_jobs(_document(keys))
     assert str(error.value).startswith(where), str(error.value)
+
+
+def test_every_invalid_job_is_named_not_only_the_first() -> None:
+    document = {
+        "jobs": [
+            {"name": "a", "schedule": "0 0 * * 8", "command": "true"},
+            {"name": "b", "schedule": "* * * * *", "command": ["true"]},
+            {"name": "b", "schedule": "* * * * *", "command": ["true"]},
+            {"name": "c", "schedule": "* * * * *", "command": ["echo", "a\x00b"]},
+        ]
+    }
+    with pytest.raises(ValidationErrors) as error:
+        parse_jobs(document)
+    assert [e.field for e in error.value.errors] == ["jobs[0].schedule", "jobs[2].name", "jobs[3].command[1]"]
+    assert str(error.value).startswith("jobs[0].schedule: field 5")  # one line: the first
