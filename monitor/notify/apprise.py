@@ -14,7 +14,10 @@ is all a caller usually reads). :class:`AppriseNotifier` therefore
   fields, through Apprise's ``:key=value`` URL tokens;
 * re-checks, when private targets are not allowed, that the target's host does not
   resolve to a private, loopback, link-local or reserved address — before the send and again
-  at connect time (the egress guard, :mod:`monitor.notify.egress`).
+  at connect time (the egress guard, :mod:`monitor.notify.egress`);
+* reuses, across sends, Apprise managers and keep-alive ``requests`` sessions (one send per
+  session at a time, :mod:`monitor.notify.keepalive`): a burst of notices to one webhook no
+  longer opens a TCP connection per notice.
 
 :class:`AppriseChannelUrls` is the ``ChannelUrls`` port on Apprise's URL rules; the rules
 themselves live in :mod:`monitor.notify.urls` (validation, targets), :mod:`monitor.notify.masking`
