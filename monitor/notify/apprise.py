@@ -14,7 +14,10 @@ is all a caller usually reads). :class:`AppriseNotifier` therefore
   fields, through Apprise's ``:key=value`` URL tokens;
 * re-checks, when private targets are not allowed, that the target's host does not
   resolve to a private, loopback, link-local or reserved address — before the send and again
-  at connect time (the egress guard, :mod:`monitor.notify.egress`).
+  at connect time (the egress guard, :mod:`monitor.notify.egress`);
+* reuses, across sends, Apprise managers and keep-alive ``requests`` sessions (one send per
+  session at a time, :mod:`monitor.notify.keepalive`): a burst of notices to one webhook no
+  longer opens a TCP connection per notice.
 
 :class:`AppriseChannelUrls` is the ``ChannelUrls`` port on Apprise's URL rules; the rules
 themselves live in :mod:`monitor.notify.urls` (validation, targets), :mod:`monitor.notify.masking`
@@ -43,6 +46,7 @@ from monitor.domain.errors import ValidationError
 from monitor.domain.messages import Message
 from monitor.notify.base import DeliveryResult
 from monitor.notify.egress import Resolver, check_private_target, connect_guard, install_egress_guard
+from monitor.notify.keepalive import SessionPool, install_session_routing, use_session
 from monitor.notify.masking import MASK, has_masked_secrets, mask_url, redact, url_secrets
 from monitor.notify.urls import (
     ASSET,
@@ -253,6 +257,11 @@ class AppriseNotifier:
             install_egress_guard()  # a sender that refuses private targets never runs unguarded
         self._slots = threading.BoundedSemaphore(max_workers)
         self._closed = False
+        # Reused across sends: a keep-alive session each (HTTP plugins), and Apprise managers
+        # (building one reads the locale catalogues from disk, a tenth of a webhook send's CPU).
+        install_session_routing()
+        self._sessions = SessionPool(keep=max_workers)
+        self._managers: list[apprise.Apprise] = []
 
     async def __aenter__(self) -> AppriseNotifier:
         return self
@@ -263,6 +272,7 @@ class AppriseNotifier:
     async def aclose(self) -> None:
         """Refuse new sends; sends stuck on hung targets are abandoned (daemon threads)."""
         self._closed = True
+        self._sessions.close()
 
     async def send(self, url: str, message: Message, *, timeout: float) -> DeliveryResult:  # noqa: ASYNC109
         """Deliver ``message`` to the Apprise URL ``url`` within ``timeout`` seconds.
@@ -363,20 +373,8 @@ class AppriseNotifier:
             if hasattr(plugin, attribute):
                 setattr(plugin, attribute, min(float(getattr(plugin, attribute)), socket_limit))
 
-        sender = apprise.Apprise(asset=ASSET)
-        sender.add(plugin)
-        plain = scheme in _PLAIN_TEXT_SCHEMES
         secrets = list(_secrets_of(url))
-        with _capture_apprise_log(secrets) as log, connect_guard(not self.allow_private_targets) as refused:
-            plugin.logger = _DetailLogger(plugin.logger, log.details)
-            result = sender.notify(
-                body=message.body if plain else message.body_markdown,
-                title=message.title,
-                body_format=apprise.NotifyFormat.TEXT if plain else apprise.NotifyFormat.MARKDOWN,
-                notify_type=_NOTIFY_TYPES.get(
-                    message.json_fields.get("kind", ""), apprise.NotifyType.FAILURE
-                ),
-            )
+        result, log, refused = self._notify(plugin, message, scheme in _PLAIN_TEXT_SCHEMES, secrets)
         if refused:
             host = getattr(plugin, "smtp_host", None) or getattr(plugin, "host", None) or scheme
             return DeliveryResult.failed(
@@ -397,6 +395,38 @@ class AppriseNotifier:
             # the plugin's own read timeout (shorter than the budget) ended it: the same news
             return DeliveryResult.failed(f"timed out after {float(read_limit):g}s")
         return _describe_failure(lines, list(dict.fromkeys(log.details)), plugin, scheme)
+
+    def _notify(
+        self, plugin: Any, message: Message, plain: bool, secrets: list[str]
+    ) -> tuple[Any, _SendLog, list[str]]:
+        """One Apprise call for ``plugin``, in this thread, on a pooled manager and keep-alive
+        session; returns Apprise's result, the send's log and the refused private addresses."""
+        try:
+            sender = self._managers.pop()  # list.pop/append are atomic: no lock needed
+        except IndexError:
+            sender = apprise.Apprise(asset=ASSET)
+        sender.add(plugin)
+        session = self._sessions.take()
+        try:
+            with (
+                _capture_apprise_log(secrets) as log,
+                connect_guard(not self.allow_private_targets) as refused,
+                use_session(session),
+            ):
+                plugin.logger = _DetailLogger(plugin.logger, log.details)
+                result = sender.notify(
+                    body=message.body if plain else message.body_markdown,
+                    title=message.title,
+                    body_format=apprise.NotifyFormat.TEXT if plain else apprise.NotifyFormat.MARKDOWN,
+                    notify_type=_NOTIFY_TYPES.get(
+                        message.json_fields.get("kind", ""), apprise.NotifyType.FAILURE
+                    ),
+                )
+        finally:
+            self._sessions.give(session)
+            sender.clear()
+            self._managers.append(sender)
+        return result, log, refused
 
 
 _ERRNO = re.compile(r"\[Errno -?\d+\] [^'\")\]]+")
