@@ -96,3 +96,27 @@ def test_a_start_sent_at_once_carries_no_started() -> None:
             plan(kind, status, started=time.time())
     with pytest.raises(_common.PlanError, match=r"^started: .*is not a finite number"):
         plan("start", started=float("nan"))
+
+
+@pytest.mark.e2e
+def test_monitor_runs_start_held_up_a_second_or_more_carries_the_commands_start(monitor: Monitor) -> None:
+    # monitor-run's start ping as its thread sends it; the thread got to run 3 s after the
+    # command started (the process was stopped meanwhile), so the start says when that was
+    from monitor_client.run_command import LightClient, _StartPing
+
+    check = monitor.create_check(schedule="* * * * *", grace=60)
+    rid = str(uuid.uuid4())
+    client = LightClient(monitor.base, timeout=10)
+    start = _StartPing(client, check["uuid"], rid=rid, scheduled=None, create=False)
+    start.began -= 3.0
+    start.thread.start()
+    start.thread.join(15)
+    assert start.result is not None and start.result.ok, start.result
+    [run] = monitor.runs(check["uuid"])
+    assert abs(parse(run["started"]).timestamp() - start.began) < 0.01, (run, start.began)
+    on_time = _StartPing(client, check["uuid"], rid=str(uuid.uuid4()), scheduled=None, create=False)
+    on_time.thread.start()
+    on_time.thread.join(15)
+    [ping] = [p for p in monitor.pings(check["uuid"]) if p["type"] == "start"][1:]
+    run = next(r for r in monitor.runs(check["uuid"]) if r["rid"] != rid)
+    assert run["started"] == ping["date"]  # sent at once: stored at its arrival
