@@ -134,9 +134,30 @@ send_ping() {
     fi
 }
 
+# now_s: unix seconds, with a fraction where date has %N (GNU, busybox), else whole seconds.
+now_s() {
+    t=$(date +%s.%N 2>/dev/null)
+    case $t in
+        *[!0-9.]* | '' | *.) date +%s ;;
+        *) printf '%s\n' "$t" ;;
+    esac
+}
+
+# start_ping: the start ping; one that goes out 1 s or more after the command's start (this
+# shell was stopped, or slow to fork) says when the command really started (started=,
+# docs/design.md §5), so the monitor does not take the late arrival for the run's start.
+start_ping() {
+    sent=$(now_s)
+    if awk -v a="$began" -v b="$sent" 'BEGIN { exit !(b - a >= 1) }' </dev/null; then
+        param "started=$began"
+    fi
+    send_ping /start start
+}
+
 # The start ping goes in the background: a monitor that is slow, or accepts connections and
 # never answers, holds up only the finish ping, never the job.
-send_ping /start start </dev/null &
+began=$(now_s)
+start_ping </dev/null &
 start_pid=$!
 
 # The command writes into a FIFO that tee copies to our stdout and to the log: so the command

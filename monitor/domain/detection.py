@@ -43,7 +43,8 @@ from monitor.domain.runs import (
 
 FINISHED_SKEW = timedelta(seconds=5)
 """How far a finish ping's ``finished`` may lie after its arrival (the client's clock running a
-little ahead); later is refused, and within it the arrival is taken."""
+little ahead); later is refused, and within it the arrival is taken. A start ping's ``started``
+has the same bound."""
 
 MAX_TICKS_PER_EVALUATION = 1000
 """Ticks judged per :func:`evaluate` call; the rest wait for the next sweep (``next_due`` stays past)."""
@@ -119,6 +120,10 @@ class PingIn:
     finished: datetime | None = None
     """A finish ping's ``finished``: when its run really ended, as the client saw it (aware
     UTC), for a finish delivered late (docs/design.md §5); ``None``: it ended at arrival."""
+    started: datetime | None = None
+    """A start ping's ``started``: when its run really started, as the client saw it (aware
+    UTC), for a start delivered late (docs/design.md §5); ``None``: it started at arrival. The
+    ping binds, and its run is judged (late, duplicate, overlap), as if it had arrived then."""
 
 
 # -- status -------------------------------------------------------------------------------
@@ -155,11 +160,13 @@ def apply_ping(
     the ping may have been sent in time and waited for the monitor.
 
     Raises:
-        ValidationError: field ``finished`` (:func:`_check_finished`), or from
-            :func:`monitor.domain.runs.bind` (field ``scheduled``); nothing has been changed.
+        ValidationError: field ``finished`` (:func:`_check_finished`), field ``started``
+            (:func:`_check_started`), or from :func:`monitor.domain.runs.bind` (field
+            ``scheduled``); nothing has been changed.
     """
     now = ping.received
     _check_finished(ping)
+    _check_started(ping)
     fx = Effects(stored_kind=ping.kind)
     snapshot = dataclasses.replace(state)
     kind = _effective_kind(spec, state, fx, ping)
@@ -244,6 +251,29 @@ def _check_finished(ping: PingIn) -> None:
         raise ValidationError("finished", "is later than the ping's arrival")
 
 
+def _check_started(ping: PingIn) -> None:
+    """``started`` only on a start ping, and not later than its arrival plus
+    :data:`FINISHED_SKEW`.
+
+    Raises:
+        ValidationError: field ``started``.
+    """
+    if ping.started is None:
+        return
+    if ping.kind is not PingKind.START:
+        raise ValidationError("started", "only for a start ping")
+    if ping.started > ping.received + FINISHED_SKEW:
+        raise ValidationError("started", "is later than the ping's arrival")
+
+
+def _began(ping: PingIn) -> datetime:
+    """When a start ping's run began: ``ping.started`` up to its arrival, else the arrival; for
+    any other ping its arrival. A start binds and is judged at this instant (docs/design.md §5)."""
+    if ping.kind is PingKind.START and ping.started is not None:
+        return min(ping.started, ping.received)
+    return ping.received
+
+
 def _ended(spec: CheckSpec, binding: Binding, ping: PingIn) -> datetime | None:
     """When the finished run ended: ``ping.finished`` within [the run's start, the arrival]
     (a run without a start: not before its tick, unless that is after the arrival);
@@ -305,7 +335,7 @@ def _bind_or_restore(
     """Bind the ping; when it is rejected, put ``state`` back as ``snapshot`` (it changes nothing)."""
     try:
         return bind(
-            spec, state, book, kind=kind, received=ping.received, scheduled=ping.scheduled, rid=ping.rid
+            spec, state, book, kind=kind, received=_began(ping), scheduled=ping.scheduled, rid=ping.rid
         )
     except ValidationError:
         for name in CheckState.__dataclass_fields__:  # a rejected ping changes nothing
@@ -357,7 +387,7 @@ def _bound_new_run(
     first_run: bool,
     guard: OutageGuard | None,
 ) -> Run:
-    """A new run for the ping's bound tick."""
+    """A new run for the ping's bound tick, first seen when it began (:func:`_began`)."""
     assert binding.tick is not None
     return _new_run(
         spec,
@@ -366,7 +396,7 @@ def _bound_new_run(
         fx,
         tick=binding.tick,
         rid=ping.rid,
-        now=ping.received,
+        now=_began(ping),
         first_run=first_run,
         guard=guard,
         early=binding.early,
@@ -384,8 +414,9 @@ def _apply_start(
     first_run: bool,
     guard: OutageGuard | None,
 ) -> Run:
-    """A start ping: a new run started now, or the bound run's start time if it had none."""
-    now = ping.received
+    """A start ping: a new run started now (or at its ``started``, :func:`_began`), or the bound
+    run's start time if it had none."""
+    now = _began(ping)
     run = binding.run
     if run is None:
         run = _bound_new_run(spec, state, book, fx, binding, ping, first_run=first_run, guard=guard)

@@ -353,6 +353,18 @@ FINISHED_PARAM = _query(
 )
 FINISHES = frozenset({"ping_uuid", "ping_slug", "ping_slug_exit_status", "ping_uuid_fail", "ping_slug_fail"})
 """The ping items whose action ends a run, and so take ``finished``."""
+STARTED_PARAM = _query(
+    "started",
+    "Start pings only (an extension of DESIGN §5, docs/design.md §5): when the run really "
+    "started, for a start delivered late (queued behind an outage, a stalled reporter). Read as "
+    "`scheduled` is (documented here as unix seconds; ISO 8601 with an offset and unix "
+    "milliseconds are accepted too); later than the arrival plus 5 s is a 400 `started: …`, "
+    "within that the arrival is taken. The start binds to a tick, and its run is judged, as if "
+    "it had arrived then; on any other ping it is a 400 `started: only for a start ping`.",
+    UNIX_SECONDS_PATTERN,
+)
+STARTS = frozenset({"ping_uuid_start", "ping_slug_start"})
+"""The ping items whose action starts a run, and so take ``started``."""
 
 
 def _ping_item(
@@ -361,6 +373,8 @@ def _ping_item(
     query = [RID_PARAM, _scheduled(required=skip), IDEMPOTENCY_PARAM]
     if name in FINISHES:
         query.append(FINISHED_PARAM)
+    if name in STARTS:
+        query.append(STARTED_PARAM)
     if slug:
         query.append(CREATE_PARAM)
     responses: dict[str, OpenAPIResponse | Reference] = {

@@ -192,6 +192,10 @@ class PingApp:
         finished = parse_scheduled(finished_text, "finished") if finished_text not in (None, "") else None
         if finished is not None and not kind.is_finish:
             raise BadPing("finished: only for a finish ping (success, fail, an exit status, unknown)")
+        started_text = _single(query, "started")
+        started = parse_scheduled(started_text, "started") if started_text not in (None, "") else None
+        if started is not None and kind is not PingKind.START:
+            raise BadPing("started: only for a start ping")
         create = _single(query, "create") == "1"
         if create and slug is None:
             raise BadPing("create: only for /ping/<ping_key>/<slug> URLs")
@@ -219,6 +223,7 @@ class PingApp:
             create=create,
             scheduled=scheduled,
             finished=finished,
+            started=started,
             rid=rid,
             exit_status=exit_status,
             method=method,

@@ -167,6 +167,9 @@ class Execution:
     terminated: str | None = None
     started: float = 0.0
     """``time.monotonic()`` when the spawn began."""
+    began: float = 0.0
+    """``time.time()`` when the spawn began (unix seconds): the run's start a late start ping
+    carries as ``started=``."""
     _tail: bytearray = field(default_factory=bytearray)
 
     async def terminate(self, reason: str) -> None:
@@ -231,6 +234,7 @@ async def spawn_command(
     runs = guard.shared()
     channel = runs.ready()
     execution.started = time.monotonic()
+    execution.began = time.time()
     try:
         proc = await asyncio.create_subprocess_exec(
             *argv,
@@ -375,6 +379,7 @@ async def spawn(
     """
     if job.command is None:
         execution.started = time.monotonic()
+        execution.began = time.time()
         return None
     env = execution.context.environment(job.env, base_env)
     return await spawn_command(execution, job.command, env, deadline)

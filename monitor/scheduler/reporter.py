@@ -18,8 +18,9 @@ does not lose them. ``scheduled=`` binds a late ping to its tick; a finish sent
 :data:`monitor_client._common.LATE_FINISH` s or more after the run ended (queued behind the
 outage, retried, or held up by a stalled scheduler) also carries ``finished=`` (docs/design.md
 §5), the run's end (as the guard saw the process exit, :mod:`monitor.scheduler.guard`), so the
-monitor does not take its arrival for the run's end. A start delivered late is still stored at
-its arrival.
+monitor does not take its arrival for the run's end. A start sent that late after the run's
+spawn likewise carries ``started=``, the spawn's instant, so the monitor binds and times the run
+from its real start, not from the start's arrival.
 
 A check the monitor refuses (a 4xx other than those: a bad field, a read-only or unknown key)
 does not hold the other jobs up: the refusal is logged once per job, that job's pings are
@@ -42,7 +43,7 @@ from datetime import datetime
 from typing import Any, Protocol
 
 import httpx
-from monitor_client._common import late_finish
+from monitor_client._common import late_finish, late_start
 
 from monitor.domain import retry
 from monitor.domain.cron import schedules
@@ -63,7 +64,9 @@ REGISTER = "register"
 class Reporter(Protocol):
     """Where the scheduler reports runs. Every method returns at once."""
 
-    def start(self, job: Job, tick: datetime, attempt: int, rid: str) -> None: ...
+    def start(self, job: Job, tick: datetime, attempt: int, rid: str, began: float | None = None) -> None:
+        """The run ``rid`` started at ``began`` (unix seconds; ``None``: now)."""
+        ...
 
     def finish(
         self,
@@ -114,7 +117,7 @@ def check_fields(job: Job) -> dict[str, Any]:
 class NullReporter:
     """Reports nothing (no ``MONITOR_API_KEY``): runs are only logged."""
 
-    def start(self, job: Job, tick: datetime, attempt: int, rid: str) -> None:
+    def start(self, job: Job, tick: datetime, attempt: int, rid: str, began: float | None = None) -> None:
         pass
 
     def finish(
@@ -153,6 +156,9 @@ class _Ping:
     key: str | None = None
     ended: float | None = None
     """A finish's run end, unix seconds (as the scheduler saw it), sent as ``finished=`` when
+    the ping goes out late."""
+    began: float | None = None
+    """A start's run start, unix seconds (as the scheduler saw it), sent as ``started=`` when
     the ping goes out late."""
 
 
@@ -211,7 +217,7 @@ class HttpReporter:
                 pass
         self._queue.put(ping)
 
-    def start(self, job: Job, tick: datetime, attempt: int, rid: str) -> None:
+    def start(self, job: Job, tick: datetime, attempt: int, rid: str, began: float | None = None) -> None:
         self._put(
             _Ping(
                 slug=job.name,
@@ -219,6 +225,7 @@ class HttpReporter:
                 scheduled=tick,
                 rid=rid,
                 key=idempotency_key(job.name, tick, attempt, "start"),
+                began=time.time() if began is None else began,
             )
         )
 
@@ -385,6 +392,7 @@ class HttpReporter:
                 exit_status=ping.exit_status,
                 headers={"Idempotency-Key": ping.key} if ping.key else None,
                 **self._finished(ping),
+                **self._started(ping),
             )
             if getattr(result, "ok", False):
                 return
@@ -410,6 +418,12 @@ class HttpReporter:
         """``finished=`` for a finish that goes out late (see the module docstring), else nothing."""
         ended = late_finish(ping.ended, time.time())
         return {"finished": ended} if ended is not None else {}
+
+    @staticmethod
+    def _started(ping: _Ping) -> dict[str, float]:
+        """``started=`` for a start that goes out late (see the module docstring), else nothing."""
+        began = late_start(ping.began, time.time())
+        return {"started": began} if began is not None else {}
 
     def _drain(self) -> None:
         try:

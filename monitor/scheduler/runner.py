@@ -696,7 +696,7 @@ class Scheduler:
             fence.token,
             extra={"action": "run_started", "job": job.name, "rid": rid, "token": fence.token},
         )
-        self.reporter.start(job, due.tick, attempt, rid)
+        self.reporter.start(job, due.tick, attempt, rid, began=execution.began or None)
         self._spawn(self._finish(slot, execution))
 
     async def _fenced_spawn(

@@ -57,6 +57,9 @@ class PingRequest:
     finished: datetime | None = None
     """A finish's ``finished=`` (aware UTC): when its run really ended, for a finish delivered
     late; bounded and applied by :func:`monitor.domain.detection.apply_ping`."""
+    started: datetime | None = None
+    """A start's ``started=`` (aware UTC): when its run really started, for a start delivered
+    late; bounded and applied by :func:`monitor.domain.detection.apply_ping`."""
     rid: str | None = None
     exit_status: int | None = None
     method: str = "GET"
@@ -311,6 +314,7 @@ async def _ingest(
             rid=request.rid,
             exit_status=request.exit_status,
             finished=request.finished,
+            started=request.started,
             # methods=POST guards against link-preview bots fetching ping URLs; email pings
             # are not subject to it (Healthchecks' smtpd does not apply it either)
             post=request.method == "POST" or request.scheme == "email",
@@ -338,6 +342,9 @@ async def _ingest(
         finished_at = None
         if request.finished is not None and run is not None and stored_kind.is_finish:
             finished_at = run.finished_at  # the bounded real end the run was given
+        started_at = None
+        if request.started is not None and run is not None and stored_kind is PingKind.START:
+            started_at = run.started_at  # the bounded real start the run was given
         if request.duration is not None and stored_kind.is_finish:
             duration = request.duration
         ping_rows.append(
@@ -352,6 +359,7 @@ async def _ingest(
                 "exit_status": request.exit_status,
                 "duration": duration,
                 "finished_at": finished_at,
+                "started_at": started_at,
                 "method": request.method,
                 "remote_addr": request.remote_addr,
                 "ua": request.ua,
@@ -414,7 +422,9 @@ async def _load_books(
         if cid is None or cid not in contexts:
             continue
         # a late finish's real end: the runs started since then may need judging again
+        # (or a late start's real start: the ticks and runs it binds to as of then)
         first = min(request.received, request.finished or request.received)
+        first = min(first, request.started or request.received)
         earliest[cid] = min(earliest.get(cid, first), first)
         if request.rid:
             rids[cid].add(request.rid)

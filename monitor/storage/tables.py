@@ -173,6 +173,8 @@ pings = Table(
     Column("duration", Float(), nullable=True),
     # a late finish's real end (``finished=``, bounded); null: the run ended at received_at
     Column("finished_at", UTCDateTime(), nullable=True),
+    # a late start's real start (``started=``, bounded); null: the run started at received_at
+    Column("started_at", UTCDateTime(), nullable=True),
     Column("method", String(10), nullable=False, default=""),
     Column("remote_addr", String(64), nullable=False, default=""),
     Column("ua", String(200), nullable=False, default=""),

@@ -38,7 +38,7 @@ class RecordingReporter:
     def __init__(self) -> None:
         self.events: list[tuple[Any, ...]] = []
 
-    def start(self, job: Job, tick: datetime, attempt: int, rid: str) -> None:
+    def start(self, job: Job, tick: datetime, attempt: int, rid: str, began: float | None = None) -> None:
         self.events.append(("start", job.name, tick, attempt))
 
     def finish(

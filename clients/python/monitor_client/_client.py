@@ -122,7 +122,7 @@ class _Base:
         )
 
     def _without_refused(self, check: str, plan: Plan, result: PingResult) -> Plan | None:
-        """The ping again without the ``scheduled`` or ``finished`` the monitor refused it for
+        """The ping again without the ``scheduled``, ``finished`` or ``started`` the monitor refused it for
         (logged), or ``None`` when it refused nothing of the kind."""
         name = _common.refused_field(plan, result)
         if name is None:
@@ -131,8 +131,9 @@ class _Base:
             self._warn_scheduled(check, plan, result)
         else:
             _common.logger.debug(
-                "the monitor refused finished=%s for %s (%s); sent again without it",
-                plan.params.get("finished"),
+                "the monitor refused %s=%s for %s (%s); sent again without it",
+                name,
+                plan.params.get(name),
                 check,
                 result.text,
                 extra={"action": "monitor_finished_refused"},
@@ -310,6 +311,7 @@ class Client(_Base):
         headers: Mapping[str, str] | None = None,
         create: bool = False,
         finished: Finished = None,
+        started: Finished = None,
     ) -> PingResult:
         """Send one ping; never raises.
 
@@ -327,6 +329,8 @@ class Client(_Base):
             finished: for a finish sent late (queued behind an outage, retried), when its run
                 really ended: an aware ``datetime`` or unix seconds, sent as ``finished=``
                 (docs/design.md §5); a monitor that refuses it gets the ping again without it.
+            started: for a start sent late, when its run really started: as ``finished``, sent
+                as ``started=`` (start pings only).
 
         Returns:
             PingResult: ``ok`` when stored; otherwise ``error`` says why (a warning is logged
@@ -346,6 +350,7 @@ class Client(_Base):
                 headers=headers,
                 create=create,
                 finished=finished,
+                started=started,
             )
         except Exception as error:  # bad arguments end as a refused result too
             return self._note(what, _refused(error, self.body_limit))
@@ -591,6 +596,7 @@ class AsyncClient(_Base):
         headers: Mapping[str, str] | None = None,
         create: bool = False,
         finished: Finished = None,
+        started: Finished = None,
     ) -> PingResult:
         """Send one ping; never raises. Arguments as :meth:`Client.ping`."""
         what = f"{kind} ping of {check}"
@@ -607,6 +613,7 @@ class AsyncClient(_Base):
                 headers=headers,
                 create=create,
                 finished=finished,
+                started=started,
             )
         except Exception as error:  # bad arguments end as a refused result too
             return self._note(what, _refused(error, self.body_limit))

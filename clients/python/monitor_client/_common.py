@@ -112,7 +112,8 @@ FINISH_KINDS: frozenset[str] = frozenset({"success", "fail", "unknown"})
 MILLISECONDS_FROM = 10**11
 LATE_FINISH = 1.0
 """Seconds after its run's end from which a finish ping is *late* and carries ``finished=``
-(the run's real end): queued behind an outage or a stall, or retried."""
+(the run's real end): queued behind an outage or a stall, or retried. A start ping sent this
+long after its run's start is late too, and carries ``started=``."""
 
 UUID_RE = re.compile(r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$")
 SLUG_RE = re.compile(r"^[a-z0-9_-]{1,100}$")
@@ -306,28 +307,29 @@ def scheduled_text(
     return str(value)
 
 
-def finished_text(value: Finished) -> str | None:
+def finished_text(value: Finished, field: str = "finished") -> str | None:
     """``finished`` (when a run really ended, docs/design.md §5) as the ping API reads it: an
     aware ``datetime`` or unix seconds (unix milliseconds from 10^11, as the monitor reads
     them), sent as RFC 3339 UTC with milliseconds (``2026-07-19T03:00:05.123Z``); ``None`` for
-    none.
+    none. ``started`` (a start's real start) is read the same way, with ``field="started"``.
 
     Raises:
-        PlanError: not a datetime or a number, not finite, or outside what a datetime holds.
+        PlanError: (named by ``field``) not a datetime or a number, not finite, or outside
+            what a datetime holds.
     """
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, datetime | int | float):
-        raise PlanError("finished: must be a datetime or unix seconds")
+        raise PlanError(f"{field}: must be a datetime or unix seconds")
     if not isinstance(value, datetime) and not math.isfinite(value):
-        raise PlanError(f"finished: {value!r} is not a finite number of unix seconds")
+        raise PlanError(f"{field}: {value!r} is not a finite number of unix seconds")
     try:
         if isinstance(value, datetime):
             instant = value.astimezone(UTC)
         else:
             instant = datetime.fromtimestamp(value / 1000 if value >= MILLISECONDS_FROM else value, UTC)
     except (OverflowError, ValueError, OSError):
-        raise PlanError(f"finished: {value!r} is out of range") from None
+        raise PlanError(f"{field}: {value!r} is out of range") from None
     return instant.replace(tzinfo=None).isoformat(timespec="milliseconds") + "Z"
 
 
@@ -340,12 +342,18 @@ def late_finish(ended: float | None, now: float) -> float | None:
     return ended
 
 
+def late_start(began: float | None, now: float) -> float | None:
+    """``began`` (unix seconds, the run's start) when a start sent at ``now`` is late
+    (:data:`LATE_FINISH` or more after it), else ``None``: as :func:`late_finish`."""
+    return late_finish(began, now)
+
+
 def refused_field(plan: Plan, result: PingResult) -> str | None:
     """The query field (``scheduled`` or ``finished``) the monitor refused the ping for alone
     (``400 <field>: …``), when the ping can be sent again without it; else ``None``."""
     if result.status != 400:
         return None
-    for name in ("finished", "scheduled"):
+    for name in ("finished", "started", "scheduled"):
         if name in plan.params and result.text.startswith(f"{name}:"):
             if name == "scheduled" and plan.url.endswith("/skip"):
                 return None  # a skip names its tick or means nothing
@@ -448,13 +456,16 @@ def ping_plan(
     body_limit: int,
     uuid: str | None = None,
     finished: Finished = None,
+    started: Finished = None,
 ) -> Plan:
     """The request for one ping (DESIGN §5 URLs). ``uuid`` overrides a slug's ping-key URL;
-    ``finished`` (a finish's real end) is sent as ``finished=`` (docs/design.md §5).
+    ``finished`` (a finish's real end) is sent as ``finished=``, ``started`` (a start's real
+    start) as ``started=`` (docs/design.md §5).
 
     Raises:
         PlanError: unknown ``kind``, ``exit_status`` outside 0-255, a slug without a ping key,
-            an invalid slug, ``finished`` on a ping that is not a finish.
+            an invalid slug, ``finished`` on a ping that is not a finish, ``started`` on a
+            ping that is not a start.
     """
     if not isinstance(check, str):
         raise PlanError(f"check: {check!r} is not a uuid or slug string")
@@ -496,6 +507,11 @@ def ping_plan(
         if exit_status is None and kind not in FINISH_KINDS:
             raise PlanError(f"finished: only for a finish ping, not {kind!r}")
         params["finished"] = ended
+    began = finished_text(started, "started")
+    if began is not None:
+        if exit_status is not None or kind != "start":
+            raise PlanError(f"started: only for a start ping, not {kind!r}")
+        params["started"] = began
     content = tail(body, body_limit)
     request_headers = dict(headers or {})
     if not has_header(request_headers, "Idempotency-Key"):

@@ -173,6 +173,7 @@ class LightClient:
         exit_status: int | None = None,
         create: bool = False,
         finished: _common.Finished = None,
+        started: _common.Finished = None,
         timeout: float | None = None,
     ) -> PingResult:
         """As :meth:`monitor_client.Client.ping` (without extra headers); never raises.
@@ -199,6 +200,7 @@ class LightClient:
                 body_limit=self.body_limit,
                 uuid=target,
                 finished=finished,
+                started=started,
             )
         except Exception as error:  # bad arguments end as a refused result too
             return self._note(what, PingResult(False, None, self.body_limit, str(error)))

@@ -329,6 +329,8 @@ class _StartPing:
     ) -> None:
         self.result: _common.PingResult | None = None
         self.took = 0.0
+        self.began = time.time()
+        """When the command started (unix seconds): a start that goes out late says so."""
         self.thread = threading.Thread(
             target=self._send,
             args=(client, check, rid, scheduled, create),
@@ -338,7 +340,12 @@ class _StartPing:
 
     def _send(self, client: LightClient, check: str, rid: str, scheduled: str | None, create: bool) -> None:
         began = time.monotonic()
-        self.result = client.ping(check, "start", rid=rid, scheduled=scheduled, create=create)
+        # a start that goes out late (this process stopped before it could send it) says
+        # when the command really started (docs/design.md §5)
+        started = _common.late_start(self.began, time.time())
+        self.result = client.ping(
+            check, "start", rid=rid, scheduled=scheduled, create=create, started=started
+        )
         self.took = time.monotonic() - began
 
     def silent(self, timeout: float) -> bool:

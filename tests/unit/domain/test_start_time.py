@@ -1,0 +1,119 @@
+"""A start ping that carries the time its run really started (``started=``, docs/design.md §5).
+
+A reporter stopped before it sent the start (or a monitor that did not answer) delivers a
+run's start after the run started. Taken at its arrival, the run's start would be that late
+arrival: a finish carrying ``finished=`` would be clamped to it (duration 0), a start without
+``scheduled`` would bind to the tick nearest its arrival, and a start that went out on time
+would read as late. With ``started`` the start is taken, bound and judged when it happened,
+within bounds: never later than the arrival (plus a small clock skew).
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from monitor.domain import detection
+from monitor.domain.checks import AlertKind, CheckSpec, CheckState, PingKind
+from monitor.domain.cron import schedules
+from monitor.domain.detection import Effects, PingIn
+from monitor.domain.errors import ValidationError
+from monitor.domain.runs import RunBook
+
+T0 = datetime(2026, 7, 18, 12, 0, tzinfo=UTC)  # a tick of the every-minute schedule
+RID = "00000000-0000-4000-8000-000000000001"
+
+
+def s(seconds: float) -> timedelta:
+    return timedelta(seconds=seconds)
+
+
+def tick(n: int) -> datetime:
+    return T0 + s(60 * n)
+
+
+class Job:
+    """One every-minute check (grace 20 s)."""
+
+    def __init__(self) -> None:
+        schedule = schedules.parse_cron("* * * * *", "unix", "UTC")
+        self.spec = CheckSpec(schedule=schedule, grace=s(20), max_runtime=s(1800))
+        self.state = CheckState()
+        self.book = RunBook()
+
+    def ping(self, kind: str, at: datetime, **fields: object) -> Effects:
+        ping = PingIn(kind=PingKind(kind), received=at, **fields)  # type: ignore[arg-type]
+        return detection.apply_ping(self.spec, self.state, self.book, ping)
+
+    def run(self) -> detection.Run:
+        run = self.book.by_rid(RID)
+        assert run is not None
+        return run
+
+
+def test_a_late_start_with_its_real_start_is_the_runs_start_and_keeps_its_real_duration() -> None:
+    job = Job()
+    job.ping("success", tick(0) + s(1))
+    # the run started 1 s after tick 1 and ended 2 s later; its scheduler was stopped meanwhile,
+    # so both pings went out 5 s after the end, the finish saying when the run ended
+    job.ping("start", tick(1) + s(8), scheduled=tick(1), rid=RID, started=tick(1) + s(1))
+    job.ping("success", tick(1) + s(8), scheduled=tick(1), rid=RID, finished=tick(1) + s(3))
+    assert job.run().started_at == tick(1) + s(1)
+    assert job.run().finished_at == tick(1) + s(3)
+    assert job.run().duration == s(2)
+
+
+def test_a_start_without_started_is_still_taken_at_its_arrival() -> None:
+    job = Job()
+    job.ping("success", tick(0) + s(1))
+    job.ping("start", tick(1) + s(8), scheduled=tick(1), rid=RID)
+    job.ping("success", tick(1) + s(8), scheduled=tick(1), rid=RID, finished=tick(1) + s(3))
+    assert (job.run().started_at, job.run().duration) == (tick(1) + s(8), s(0))
+
+
+def test_a_late_start_binds_to_the_tick_it_started_for_and_is_not_late() -> None:
+    job = Job()
+    job.ping("success", tick(0) + s(1))
+    # no scheduled, no rid: arriving 2 s before tick 2 it would bind to tick 2 (rule 4a); it
+    # started 2 s after tick 1, within its grace
+    fx = job.ping("start", tick(1) + s(58), started=tick(1) + s(2))
+    assert fx.run is not None
+    assert (fx.run.scheduled, fx.run.started_at) == (tick(1), tick(1) + s(2))
+    assert not fx.run.early and not fx.run.late
+    fx = job.ping("success", tick(1) + s(59))
+    assert fx.run is not None and fx.run.scheduled == tick(1)
+    assert AlertKind.LATE not in {a.kind for a in fx.alerts}
+
+
+def test_the_same_start_without_started_binds_to_the_next_tick() -> None:
+    job = Job()
+    job.ping("success", tick(0) + s(1))
+    fx = job.ping("start", tick(1) + s(58))
+    assert fx.run is not None and fx.run.scheduled == tick(2)
+
+
+def test_started_a_little_after_the_arrival_is_taken_as_the_arrival() -> None:
+    job = Job()
+    job.ping("success", tick(0) + s(1))
+    job.ping("start", tick(1) + s(5), scheduled=tick(1), rid=RID, started=tick(1) + s(8))
+    assert job.run().started_at == tick(1) + s(5)
+
+
+def test_started_far_after_the_arrival_is_refused_and_changes_nothing() -> None:
+    job = Job()
+    job.ping("success", tick(0) + s(1))
+    too_late = tick(1) + s(5) + detection.FINISHED_SKEW + s(1)
+    with pytest.raises(ValidationError) as error:
+        job.ping("start", tick(1) + s(5), scheduled=tick(1), rid=RID, started=too_late)
+    assert (error.value.field, str(error.value)) == ("started", "started: is later than the ping's arrival")
+    assert job.book.by_rid(RID) is None
+
+
+@pytest.mark.parametrize("kind", ["success", "fail", "unknown", "log", "skip"])
+def test_started_on_a_ping_that_is_not_a_start_is_refused(kind: str) -> None:
+    job = Job()
+    job.ping("success", tick(0) + s(1))
+    with pytest.raises(ValidationError) as error:
+        job.ping(kind, tick(1) + s(5), scheduled=tick(1), started=tick(1))
+    assert (error.value.field, str(error.value)) == ("started", "started: only for a start ping")
