@@ -310,6 +310,7 @@ class Client(_Base):
         headers: Mapping[str, str] | None = None,
         create: bool = False,
         finished: Finished = None,
+        timeout: float | None = None,
     ) -> PingResult:
         """Send one ping; never raises.
 
@@ -327,6 +328,9 @@ class Client(_Base):
             finished: for a finish sent late (queued behind an outage, retried), when its run
                 really ended: an aware ``datetime`` or unix seconds, sent as ``finished=``
                 (docs/design.md §5); a monitor that refuses it gets the ping again without it.
+            timeout: seconds this call may take in all (retries included) instead of the
+                client's ``timeout``; :meth:`run` gives a finish 1 s when its start got no
+                answer in the whole ``timeout``.
 
         Returns:
             PingResult: ``ok`` when stored; otherwise ``error`` says why (a warning is logged
@@ -349,7 +353,7 @@ class Client(_Base):
             )
         except Exception as error:  # bad arguments end as a refused result too
             return self._note(what, _refused(error, self.body_limit))
-        deadline = time.monotonic() + self.settings.timeout
+        deadline = time.monotonic() + (self.settings.timeout if timeout is None else timeout)
         result, _ = self._send(plan, deadline)
         while (again := self._without_refused(check, plan, result)) is not None:
             plan = again
@@ -465,6 +469,7 @@ class _RunState:
         self.started: PingResult | None = None
         self.finished: PingResult | None = None
         self._t0 = 0.0
+        self._start_took = 0.0
 
     def _finish_args(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
@@ -473,6 +478,10 @@ class _RunState:
         kind, exit_status = _common.exit_outcome(exc_type, exc)
         body = self.output if exc_type is None else _common.failure_body(exc_type, exc, tb)
         return kind, exit_status, body
+
+    def _finish_timeout(self, timeout: float) -> float | None:
+        # the job already waited a whole ``timeout`` for an unanswered start: 1 s for the finish
+        return _common.finish_timeout(self.started, self._start_took, timeout)
 
 
 class Run(_RunState):
@@ -502,13 +511,15 @@ class Run(_RunState):
     def __enter__(self) -> Run:
         self._t0 = time.monotonic()
         self.started = self._ping("start")
+        self._start_took = time.monotonic() - self._t0
         return self
 
     def __exit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         kind, exit_status, body = self._finish_args(exc_type, exc, tb)
-        self.finished = self._ping(kind, exit_status=exit_status, body=body)
+        timeout = self._finish_timeout(self._client.settings.timeout)
+        self.finished = self._ping(kind, exit_status=exit_status, body=body, timeout=timeout)
 
 
 class AsyncClient(_Base):
@@ -591,6 +602,7 @@ class AsyncClient(_Base):
         headers: Mapping[str, str] | None = None,
         create: bool = False,
         finished: Finished = None,
+        timeout: float | None = None,  # noqa: ASYNC109 - a budget over retries, as Client.ping's
     ) -> PingResult:
         """Send one ping; never raises. Arguments as :meth:`Client.ping`."""
         what = f"{kind} ping of {check}"
@@ -610,7 +622,7 @@ class AsyncClient(_Base):
             )
         except Exception as error:  # bad arguments end as a refused result too
             return self._note(what, _refused(error, self.body_limit))
-        deadline = time.monotonic() + self.settings.timeout
+        deadline = time.monotonic() + (self.settings.timeout if timeout is None else timeout)
         result, _ = await self._send(plan, deadline)
         while (again := self._without_refused(check, plan, result)) is not None:
             plan = again
@@ -695,6 +707,7 @@ class AsyncRun(_RunState):
     async def __aenter__(self) -> AsyncRun:
         self._t0 = time.monotonic()
         self.started = await self._ping("start")
+        self._start_took = time.monotonic() - self._t0
         return self
 
     async def __aexit__(
@@ -702,4 +715,7 @@ class AsyncRun(_RunState):
     ) -> None:
         kind, exit_status, body = self._finish_args(exc_type, exc, tb)
         # the finish goes out even when the task is being cancelled
-        self.finished = await asyncio.shield(self._ping(kind, exit_status=exit_status, body=body))
+        timeout = self._finish_timeout(self._client.settings.timeout)
+        self.finished = await asyncio.shield(
+            self._ping(kind, exit_status=exit_status, body=body, timeout=timeout)
+        )
