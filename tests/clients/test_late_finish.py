@@ -305,3 +305,14 @@ def test_python_client_finish_keeps_its_whole_timeout_after_a_quick_refusal() ->
     assert _common.finish_timeout(answered, 3.0, 3.0) is None
     assert _common.finish_timeout(started, 3.0, 3.0) == SILENT_FINISH_TIMEOUT
     assert _common.finish_timeout(started, 0.5, 0.5) == 0.5
+
+
+def test_python_client_run_by_slug_lookup_against_a_silent_monitor_adds_at_most_timeout_and_1s() -> None:
+    # an API key and a slug: each ping looks the slug's uuid up first, within the ping's bound
+    with SilentListener() as listener, Client(listener.base, api_key="k" * 20, timeout=3) as client:
+        began = time.monotonic()
+        with client.run("nightly-billing"):
+            body_started = time.monotonic() - began
+        elapsed = time.monotonic() - began
+    assert body_started < 3 + 0.5, body_started
+    assert elapsed < 3 + SILENT_FINISH_TIMEOUT + 0.5, elapsed

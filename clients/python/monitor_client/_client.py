@@ -337,8 +337,10 @@ class Client(_Base):
             once per outage).
         """
         what = f"{kind} ping of {check}"
+        # one bound for the slug's lookup and the ping together
+        deadline = time.monotonic() + (self.settings.timeout if timeout is None else timeout)
         try:
-            target = self._uuid_for(check, create) if self._needs_lookup(check) else None
+            target = self._uuid_for(check, create, deadline) if self._needs_lookup(check) else None
             plan = self._ping_plan(
                 check,
                 kind,
@@ -353,18 +355,17 @@ class Client(_Base):
             )
         except Exception as error:  # bad arguments end as a refused result too
             return self._note(what, _refused(error, self.body_limit))
-        deadline = time.monotonic() + (self.settings.timeout if timeout is None else timeout)
         result, _ = self._send(plan, deadline)
         while (again := self._without_refused(check, plan, result)) is not None:
             plan = again
             result, _ = self._send(plan, deadline)
         return self._note(what, result)
 
-    def _uuid_for(self, slug: str, create: bool) -> str | None:
+    def _uuid_for(self, slug: str, create: bool, deadline: float) -> str | None:
         known = self._known_uuid(slug)
         if known is not None:
             return known
-        found = self.upsert_check(slug) if create else self.get_check(slug)
+        found = self._upsert(slug, {}, deadline) if create else self._get(slug, deadline)
         return found.get("uuid") if found else None
 
     def upsert_check(self, slug: str, **fields: Any) -> dict[str, Any] | None:
@@ -379,22 +380,28 @@ class Client(_Base):
             The check as JSON, or ``None`` when it could not be saved (no API key, refused,
             unreachable: logged once).
         """
+        return self._upsert(slug, fields, None)
+
+    def _upsert(self, slug: str, fields: dict[str, Any], deadline: float | None) -> dict[str, Any] | None:
         try:
             plan = _common.upsert_plan(self.settings, slug, fields)
         except Exception as error:  # bad arguments end as a refused result too
             self._note(f"upsert of {slug}", _refused(error, self.body_limit))
             return None
-        result, response = self._send(plan)
+        result, response = self._send(plan, deadline)
         return self._check_from(f"upsert of {slug}", result, response)
 
     def get_check(self, check: str) -> dict[str, Any] | None:
         """The check as JSON (by uuid, or by slug through ``?slug=``), or ``None`` if not found."""
+        return self._get(check, None)
+
+    def _get(self, check: str, deadline: float | None) -> dict[str, Any] | None:
         try:
             plan = self._lookup_plan(self.settings, check)
         except Exception as error:  # bad arguments end as a refused result too
             self._note(f"lookup of {check}", _refused(error, self.body_limit))
             return None
-        result, response = self._send(plan)
+        result, response = self._send(plan, deadline)
         return self._check_from(f"lookup of {check}", result, response)
 
     def run(self, check: str, scheduled: Scheduled = None, create: bool = False) -> Run:
@@ -606,8 +613,10 @@ class AsyncClient(_Base):
     ) -> PingResult:
         """Send one ping; never raises. Arguments as :meth:`Client.ping`."""
         what = f"{kind} ping of {check}"
+        # one bound for the slug's lookup and the ping together
+        deadline = time.monotonic() + (self.settings.timeout if timeout is None else timeout)
         try:
-            target = await self._uuid_for(check, create) if self._needs_lookup(check) else None
+            target = await self._uuid_for(check, create, deadline) if self._needs_lookup(check) else None
             plan = self._ping_plan(
                 check,
                 kind,
@@ -622,38 +631,45 @@ class AsyncClient(_Base):
             )
         except Exception as error:  # bad arguments end as a refused result too
             return self._note(what, _refused(error, self.body_limit))
-        deadline = time.monotonic() + (self.settings.timeout if timeout is None else timeout)
         result, _ = await self._send(plan, deadline)
         while (again := self._without_refused(check, plan, result)) is not None:
             plan = again
             result, _ = await self._send(plan, deadline)
         return self._note(what, result)
 
-    async def _uuid_for(self, slug: str, create: bool) -> str | None:
+    async def _uuid_for(self, slug: str, create: bool, deadline: float) -> str | None:
         known = self._known_uuid(slug)
         if known is not None:
             return known
-        found = await self.upsert_check(slug) if create else await self.get_check(slug)
+        found = await self._upsert(slug, {}, deadline) if create else await self._get(slug, deadline)
         return found.get("uuid") if found else None
 
     async def upsert_check(self, slug: str, **fields: Any) -> dict[str, Any] | None:
         """As :meth:`Client.upsert_check`."""
+        return await self._upsert(slug, fields, None)
+
+    async def _upsert(
+        self, slug: str, fields: dict[str, Any], deadline: float | None
+    ) -> dict[str, Any] | None:
         try:
             plan = _common.upsert_plan(self.settings, slug, fields)
         except Exception as error:  # bad arguments end as a refused result too
             self._note(f"upsert of {slug}", _refused(error, self.body_limit))
             return None
-        result, response = await self._send(plan)
+        result, response = await self._send(plan, deadline)
         return self._check_from(f"upsert of {slug}", result, response)
 
     async def get_check(self, check: str) -> dict[str, Any] | None:
         """As :meth:`Client.get_check`."""
+        return await self._get(check, None)
+
+    async def _get(self, check: str, deadline: float | None) -> dict[str, Any] | None:
         try:
             plan = self._lookup_plan(self.settings, check)
         except Exception as error:  # bad arguments end as a refused result too
             self._note(f"lookup of {check}", _refused(error, self.body_limit))
             return None
-        result, response = await self._send(plan)
+        result, response = await self._send(plan, deadline)
         return self._check_from(f"lookup of {check}", result, response)
 
     def run(self, check: str, scheduled: Scheduled = None, create: bool = False) -> AsyncRun:
