@@ -28,7 +28,10 @@
 # COMMAND reads the wrapper's stdin.
 #   MONITOR_CREATE=1        create a check named by slug if it is missing
 #   MONITOR_TIMEOUT         seconds per ping attempt, and for its retries (default 10;
-#                           a ping thus takes at most about twice this)
+#                           a ping thus takes at most about twice this). When the start got
+#                           no answer in it (a monitor that accepts connections and never
+#                           answers), the finish gets 1 s, not another MONITOR_TIMEOUT: the
+#                           wrapper exits about max(run time, MONITOR_TIMEOUT) + 1 s after it began
 #   MONITOR_RETRIES         retries of a ping (default 3)
 
 set -u
@@ -44,6 +47,9 @@ base=${MONITOR_BASE_URL:-http://127.0.0.1:8000}
 base=${base%/}
 timeout=${MONITOR_TIMEOUT:-10}
 retries=${MONITOR_RETRIES:-3}
+# seconds the finish may take once the start got no answer in its whole $timeout (as
+# monitor-run's SILENT_FINISH_TIMEOUT): the job already waited that long for the monitor
+silent_finish_timeout=1
 
 # warn MESSAGE: one warning per wrapper run. The mark is a file, not a variable, because the
 # start ping runs in a background subshell; set before $work exists, it falls back to a variable.
@@ -117,19 +123,24 @@ cleanup() {
 }
 trap cleanup EXIT
 
-# send_ping ACTION NAME [BODY_FILE]: one ping, at most $timeout s per attempt, its answer's
-# headers kept in $work/NAME.headers; never fails the script.
+# send_ping ACTION NAME SECONDS [BODY_FILE]: one ping, at most SECONDS per attempt, its answer's
+# headers kept in $work/NAME.headers and curl's exit status in $work/NAME.rc; never fails the
+# script.
 send_ping() {
     [ -n "$url" ] || return 0
     target="$url$1$query"
     name=$2
-    if [ "$#" -ge 3 ]; then
-        set -- --data-binary "@$3"
+    limit_s=$3
+    if [ "$#" -ge 4 ]; then
+        set -- --data-binary "@$4"
     else
         set -- --data-binary ""
     fi
-    if ! curl -fsS -m "$timeout" --retry "$retries" --retry-connrefused --retry-max-time "$timeout" \
-        -o /dev/null -D "$work/$name.headers" -A "monitor-run.sh/0.1.0" "$@" "$target" 2>"$work/$name.err"; then
+    curl -fsS -m "$limit_s" --retry "$retries" --retry-connrefused --retry-max-time "$limit_s" \
+        -o /dev/null -D "$work/$name.headers" -A "monitor-run.sh/0.1.0" "$@" "$target" 2>"$work/$name.err"
+    rc=$?
+    echo "$rc" >"$work/$name.rc"
+    if [ "$rc" -ne 0 ]; then
         warn "ping not delivered ($(tr '\n' ' ' <"$work/$name.err"))"
     fi
 }
@@ -151,7 +162,7 @@ start_ping() {
     if awk -v a="$began" -v b="$sent" 'BEGIN { exit !(b - a >= 1) }' </dev/null; then
         param "started=$began"
     fi
-    send_ping /start start
+    send_ping /start start "$timeout"
 }
 
 # The start ping goes in the background: a monitor that is slow, or accepts connections and
@@ -226,5 +237,12 @@ if [ -f "$work/start.headers" ]; then
 fi
 limit=${limit:-100000}
 tail -c "$limit" "$work/log" >"$work/tail"
-send_ping "/$status" finish "$work/tail"
+# curl's 28: the start timed out with no (complete) answer, so the monitor is silent and the
+# job has waited $timeout for it already; a quick refusal keeps the full $timeout (a restarting
+# monitor may be back by then)
+finish_timeout=$timeout
+if [ "$(cat "$work/start.rc" 2>/dev/null)" = 28 ]; then
+    finish_timeout=$(awk -v t="$timeout" -v s="$silent_finish_timeout" 'BEGIN { print (t + 0 < s) ? t : s }')
+fi
+send_ping "/$status" finish "$finish_timeout" "$work/tail"
 exit "$status"

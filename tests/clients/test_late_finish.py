@@ -13,6 +13,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import shutil
 import subprocess
 import sys
 import time
@@ -22,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from monitor_client import _common
+from monitor_client import AsyncClient, Client, _common
 from monitor_client.run_command import SILENT_FINISH_TIMEOUT
 
 from monitor.domain.jobs import parse_job
@@ -213,3 +215,104 @@ def test_an_unusable_finished_is_refused_with_a_finished_message(value: Any, pro
             body_limit=100,
             finished=value,
         )
+
+
+SHELL_WRAPPER = str(Path(__file__).resolve().parents[2] / "clients" / "shell" / "monitor-run.sh")
+DASH = shutil.which("dash") or "/bin/dash"
+
+
+def test_shell_wrapper_under_dash_against_a_silent_monitor_exits_soon_after_its_start_timeout() -> None:
+    with SilentListener() as listener:
+        env = {"MONITOR_BASE_URL": listener.base, "PATH": "/usr/bin:/bin", "MONITOR_TIMEOUT": "3"}
+        started = time.monotonic()
+        proc = subprocess.run(
+            [DASH, SHELL_WRAPPER, str(uuid.uuid4()), "sh", "-c", "exit 4"],
+            env=env,
+            capture_output=True,
+            timeout=60,
+            check=False,
+        )
+        elapsed = time.monotonic() - started
+        assert listener.accepted >= 2  # the start and the finish both reached the socket
+    assert proc.returncode == 4, proc.stderr
+    # the start's own 3 s (so the pings stay in order), then 1 s for the finish, not 3 s more
+    assert elapsed < 3 + SILENT_FINISH_TIMEOUT + SLACK, (elapsed, proc.stderr)
+    assert proc.stderr.count(b"not delivered") == 1, proc.stderr  # one warning per run
+
+
+def test_shell_wrapper_under_dash_against_a_silent_monitor_exits_soon_after_a_long_command() -> None:
+    with SilentListener() as listener:
+        env = {"MONITOR_BASE_URL": listener.base, "PATH": "/usr/bin:/bin", "MONITOR_TIMEOUT": "2"}
+        started = time.monotonic()
+        proc = subprocess.run(
+            [DASH, SHELL_WRAPPER, str(uuid.uuid4()), "sh", "-c", "sleep 4; exit 5"],
+            env=env,
+            capture_output=True,
+            timeout=60,
+            check=False,
+        )
+        elapsed = time.monotonic() - started
+    assert proc.returncode == 5, proc.stderr
+    assert elapsed < 4 + SILENT_FINISH_TIMEOUT + SLACK, (elapsed, proc.stderr)
+
+
+def test_python_client_run_against_a_silent_monitor_adds_at_most_its_timeout_and_a_second() -> None:
+    with SilentListener() as listener, Client(listener.base, timeout=3, retries=0) as client:
+        began = time.monotonic()
+        with client.run(str(uuid.uuid4())) as run:
+            body_started = time.monotonic() - began
+        elapsed = time.monotonic() - began
+        assert listener.accepted >= 2
+    assert not run.started.ok and not run.finished.ok  # type: ignore[union-attr]
+    assert run.started.status is None  # type: ignore[union-attr]
+    # the start blocks the body for its timeout; the finish then has 1 s, not 3 s more
+    assert 2.5 < body_started < 3 + 0.5, body_started
+    assert elapsed < 3 + SILENT_FINISH_TIMEOUT + 0.5, elapsed
+
+
+def test_python_client_decorator_against_a_silent_monitor_adds_at_most_its_timeout_and_a_second() -> None:
+    with SilentListener() as listener, Client(listener.base, timeout=3) as client:
+
+        @client.monitored(str(uuid.uuid4()))
+        def job() -> int:
+            raise SystemExit(3)
+
+        began = time.monotonic()
+        with pytest.raises(SystemExit):
+            job()
+        elapsed = time.monotonic() - began
+    assert elapsed < 3 + SILENT_FINISH_TIMEOUT + 0.5, elapsed
+
+
+def test_async_client_run_against_a_silent_monitor_adds_at_most_its_timeout_and_a_second() -> None:
+    async def main() -> float:
+        async with AsyncClient(listener.base, timeout=3) as client:
+            began = time.monotonic()
+            async with client.run(str(uuid.uuid4())):
+                pass
+            return time.monotonic() - began
+
+    with SilentListener() as listener:
+        elapsed = asyncio.run(main())
+    assert elapsed < 3 + SILENT_FINISH_TIMEOUT + 0.5, elapsed
+
+
+def test_python_client_finish_keeps_its_whole_timeout_after_a_quick_refusal() -> None:
+    # a refused start (a monitor restarting) is no reason to cut the finish short
+    started = _common.PingResult(ok=False, status=None, body_limit=100, error="refused", text="")
+    assert _common.finish_timeout(started, 0.01, 3.0) is None
+    answered = _common.PingResult(ok=False, status=503, body_limit=100, error="503", text="")
+    assert _common.finish_timeout(answered, 3.0, 3.0) is None
+    assert _common.finish_timeout(started, 3.0, 3.0) == SILENT_FINISH_TIMEOUT
+    assert _common.finish_timeout(started, 0.5, 0.5) == 0.5
+
+
+def test_python_client_run_by_slug_lookup_against_a_silent_monitor_adds_at_most_timeout_and_1s() -> None:
+    # an API key and a slug: each ping looks the slug's uuid up first, within the ping's bound
+    with SilentListener() as listener, Client(listener.base, api_key="k" * 20, timeout=3) as client:
+        began = time.monotonic()
+        with client.run("nightly-billing"):
+            body_started = time.monotonic() - began
+        elapsed = time.monotonic() - began
+    assert body_started < 3 + 0.5, body_started
+    assert elapsed < 3 + SILENT_FINISH_TIMEOUT + 0.5, elapsed

@@ -312,6 +312,7 @@ class Client(_Base):
         create: bool = False,
         finished: Finished = None,
         started: Finished = None,
+        timeout: float | None = None,
     ) -> PingResult:
         """Send one ping; never raises.
 
@@ -331,14 +332,19 @@ class Client(_Base):
                 (docs/design.md §5); a monitor that refuses it gets the ping again without it.
             started: for a start sent late, when its run really started: as ``finished``, sent
                 as ``started=`` (start pings only).
+            timeout: seconds this call may take in all (retries included) instead of the
+                client's ``timeout``; :meth:`run` gives a finish 1 s when its start got no
+                answer in the whole ``timeout``.
 
         Returns:
             PingResult: ``ok`` when stored; otherwise ``error`` says why (a warning is logged
             once per outage).
         """
         what = f"{kind} ping of {check}"
+        # one bound for the slug's lookup and the ping together
+        deadline = time.monotonic() + (self.settings.timeout if timeout is None else timeout)
         try:
-            target = self._uuid_for(check, create) if self._needs_lookup(check) else None
+            target = self._uuid_for(check, create, deadline) if self._needs_lookup(check) else None
             plan = self._ping_plan(
                 check,
                 kind,
@@ -354,18 +360,17 @@ class Client(_Base):
             )
         except Exception as error:  # bad arguments end as a refused result too
             return self._note(what, _refused(error, self.body_limit))
-        deadline = time.monotonic() + self.settings.timeout
         result, _ = self._send(plan, deadline)
         while (again := self._without_refused(check, plan, result)) is not None:
             plan = again
             result, _ = self._send(plan, deadline)
         return self._note(what, result)
 
-    def _uuid_for(self, slug: str, create: bool) -> str | None:
+    def _uuid_for(self, slug: str, create: bool, deadline: float) -> str | None:
         known = self._known_uuid(slug)
         if known is not None:
             return known
-        found = self.upsert_check(slug) if create else self.get_check(slug)
+        found = self._upsert(slug, {}, deadline) if create else self._get(slug, deadline)
         return found.get("uuid") if found else None
 
     def upsert_check(self, slug: str, **fields: Any) -> dict[str, Any] | None:
@@ -380,22 +385,28 @@ class Client(_Base):
             The check as JSON, or ``None`` when it could not be saved (no API key, refused,
             unreachable: logged once).
         """
+        return self._upsert(slug, fields, None)
+
+    def _upsert(self, slug: str, fields: dict[str, Any], deadline: float | None) -> dict[str, Any] | None:
         try:
             plan = _common.upsert_plan(self.settings, slug, fields)
         except Exception as error:  # bad arguments end as a refused result too
             self._note(f"upsert of {slug}", _refused(error, self.body_limit))
             return None
-        result, response = self._send(plan)
+        result, response = self._send(plan, deadline)
         return self._check_from(f"upsert of {slug}", result, response)
 
     def get_check(self, check: str) -> dict[str, Any] | None:
         """The check as JSON (by uuid, or by slug through ``?slug=``), or ``None`` if not found."""
+        return self._get(check, None)
+
+    def _get(self, check: str, deadline: float | None) -> dict[str, Any] | None:
         try:
             plan = self._lookup_plan(self.settings, check)
         except Exception as error:  # bad arguments end as a refused result too
             self._note(f"lookup of {check}", _refused(error, self.body_limit))
             return None
-        result, response = self._send(plan)
+        result, response = self._send(plan, deadline)
         return self._check_from(f"lookup of {check}", result, response)
 
     def run(self, check: str, scheduled: Scheduled = None, create: bool = False) -> Run:
@@ -470,6 +481,7 @@ class _RunState:
         self.started: PingResult | None = None
         self.finished: PingResult | None = None
         self._t0 = 0.0
+        self._start_took = 0.0
 
     def _finish_args(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
@@ -478,6 +490,10 @@ class _RunState:
         kind, exit_status = _common.exit_outcome(exc_type, exc)
         body = self.output if exc_type is None else _common.failure_body(exc_type, exc, tb)
         return kind, exit_status, body
+
+    def _finish_timeout(self, timeout: float) -> float | None:
+        # the job already waited a whole ``timeout`` for an unanswered start: 1 s for the finish
+        return _common.finish_timeout(self.started, self._start_took, timeout)
 
 
 class Run(_RunState):
@@ -507,13 +523,15 @@ class Run(_RunState):
     def __enter__(self) -> Run:
         self._t0 = time.monotonic()
         self.started = self._ping("start")
+        self._start_took = time.monotonic() - self._t0
         return self
 
     def __exit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         kind, exit_status, body = self._finish_args(exc_type, exc, tb)
-        self.finished = self._ping(kind, exit_status=exit_status, body=body)
+        timeout = self._finish_timeout(self._client.settings.timeout)
+        self.finished = self._ping(kind, exit_status=exit_status, body=body, timeout=timeout)
 
 
 class AsyncClient(_Base):
@@ -597,11 +615,14 @@ class AsyncClient(_Base):
         create: bool = False,
         finished: Finished = None,
         started: Finished = None,
+        timeout: float | None = None,  # noqa: ASYNC109 - a budget over retries, as Client.ping's
     ) -> PingResult:
         """Send one ping; never raises. Arguments as :meth:`Client.ping`."""
         what = f"{kind} ping of {check}"
+        # one bound for the slug's lookup and the ping together
+        deadline = time.monotonic() + (self.settings.timeout if timeout is None else timeout)
         try:
-            target = await self._uuid_for(check, create) if self._needs_lookup(check) else None
+            target = await self._uuid_for(check, create, deadline) if self._needs_lookup(check) else None
             plan = self._ping_plan(
                 check,
                 kind,
@@ -617,38 +638,45 @@ class AsyncClient(_Base):
             )
         except Exception as error:  # bad arguments end as a refused result too
             return self._note(what, _refused(error, self.body_limit))
-        deadline = time.monotonic() + self.settings.timeout
         result, _ = await self._send(plan, deadline)
         while (again := self._without_refused(check, plan, result)) is not None:
             plan = again
             result, _ = await self._send(plan, deadline)
         return self._note(what, result)
 
-    async def _uuid_for(self, slug: str, create: bool) -> str | None:
+    async def _uuid_for(self, slug: str, create: bool, deadline: float) -> str | None:
         known = self._known_uuid(slug)
         if known is not None:
             return known
-        found = await self.upsert_check(slug) if create else await self.get_check(slug)
+        found = await self._upsert(slug, {}, deadline) if create else await self._get(slug, deadline)
         return found.get("uuid") if found else None
 
     async def upsert_check(self, slug: str, **fields: Any) -> dict[str, Any] | None:
         """As :meth:`Client.upsert_check`."""
+        return await self._upsert(slug, fields, None)
+
+    async def _upsert(
+        self, slug: str, fields: dict[str, Any], deadline: float | None
+    ) -> dict[str, Any] | None:
         try:
             plan = _common.upsert_plan(self.settings, slug, fields)
         except Exception as error:  # bad arguments end as a refused result too
             self._note(f"upsert of {slug}", _refused(error, self.body_limit))
             return None
-        result, response = await self._send(plan)
+        result, response = await self._send(plan, deadline)
         return self._check_from(f"upsert of {slug}", result, response)
 
     async def get_check(self, check: str) -> dict[str, Any] | None:
         """As :meth:`Client.get_check`."""
+        return await self._get(check, None)
+
+    async def _get(self, check: str, deadline: float | None) -> dict[str, Any] | None:
         try:
             plan = self._lookup_plan(self.settings, check)
         except Exception as error:  # bad arguments end as a refused result too
             self._note(f"lookup of {check}", _refused(error, self.body_limit))
             return None
-        result, response = await self._send(plan)
+        result, response = await self._send(plan, deadline)
         return self._check_from(f"lookup of {check}", result, response)
 
     def run(self, check: str, scheduled: Scheduled = None, create: bool = False) -> AsyncRun:
@@ -702,6 +730,7 @@ class AsyncRun(_RunState):
     async def __aenter__(self) -> AsyncRun:
         self._t0 = time.monotonic()
         self.started = await self._ping("start")
+        self._start_took = time.monotonic() - self._t0
         return self
 
     async def __aexit__(
@@ -709,4 +738,7 @@ class AsyncRun(_RunState):
     ) -> None:
         kind, exit_status, body = self._finish_args(exc_type, exc, tb)
         # the finish goes out even when the task is being cancelled
-        self.finished = await asyncio.shield(self._ping(kind, exit_status=exit_status, body=body))
+        timeout = self._finish_timeout(self._client.settings.timeout)
+        self.finished = await asyncio.shield(
+            self._ping(kind, exit_status=exit_status, body=body, timeout=timeout)
+        )

@@ -114,6 +114,11 @@ LATE_FINISH = 1.0
 """Seconds after its run's end from which a finish ping is *late* and carries ``finished=``
 (the run's real end): queued behind an outage or a stall, or retried. A start ping sent this
 long after its run's start is late too, and carries ``started=``."""
+SILENT_FINISH_TIMEOUT = 1.0
+"""Seconds a run's finish ping may take (retries included) when its start got no answer in the
+whole ``timeout`` (a monitor that accepts connections and never answers): the job waits about
+this long for the report, not another ``timeout``. Not queued or spooled: against a silent
+monitor the finish is lost, as the start was."""
 
 UUID_RE = re.compile(r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$")
 SLUG_RE = re.compile(r"^[a-z0-9_-]{1,100}$")
@@ -331,6 +336,16 @@ def finished_text(value: Finished, field: str = "finished") -> str | None:
     except (OverflowError, ValueError, OSError):
         raise PlanError(f"{field}: {value!r} is out of range") from None
     return instant.replace(tzinfo=None).isoformat(timespec="milliseconds") + "Z"
+
+
+def finish_timeout(started: PingResult | None, took: float, timeout: float) -> float | None:
+    """The ``timeout`` (seconds) for a run's finish ping after its start ping gave ``started``
+    in ``took`` seconds: :data:`SILENT_FINISH_TIMEOUT` (at most ``timeout``) when the start got
+    no answer for about its whole ``timeout`` (a silent monitor), else ``None`` (the client's
+    own). A quick refusal keeps the full timeout (a restarting monitor may be back by then)."""
+    if started is None or started.status is not None or took < 0.9 * timeout:
+        return None
+    return min(timeout, SILENT_FINISH_TIMEOUT)
 
 
 def late_finish(ended: float | None, now: float) -> float | None:

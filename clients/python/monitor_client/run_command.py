@@ -72,11 +72,9 @@ if TYPE_CHECKING:
 FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2)
 """Signals passed on to the command (their default action would end ``monitor-run`` and leave
 the command running unreported)."""
-SILENT_FINISH_TIMEOUT = 1.0
+SILENT_FINISH_TIMEOUT = _common.SILENT_FINISH_TIMEOUT
 """Seconds the finish ping may take (retries included) when the start got no answer in its
-whole ``--timeout`` (a monitor that accepts connections and never answers): the job's exit
-waits about this long for the report, not another ``--timeout``. Not queued or spooled:
-against a silent monitor the finish is lost, as the start was."""
+whole ``--timeout`` (:data:`monitor_client._common.SILENT_FINISH_TIMEOUT`)."""
 
 
 class Tail:
@@ -354,8 +352,7 @@ class _StartPing:
         finish keeps the full timeout to come back)."""
         if self.thread.is_alive():
             return True
-        result = self.result
-        return result is not None and result.status is None and self.took >= 0.9 * timeout
+        return _common.finish_timeout(self.result, self.took, timeout) is not None
 
 
 def _execute(
