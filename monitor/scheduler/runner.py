@@ -830,7 +830,7 @@ class Scheduler:
         name = slot.job.lease_name
         slot.forget()
         try:
-            await self.leases.release(name)
+            await self.leases.hand_over(name)
         except asyncio.CancelledError:
             raise
         except Exception as error:
