@@ -836,9 +836,7 @@ class Scheduler:
         except Exception as error:
             log_failure("could not release a job lease", error, "lease_release_failed")
             return
-        logger.info(
-            "lease_released %s (stopping)", name, extra={"action": "lease_released", "lease": name}
-        )
+        logger.info("lease_released %s (stopping)", name, extra={"action": "lease_released", "lease": name})
 
     async def _finish(self, slot: Slot, execution: executor.Execution) -> None:
         try:
