@@ -27,9 +27,12 @@ lost: one that a newer holder's later run has overtaken is terminated (:data:`LE
 SIGTERM to the group, SIGKILL after :data:`executor.TERMINATE_GRACE`) and reported, unless the
 job's policy is ``Allow`` — rather than keep two copies running.
 
-Shutdown (:meth:`Scheduler.run` returns when ``stop`` is set): take no new ticks, let running
-jobs finish for up to ``shutdown_grace`` seconds, terminate the rest, report them, release the
-leases.
+Shutdown (:meth:`Scheduler.run` returns when ``stop`` is set): take no new ticks; release at once
+the lease of every job with no run in progress (another replica runs its next tick on time); keep
+and renew only those of jobs with runs, each released once its last run has ended and been
+recorded; let running jobs finish for up to ``shutdown_grace`` seconds (meanwhile a ``Forbid``
+tick due beside the run is skipped, any other left unclaimed for the next holder), terminate the
+rest, report them, release the leases left.
 """
 
 from __future__ import annotations
@@ -160,6 +163,8 @@ class Slot:
     """How many of :attr:`stranded` count as running (``Forbid`` waits for them): those whose
     holder still heartbeats (it lost the lease, not its life; it reports them itself)."""
     runs: set[executor.Execution] = field(default_factory=set)
+    unrecorded: int = 0
+    """Runs of this replica whose end is not recorded yet (a stopping replica keeps the lease)."""
     unheld_since: datetime | None = None
     """When this replica first saw the job's lease unheld (above its share; see :meth:`Scheduler.round`)."""
     sticky: bool = False
@@ -697,6 +702,7 @@ class Scheduler:
             extra={"action": "run_started", "job": job.name, "rid": rid, "token": fence.token},
         )
         self.reporter.start(job, due.tick, attempt, rid, began=execution.began or None)
+        slot.unrecorded += 1  # until _finish has recorded its end
         self._spawn(self._finish(slot, execution))
 
     async def _fenced_spawn(
@@ -766,7 +772,80 @@ class Scheduler:
             log_failure("could not record a refused tick", error, "claim_refuse_failed")
         self.reporter.skip(slot.job, context.tick, context.attempt, reason)
 
+    async def _drain(self, grace: float) -> None:
+        """Shutdown: hand over every job lease whose job has nothing running at once, keep (and
+        renew) only those of jobs with runs in progress, each until its last run has ended and
+        been recorded (:meth:`_finish` releases it), for up to ``grace`` seconds. Meanwhile a
+        ``Forbid`` tick that comes due beside the run is skipped as it would be on any holder;
+        every other tick stays unclaimed for the next holder."""
+        for slot in self.slots:
+            await self._release_if_done(slot)
+        deadline = time.monotonic() + grace
+        while self._tasks and (left := deadline - time.monotonic()) > 0:
+            await asyncio.wait(set(self._tasks), timeout=min(ROUND, left))
+            for slot in self.slots:
+                if slot.token is None:
+                    continue
+                try:
+                    await self._skip_beside_run(slot)
+                except StaleLease as error:
+                    await self._step_down(slot, error)
+                except asyncio.CancelledError:
+                    raise
+                except Exception as error:
+                    log_failure("could not plan a job while stopping", error, "scheduler_failed")
+                await self._release_if_done(slot)
+
+    async def _skip_beside_run(self, slot: Slot) -> None:
+        """Stopping, the lease kept for a run in progress: claim as skipped the ticks the plan
+        skips when it would start or queue none (``Forbid``: a tick due beside a run); a plan
+        that would start, queue or replace leaves every tick unclaimed for the next holder."""
+        self._reap(slot)
+        if not slot.runs or slot.through is None:
+            return
+        now = self.clock.now()
+        ticks, _ = planning.overdue_ticks(slot.job.schedule, slot.through, now, slot.job.max_catchup)
+        if not ticks or slot.orphans:
+            return
+        plan = planning.plan(
+            slot.rules,
+            running=len(slot.runs) + slot.busy,
+            queued=(),
+            backlog=[planning.Due(tick=tick) for tick in ticks],
+            now=now,
+            handover_window=self.handover_window,
+        )
+        if plan.start or plan.queue or plan.terminate_running:
+            return
+        slot.through = ticks[-1]
+        for due, reason in plan.skip:
+            await self._skip(slot, due, reason, now)
+
+    async def _release_if_done(self, slot: Slot) -> None:
+        """Stopping: release the job's lease once none of its runs is in progress or unrecorded
+        (so another replica takes the job over at once)."""
+        self._reap(slot)
+        if not self.stopping or slot.token is None or slot.runs or slot.unrecorded:
+            return
+        name = slot.job.lease_name
+        slot.forget()
+        try:
+            await self.leases.hand_over(name)
+        except asyncio.CancelledError:
+            raise
+        except Exception as error:
+            log_failure("could not release a job lease", error, "lease_release_failed")
+            return
+        logger.info("lease_released %s (stopping)", name, extra={"action": "lease_released", "lease": name})
+
     async def _finish(self, slot: Slot, execution: executor.Execution) -> None:
+        try:
+            await self._record(slot, execution)
+        finally:
+            slot.unrecorded -= 1
+            await self._release_if_done(slot)
+
+    async def _record(self, slot: Slot, execution: executor.Execution) -> None:
         context = execution.context
         assert execution.task is not None
         try:
@@ -842,8 +921,7 @@ class Scheduler:
                 self.running,
                 extra={"action": "scheduler_stopping", "running": self.running},
             )
-            if self._tasks:
-                await asyncio.wait(set(self._tasks), timeout=shutdown_grace)
+            await self._drain(shutdown_grace)
             await asyncio.gather(
                 *(e.terminate("scheduler shutting down") for s in self.slots for e in list(s.runs)),
                 return_exceptions=True,

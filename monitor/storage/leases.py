@@ -177,6 +177,12 @@ class Leases(abc.ABC):
     async def step_down(self, name: str) -> None:
         """Forget lease ``name`` after a fencing check found its token stale."""
 
+    async def hand_over(self, name: str) -> None:
+        """Give lease ``name`` up on shutdown so that any replica takes it at once, even one at
+        its fair share (this one still counts as live until it stops). By default a
+        :meth:`release`."""
+        await self.release(name)
+
     async def free(self, names: Sequence[str], now: datetime) -> list[str]:
         """Which of ``names`` might be free to :meth:`acquire` (a cheap pre-filter)."""
         return [n for n in names if n not in self._held]
@@ -380,6 +386,14 @@ class PostgresLeases(Leases):
         async with self._lock:
             if self._held.pop(name, None) is not None:
                 await self._give_back(name, None, "step down")
+
+    async def hand_over(self, name: str) -> None:
+        """Unlock ``name`` but leave its row naming this process: :meth:`vacancies` then reports
+        it with ``last_holder`` set, as a dead holder's, so a replica at its fair share takes it
+        over within its next look (TTL/10) instead of after a TTL unheld."""
+        async with self._lock:
+            if self._held.pop(name, None) is not None:
+                await self._give_back(name, None, "hand over")
 
     async def _give_back(self, name: str, token: int | None, what: str) -> None:
         """Unlock ``name``'s advisory lock on our session (if it is still open); with ``token``
