@@ -330,10 +330,14 @@ def test_the_successor_runs_a_sigkilled_holders_job_within_one_ttl(stack: Stack)
 
 def test_a_run_that_ends_while_its_scheduler_is_stopped_is_recorded_at_its_real_end(stack: Stack) -> None:
     """The guard (not stopped with the scheduler) sees the run's process exit and tells the
-    scheduler when: the finish carries that instant (``finished=``), not the SIGCONT's."""
+    scheduler when: the finish carries that instant (``finished=``), not the SIGCONT's.
+
+    The stop comes once the monitor has the run's start: a start ping caught half-sent by the
+    stop goes out at the wake-up as it was, on time by its own reckoning (the late start's
+    ``started=`` is ``tests/clients/test_late_start.py``'s)."""
     out = stack.directory / "stopped-end.txt"
     stamp = "$MONITOR_SCHEDULED_TIME"
-    command = f'echo "S {stamp} $(date +%s.%N)" >> {out}; sleep 1; echo "E {stamp} $(date +%s.%N)" >> {out}'
+    command = f'echo "S {stamp} $(date +%s.%N)" >> {out}; sleep 3; echo "E {stamp} $(date +%s.%N)" >> {out}'
     jobs = job("stopped-end", out, "*/20 * * * * *", command, concurrency_policy="Forbid")
     replica = stack.scheduler("stopped-end", jobs)
     stopped: int | None = None
@@ -344,9 +348,16 @@ def test_a_run_that_ends_while_its_scheduler_is_stopped_is_recorded_at_its_real_
             interval=0.02,
             what="a run",
         )
+        wait_until(
+            lambda: any(r["scheduled"] == started[1] for r in stack.runs("stopped-end")),
+            timeout=5,
+            interval=0.05,
+            what="the run's start at the monitor",
+        )
         pid = replica.proc.pid if replica.proc is not None else 0
         os.kill(pid, signal.SIGSTOP)
         stopped = pid
+        stopped_at = time.time()
         wait_until(lambda: any(r[0] == "E" for r in lines(out)), timeout=5, interval=0.02, what="the end")
         time.sleep(3)  # the scheduler stays stopped ~4 s while its run has ended
         os.kill(pid, signal.SIGCONT)
@@ -369,5 +380,6 @@ def test_a_run_that_ends_while_its_scheduler_is_stopped_is_recorded_at_its_real_
     recorded = parse(run["finished"]).timestamp()
     print(f"run ended {woke - real_end:.2f}s before SIGCONT; recorded {recorded - real_end:+.3f}s off")
     assert woke - real_end > 2.5
+    assert real_end > stopped_at, "the run ended before the scheduler was stopped"
     assert run["exit_status"] == 0, run
     assert abs(recorded - real_end) < 0.5, (recorded, real_end, run)
