@@ -207,9 +207,8 @@ def _message(row: Mapping[Any, Any], settings: Settings) -> Message:
                 "message template failed; sending the stored text",
                 extra={"action": "template_failed", "alert_id": row["alert_id"]},
             )
-    return Message(
-        title=row["title"], body=row["message"], body_markdown=row["message"], json_fields=_json_fields(row)
-    )
+    title, body = templates.stored_text(row["title"], row["message"], row["facts"])
+    return Message(title=title, body=body, body_markdown=body, json_fields=_json_fields(row))
 
 
 def _json_fields(row: Mapping[Any, Any]) -> dict[str, str]:
@@ -432,7 +431,7 @@ def digest(first: Message, alerts: Sequence[Mapping[Any, Any]], settings: Settin
     Args:
         first: the message of the notification whose turn it is (its JSON fields are kept).
         alerts: the alerts of every notification carried, this one's included (``title``,
-            ``message``, ``kind``, ``created_at``), oldest first.
+            ``message``, ``facts``, ``kind``, ``created_at``), oldest first.
     """
     count = len(alerts)
     kinds = list(dict.fromkeys(r["kind"] for r in alerts))
@@ -442,8 +441,9 @@ def digest(first: Message, alerts: Sequence[Mapping[Any, Any]], settings: Settin
         f"This channel receives at most {settings.notify_rate_limit} notifications about one check per "
         f"{humanize_duration(settings.notify_rate_window)}; these {count} were held back and arrive together:"
     )
-    lines = [intro, "", *(f"- {r['title']}" for r in alerts), ""]
-    text = "\n".join([*lines, *(f"----\n{r['message'].rstrip()}" for r in alerts)]) + "\n"
+    texts = [templates.stored_text(r["title"], r["message"], r["facts"]) for r in alerts]
+    lines = [intro, "", *(f"- {title}" for title, _ in texts), ""]
+    text = "\n".join([*lines, *(f"----\n{body.rstrip()}" for _, body in texts)]) + "\n"
     fields = dict(first.json_fields)
     fields.update(kind="digest", count=str(count))
     return Message(title=title[:300], body=text, body_markdown=text, json_fields=fields)

@@ -15,7 +15,6 @@ from typing import Any
 from monitor.domain import messages
 from monitor.domain.checks import AlertKind, FlipReason, Status
 from monitor.domain.detection import AlertDraft, Effects
-from monitor.notify import templates
 from monitor.storage import outbox, repositories
 from monitor.storage.unit_of_work import Connection, UnitOfWork
 
@@ -213,8 +212,8 @@ async def record_alerts_many(
 def _new_alert(
     batch: CheckAlerts, draft: AlertDraft, facts: messages.AlertFacts, *, now: datetime, token: int | None
 ) -> outbox.NewAlert:
-    """The row of a new alert, its message rendered from ``facts``."""
-    title, body = templates.render_text(facts)
+    """The row of a new alert: its facts, no text (readers render it from the facts:
+    :func:`monitor.notify.templates.stored_text`)."""
     return outbox.NewAlert(
         project_id=batch.check.project_id,
         check_id=batch.check.id,
@@ -225,8 +224,8 @@ def _new_alert(
         rid=draft.rid,
         count=draft.count,
         created_at=now,
-        title=title,
-        message=body,
+        title="",
+        message="",
         facts=messages.facts_to_json(facts),
         token=token,
     )
@@ -240,8 +239,7 @@ async def _raise_count(
     alert was raised."""
     text = None
     if draft.scheduled is not None:
-        title, body = templates.render_text(facts)
-        text = (title, body, messages.facts_to_json(facts))
+        text = ("", "", messages.facts_to_json(facts))  # rendered by readers, as a new alert's
     await outbox.raise_count(
         conn,
         project_id=batch.check.project_id,

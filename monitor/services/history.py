@@ -12,6 +12,7 @@ from typing import Any
 
 from monitor.domain.detection import iso
 from monitor.domain.errors import NotFound, ValidationError
+from monitor.notify import templates
 from monitor.storage.unit_of_work import Connection, UnitOfWork
 
 DEFAULT_LIMIT = 100
@@ -193,9 +194,10 @@ async def list_alerts(
             "run_id": r["run_id"],
             "count": r["count"],
             "created": _iso(r["created_at"]),
-            "title": r["title"],
-            "message": r["message"],
+            "title": text[0],
+            "message": text[1],
             "notifications": notes[r["id"]],
         }
         for r in rows
+        for text in [templates.stored_text(r["title"], r["message"], r["facts"])]
     ]

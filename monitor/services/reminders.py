@@ -226,9 +226,10 @@ async def held_back(
     summarised) keeps an alert out of a second summary when merged spans overlap.
     """
     start = max(occurrence.start, since) if since is not None else occurrence.start
-    return await outbox.held_back_alerts(
+    held = await outbox.held_back_alerts(
         conn, project_id, window.check_id, start=start, end=occurrence.end, except_kind=messages.MAINTENANCE
     )
+    return [(at, templates.stored_text(title, message, facts)[0]) for at, title, message, facts in held]
 
 
 async def summarise(

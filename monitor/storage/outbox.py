@@ -612,10 +612,11 @@ async def _held_of(
 
 
 async def alert_texts(conn: AsyncConnection, notification_ids: Collection[int]) -> list[Mapping[Any, Any]]:
-    """``title, message, kind, created_at`` of the notifications' alerts, oldest raised first."""
+    """``title, message, facts, kind, created_at`` of the notifications' alerts, oldest raised
+    first (``title`` and ``message`` are ``""`` when the alert stored only its facts)."""
     a = t.alerts.c
     query = (
-        select(a.title, a.message, a.kind, a.created_at)
+        select(a.title, a.message, a.facts, a.kind, a.created_at)
         .join(t.notifications, t.notifications.c.alert_id == a.id)
         .where(t.notifications.c.id.in_(sorted(notification_ids)))
         .order_by(a.created_at, a.id)
@@ -770,9 +771,10 @@ async def held_back_alerts(
     start: datetime,
     end: datetime,
     except_kind: str,
-) -> list[tuple[datetime, str]]:
-    """``(raised at, title)`` of the project's alerts raised in ``[start, end)`` that have a
-    notification suppressed or still open, oldest first (a maintenance summary's list).
+) -> list[tuple[datetime, str, str, str | None]]:
+    """``(raised at, title, message, facts)`` of the project's alerts raised in ``[start, end)``
+    that have a notification suppressed or still open, oldest first (a maintenance summary's
+    list; ``title`` and ``message`` are ``""`` when the alert stored only its facts).
 
     Args:
         check_id: only this check's alerts; ``None``: every alert of the project.
@@ -786,7 +788,7 @@ async def held_back_alerts(
         .exists()
     )
     query = (
-        select(a.created_at, a.title)
+        select(a.created_at, a.title, a.message, a.facts)
         .where(a.project_id == project_id)
         .where(a.created_at >= start)
         .where(a.created_at < end)
@@ -796,7 +798,7 @@ async def held_back_alerts(
     )
     if check_id is not None:
         query = query.where(a.check_id == check_id)
-    return [(at, title) for at, title in (await conn.execute(query)).all()]
+    return [(at, title, message, facts) for at, title, message, facts in (await conn.execute(query)).all()]
 
 
 async def next_due_at(conn: AsyncConnection) -> datetime | None:

@@ -11,6 +11,7 @@ from sqlalchemy import func, select
 
 from monitor.domain.checks import PingKind
 from monitor.domain.clock import SystemClock
+from monitor.notify import templates
 from monitor.notify.apprise import AppriseNotifier
 from monitor.services.ingest import PingRequest, ingest_pings
 from monitor.settings import Settings
@@ -82,7 +83,14 @@ async def test_a_burst_for_one_check_is_delivered_in_the_order_raised_through_re
             settings=settings,
         )
     async with api.engine.connect() as conn:
-        raised = (await conn.execute(select(t.alerts.c.kind, t.alerts.c.title).order_by(t.alerts.c.id))).all()
+        stored = await conn.execute(
+            select(t.alerts.c.kind, t.alerts.c.title, t.alerts.c.message, t.alerts.c.facts).order_by(
+                t.alerts.c.id
+            )
+        )
+        raised = [
+            (kind, templates.stored_text(title, message, facts)[0]) for kind, title, message, facts in stored
+        ]
     assert [kind for kind, _ in raised] == ["failed", "recovered"] * 4
 
     def delivered() -> list[str]:

@@ -10,7 +10,7 @@ import pytest
 
 from monitor.domain import messages
 from monitor.domain.messages import AlertFacts, humanize_duration
-from monitor.notify.templates import render
+from monitor.notify.templates import render, stored_text
 
 TICK = datetime(2026, 7, 19, 3, 0, tzinfo=UTC)
 
@@ -319,3 +319,17 @@ def test_too_fast_says_how_long_it_took_and_the_minimum() -> None:
     message = render(make_facts(kind="too_fast", tz="UTC", duration_s=15, min_runtime_s=3000))
     assert message.title == "nightly-billing: too_fast — the 03:00 run finished too fast in 15 s"
     assert "sooner than its minimum run time of 50 min" in message.body
+
+
+@pytest.mark.parametrize("kind", messages.KINDS)
+def test_an_alert_that_stored_only_its_facts_reads_as_its_rendered_text(kind: str) -> None:
+    facts = make_facts(kind=kind, count=3, run_ids=("a", "b"), duration_s=61.5, exit_status=2)
+    stored = messages.facts_to_json(facts)
+    rendered = render(facts)
+    assert stored_text("", "", stored) == (rendered.title, rendered.body)
+
+
+def test_an_alert_that_stored_its_text_reads_as_stored() -> None:
+    stored = messages.facts_to_json(make_facts())
+    assert stored_text("nightly: down", "it said this\n", stored) == ("nightly: down", "it said this\n")
+    assert stored_text("project: outage", "text\n", None) == ("project: outage", "text\n")
