@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import gc
 import json
 import signal
 import sys
@@ -72,6 +73,10 @@ async def _worker(settings: Settings, role: str) -> None:
     engine = make_engine(settings.database_url)
     try:
         await migrate(engine)
+        # as the app's lifespan: what lives as long as the process stays out of the cyclic
+        # collector, whose full passes over it cost a sweep of 10 000 checks a sixth of its time
+        gc.collect()
+        gc.freeze()
         if role == "evaluate":
             from monitor.services.retention import run_retention
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import MISSING, dataclass, fields
 from datetime import UTC, datetime
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
@@ -244,19 +244,32 @@ def md_escape(text: str) -> str:
 
 
 _INSTANT_FIELDS = ("scheduled", "other_scheduled", "window_start", "window_end")
+_REQUIRED = object()
+_FACT_FIELDS = tuple(
+    (field.name, _REQUIRED if field.default is MISSING else field.default, field.name in _INSTANT_FIELDS)
+    for field in fields(AlertFacts)
+)
+"""(name, default or ``_REQUIRED``, is an instant) of each :class:`AlertFacts` field."""
+_FACTS_ENCODER = json.JSONEncoder(ensure_ascii=False)
 
 
 def facts_to_json(facts: AlertFacts) -> str:
-    """Serialise facts for storage with the alert (instants as ISO 8601 UTC with ``Z``)."""
+    """Serialise facts for storage with the alert (instants as ISO 8601 UTC with ``Z``).
+
+    Fields that hold their default are left out (:func:`facts_from_json` restores them): an
+    evaluator sweep stores one of these per alert, thousands at a time.
+    """
     data: dict[str, Any] = {}
-    for name in AlertFacts.__slots__:
+    for name, default, instant in _FACT_FIELDS:
         value = getattr(facts, name)
-        if name in _INSTANT_FIELDS:
-            value = format_utc(value) if value is not None else None
-        elif isinstance(value, tuple):
+        if value is default or (default is not _REQUIRED and value == default):
+            continue
+        if instant and value is not None:
+            value = format_utc(value)
+        elif type(value) is tuple:
             value = list(value)
         data[name] = value
-    return json.dumps(data, ensure_ascii=False)
+    return _FACTS_ENCODER.encode(data)
 
 
 def facts_from_json(text: str) -> AlertFacts:

@@ -12,9 +12,10 @@ is one transaction:
    whole batch, ``uow.detection.books``);
 4. the pure :func:`monitor.domain.detection.evaluate` over those plain values, per check, in
    Python;
-5. the transitions written back set-at-a-time (``uow.detection.save_sweep``): every check's state
-   in one ``UPDATE … FROM``, the tick marks, the flips and the timed-out runs in one statement
-   each; the alerts of the whole batch through one
+5. the transitions written back set-at-a-time (``uow.detection.save_sweep``): the state columns
+   that changed, in one ``UPDATE … FROM`` per set of changed columns (a sweep of plain misses
+   changes the same few columns of every check), the tick marks, the flips and the timed-out
+   runs in one statement each; the alerts of the whole batch through one
    :func:`monitor.services.effects.record_alerts_many` per fencing token (one multi-row insert
    of the alerts, one read of the routes, one insert of the notifications).
 
@@ -158,9 +159,10 @@ async def _judge(
         pending.add(cid, fx, token=written_token)
         if fx.alerts:
             alerting.append((row, fx, written_token))
-        values = repositories.state_values(state)
-        values["id"] = cid
-        updates.append(values)
+        values = repositories.state_changes(row, state)
+        if values:
+            values["id"] = cid
+            updates.append(values)
     await uow.detection.save_sweep(
         updates,
         marks=pending.marks,

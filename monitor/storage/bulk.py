@@ -14,12 +14,16 @@ rows are stored exactly as a Core ``insert``/``update`` would store them.
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from sqlalchemy import Table, text
 from sqlalchemy.engine import Dialect
 from sqlalchemy.ext.asyncio import AsyncConnection
+
+SQLITE_VARIABLES = 32766 if sqlite3.sqlite_version_info >= (3, 32) else 999
+"""Bound parameters one SQLite statement may hold (``SQLITE_MAX_VARIABLE_NUMBER``'s default)."""
 
 
 def _processors(table: Table, columns: Sequence[str], dialect: Dialect) -> list[Callable[[Any], Any] | None]:
@@ -112,3 +116,48 @@ async def insert_rows(
     placeholders = ", ".join("?" for _ in columns)
     statement = f"INSERT INTO {target} VALUES ({placeholders}){suffix}"
     await conn.exec_driver_sql(statement, list(zip(*by_column, strict=True)))
+
+
+async def insert_returning(
+    conn: AsyncConnection,
+    table: Table,
+    rows: Sequence[Mapping[str, Any]],
+    columns: Sequence[str],
+    returning: Sequence[str],
+    *,
+    ignore_conflicts: bool = False,
+) -> list[tuple[Any, ...]]:
+    """Insert ``rows`` as :func:`insert_rows` does and return ``returning`` of the rows inserted.
+
+    PostgreSQL: one ``INSERT … SELECT FROM unnest(…) … RETURNING``. SQLite: multi-row
+    ``INSERT … VALUES (…), (…) … RETURNING`` statements of at most :data:`SQLITE_VARIABLES`
+    parameters each (SQLite cannot ``executemany`` a statement that returns rows).
+
+    Returns:
+        One tuple per row inserted, in no particular order (a row skipped by
+        ``ignore_conflicts`` returns nothing); values as the driver gives them, so
+        ``returning`` should name plain integer and text columns.
+    """
+    if not rows:
+        return []
+    dialect = conn.dialect
+    quote = dialect.identifier_preparer.quote
+    target = f"{quote(table.name)} ({', '.join(quote(c) for c in columns)})"
+    suffix = (" ON CONFLICT DO NOTHING" if ignore_conflicts else "") + (
+        f" RETURNING {', '.join(quote(c) for c in returning)}"
+    )
+    by_column = _column_values(rows, columns, _processors(table, columns, dialect))
+    if dialect.name == "postgresql":
+        statement = f"INSERT INTO {target} SELECT * FROM {_unnest(table, columns, dialect)}{suffix}"
+        result = await conn.execute(text(statement), {f"p{i}": column for i, column in enumerate(by_column)})
+        return [tuple(row) for row in result.all()]
+    values = list(zip(*by_column, strict=True))
+    per_statement = max(1, SQLITE_VARIABLES // len(columns))
+    row_placeholder = f"({', '.join('?' for _ in columns)})"
+    out: list[tuple[Any, ...]] = []
+    for start in range(0, len(values), per_statement):
+        chunk = values[start : start + per_statement]
+        statement = f"INSERT INTO {target} VALUES {', '.join([row_placeholder] * len(chunk))}{suffix}"
+        result = await conn.exec_driver_sql(statement, tuple(v for row in chunk for v in row))
+        out.extend(tuple(row) for row in result.all())
+    return out

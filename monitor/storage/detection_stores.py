@@ -73,7 +73,13 @@ class SqlDetectionStore(_Store):
         changed_runs: Sequence[Mapping[str, Any]],
     ) -> None:
         conn = self.conn
-        await bulk.update_rows(conn, t.checks, "id", states, repositories.STATE_COLUMNS)
+        by_columns: dict[tuple[str, ...], list[Mapping[str, Any]]] = {}
+        for state in states:
+            columns = tuple(c for c in repositories.STATE_COLUMNS if c in state)
+            if columns:
+                by_columns.setdefault(columns, []).append(state)
+        for columns, rows in by_columns.items():
+            await bulk.update_rows(conn, t.checks, "id", rows, columns)
         await bulk.insert_rows(conn, t.tick_marks, marks, MARK_COLUMNS, ignore_conflicts=True)
         await bulk.insert_rows(conn, t.flips, flips, FLIP_COLUMNS)
         await bulk.insert_rows(conn, t.runs, new_runs, RUN_COLUMNS)

@@ -28,7 +28,7 @@ from sqlalchemy import bindparam, exists, func, or_, select, tuple_, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 from sqlalchemy.sql.elements import ColumnElement
 
-from monitor.storage import repositories
+from monitor.storage import bulk
 from monitor.storage import tables as t
 
 
@@ -101,10 +101,11 @@ class Route:
 async def insert_alerts(conn: AsyncConnection, alerts: Sequence[NewAlert]) -> list[int | None]:
     """Insert ``alerts`` (``ON CONFLICT DO NOTHING`` on ``(project, check, key)``).
 
-    One ``executemany`` of a statement compiled once (SQLAlchemy's "insertmanyvalues": batches
-    of multi-row ``INSERT … RETURNING``): a statement built with ``.values([...])`` per call was
-    compiled anew every time, 13 bind parameters per alert, which cost more than the insert.
-    Two alerts of one call with the same ``(project, check, key)``: the first one given wins.
+    One statement (:func:`monitor.storage.bulk.insert_returning`: ``unnest`` arrays on
+    PostgreSQL, multi-row ``VALUES`` on SQLite) whose text depends only on the columns; SQLAlchemy's
+    per-row parameter handling of a Core ``executemany`` cost more than the insert at thousands of
+    alerts per sweep. Two alerts of one call with the same ``(project, check, key)``: the first
+    one given wins.
 
     Returns:
         Per alert given, in order: its new id, or ``None`` when it existed already (another
@@ -116,14 +117,31 @@ async def insert_alerts(conn: AsyncConnection, alerts: Sequence[NewAlert]) -> li
         first.setdefault((alert.project_id, alert.check_id, alert.key), index)
     if not first:
         return ids
-    a = t.alerts.c
-    stmt = repositories.insert_ignoring_conflicts(conn, t.alerts).returning(
-        a.id, a.project_id, a.check_id, a.key
-    )
     rows = [_alert_values(alerts[i]) for i in sorted(first.values())]
-    for alert_id, project_id, check_id, key in (await conn.execute(stmt, rows)).all():
-        ids[first[(project_id, check_id, key)]] = alert_id
+    inserted = await bulk.insert_returning(
+        conn, t.alerts, rows, ALERT_COLUMNS, ("id", "project_id", "check_id", "key"), ignore_conflicts=True
+    )
+    for alert_id, project_id, check_id, key in inserted:
+        ids[first[(project_id, check_id, key)]] = int(alert_id)
     return ids
+
+
+ALERT_COLUMNS = (
+    "project_id",
+    "check_id",
+    "key",
+    "kind",
+    "scheduled",
+    "run_id",
+    "rid",
+    "count",
+    "created_at",
+    "title",
+    "message",
+    "facts",
+    "token",
+)
+"""The columns a new alert sets (:func:`_alert_values`)."""
 
 
 def _alert_values(alert: NewAlert) -> dict[str, Any]:
@@ -211,7 +229,8 @@ async def project_routes(
 
 
 async def enqueue(conn: AsyncConnection, notices: Sequence[Notice]) -> int:
-    """Queue ``notices`` as pending notifications with no attempts: one executemany insert.
+    """Queue ``notices`` as pending notifications with no attempts: one statement
+    (:func:`monitor.storage.bulk.insert_rows`).
 
     Returns:
         How many rows were queued.
@@ -222,8 +241,9 @@ async def enqueue(conn: AsyncConnection, notices: Sequence[Notice]) -> int:
     """
     if not notices:
         return 0
-    await conn.execute(
-        t.notifications.insert(),
+    await bulk.insert_rows(
+        conn,
+        t.notifications,
         [
             {
                 "alert_id": notice.alert_id,
@@ -235,8 +255,12 @@ async def enqueue(conn: AsyncConnection, notices: Sequence[Notice]) -> int:
             }
             for notice in notices
         ],
+        NOTICE_COLUMNS,
     )
     return len(notices)
+
+
+NOTICE_COLUMNS = ("alert_id", "channel_id", "status", "attempts", "next_attempt_at", "created_at")
 
 
 # --------------------------------------------------------------------------- claiming

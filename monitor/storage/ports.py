@@ -773,7 +773,9 @@ class DetectionStore(Protocol):
         changed_runs: Sequence[Mapping[str, Any]],
     ) -> None:
         """Write a sweep's transitions set-at-a-time, one statement per table and kind
-        (:mod:`monitor.storage.bulk`): ``states`` (``id`` plus every state column), new tick
+        (:mod:`monitor.storage.bulk`): ``states`` (``id`` plus the state columns that changed,
+        any subset of :data:`~monitor.storage.repositories.STATE_COLUMNS`; one statement per
+        distinct subset, usually one per sweep), new tick
         marks (``check_id``, ``scheduled``, ``outcome``; existing ones kept), flips
         (``check_id``, ``created_at``, ``up``, ``reason``, ``token``), new runs and changed runs
         (every ``runs`` column)."""

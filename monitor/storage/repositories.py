@@ -101,6 +101,18 @@ def state_values(state: CheckState) -> dict[str, Any]:
     return {name: getattr(state, name) for name in STATE_COLUMNS}
 
 
+def state_changes(row: Mapping[str, Any], state: CheckState) -> dict[str, Any]:
+    """The state columns whose value in ``state`` differs from ``row`` (the check's row as
+    read, e.g. by :meth:`~monitor.storage.ports.DetectionStore.lock_due`): what writing
+    ``state`` back has to set. Stored booleans read as 0/1 compare equal to ``False``/``True``."""
+    changed = {}
+    for name in STATE_COLUMNS:
+        value = getattr(state, name)
+        if value != row[name]:
+            changed[name] = value
+    return changed
+
+
 def run_of(row: Mapping[str, Any] | Any) -> Run:
     return Run(
         id=row["id"],

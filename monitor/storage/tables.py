@@ -6,6 +6,7 @@ SQLite and PostgreSQL alike. Durations are whole seconds (integers) or float sec
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
@@ -42,23 +43,71 @@ metadata = MetaData(
 
 
 class UTCDateTime(TypeDecorator[datetime]):
-    """Aware UTC in Python, naive UTC in the database."""
+    """Aware UTC in Python, naive UTC in the database.
+
+    On SQLite the value is SQLAlchemy's own ``DATETIME`` text (``2026-01-05 13:00:00.000000``,
+    microseconds always present), so stored rows and comparisons in SQL are those of a plain
+    ``DateTime`` column.
+    """
 
     impl = DateTime
     cache_ok = True
 
     def process_bind_param(self, value: datetime | None, dialect: Dialect) -> datetime | None:
-        if value is None:
-            return None
-        if value.tzinfo is None:
-            raise ValueError("naive datetime given where an aware UTC instant belongs")
-        return value.astimezone(UTC).replace(tzinfo=None)
+        return None if value is None else _naive_utc(value)
 
     def process_result_value(self, value: Any, dialect: Dialect) -> datetime | None:
-        if value is None:
-            return None
-        instant: datetime = datetime.fromisoformat(value) if isinstance(value, str) else value
-        return instant.replace(tzinfo=UTC) if instant.tzinfo is None else instant.astimezone(UTC)
+        return _aware_utc(value)
+
+    def bind_processor(self, dialect: Dialect) -> Callable[[Any], Any] | None:
+        """On SQLite, one conversion per bound value instead of two chained ones (aware → naive
+        UTC, then SQLite's text); an evaluator sweep binds about ten instants per check. The
+        text is exactly what SQLAlchemy's SQLite ``DATETIME`` writes.
+
+        Raises (from the returned function):
+            ValueError: a naive datetime (only aware UTC instants belong here).
+        """
+        if dialect.name != "sqlite":
+            return super().bind_processor(dialect)
+
+        def process(value: datetime | None) -> str | None:
+            if value is None:
+                return None
+            if value.tzinfo is UTC:  # the usual case: the text without its "+00:00"
+                return value.isoformat(" ", "microseconds")[:26]
+            return _naive_utc(value).isoformat(" ", "microseconds")
+
+        return process
+
+    def result_processor(self, dialect: Dialect, coltype: object) -> Callable[[Any], Any] | None:
+        """On SQLite, the stored text parsed straight to aware UTC (one conversion per value)."""
+        if dialect.name != "sqlite":
+            return super().result_processor(dialect, coltype)
+        return _aware_utc_of_text
+
+
+def _aware_utc_of_text(value: Any) -> datetime | None:
+    # the stored text with "+00:00" parses straight to aware UTC, five times faster than
+    # parsing it naive and replacing its zone
+    if isinstance(value, str) and len(value) == 26:
+        return datetime.fromisoformat(value + "+00:00")
+    return _aware_utc(value)
+
+
+def _aware_utc(value: Any) -> datetime | None:
+    if value is None:
+        return None
+    instant: datetime = datetime.fromisoformat(value) if isinstance(value, str) else value
+    return instant.replace(tzinfo=UTC) if instant.tzinfo is None else instant.astimezone(UTC)
+
+
+def _naive_utc(value: datetime) -> datetime:
+    tz = value.tzinfo
+    if tz is UTC:
+        return value.replace(tzinfo=None)
+    if tz is None:
+        raise ValueError("naive datetime given where an aware UTC instant belongs")
+    return value.astimezone(UTC).replace(tzinfo=None)
 
 
 ID = BigInteger().with_variant(Integer(), "sqlite")

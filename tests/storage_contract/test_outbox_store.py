@@ -13,7 +13,7 @@ from sqlalchemy.exc import DBAPIError, IntegrityError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from monitor.services import projects
-from monitor.storage import outbox
+from monitor.storage import bulk, outbox
 from monitor.storage import tables as t
 from monitor.storage.outbox import NewAlert, Notice, OutboxStatus, Outcome, Source
 
@@ -157,11 +157,17 @@ async def test_insert_alerts_returns_new_ids_and_none_for_keys_already_raised(wo
 
 
 async def test_insert_alerts_in_one_call_of_many_rows_keeps_the_order_given(world: World) -> None:
-    keys = [f"k{i}" for i in range(1200)]  # more than one multi-row chunk
+    # more rows than one SQLite statement's parameters hold, some of them raised already
+    keys = [f"k{i}" for i in range(bulk.SQLITE_VARIABLES // len(outbox.ALERT_COLUMNS) + 500)]
+    async with world.engine.begin() as conn:
+        before = await outbox.insert_alerts(
+            conn, [_alert(world, k, check=i % 2) for i, k in enumerate(keys[:7])]
+        )
     async with world.engine.begin() as conn:
         ids = await outbox.insert_alerts(conn, [_alert(world, k, check=i % 2) for i, k in enumerate(keys)])
         rows = dict((await conn.execute(select(t.alerts.c.id, t.alerts.c.key))).tuples().all())
-    assert [rows[i] for i in ids if i is not None] == keys
+    assert ids[:7] == [None] * 7
+    assert [rows[i] for i in before + ids if i is not None] == keys
 
 
 async def test_project_level_alerts_have_no_check(world: World) -> None:

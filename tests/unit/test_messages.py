@@ -7,6 +7,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from monitor.domain import messages
 from monitor.domain.messages import AlertFacts, humanize_duration
@@ -299,6 +301,49 @@ def test_facts_survive_storage() -> None:
         ).kind
         == "missed"
     )
+
+
+_instants = st.none() | st.datetimes(
+    min_value=datetime(1970, 1, 1), max_value=datetime(2200, 1, 1), timezones=st.just(UTC)
+).map(lambda instant: instant.replace(microsecond=0))
+_names = st.text(max_size=12)
+
+
+@given(
+    st.builds(
+        AlertFacts,
+        kind=st.sampled_from(messages.KINDS),
+        check_name=_names,
+        check_uuid=_names,
+        slug=st.none() | _names,
+        tz=st.just("UTC"),
+        status=st.sampled_from(["up", "down", "new"]),
+        scheduled=_instants,
+        count=st.integers(0, 5),
+        late_by_s=st.none() | st.floats(0, 1e6),
+        duration_s=st.none() | st.floats(0, 1e6),
+        exit_status=st.none() | st.integers(0, 255),
+        run_ids=st.lists(_names, max_size=3).map(tuple),
+        check_url=_names,
+        other_scheduled=_instants,
+        held=st.lists(_names, max_size=2).map(tuple),
+        simple=st.booleans(),
+        superseded=st.booleans(),
+        runs_seen=st.none() | st.integers(0, 9),
+    )
+)
+def test_stored_facts_read_back_equal_whichever_fields_hold_their_defaults(facts: AlertFacts) -> None:
+    stored = messages.facts_to_json(facts)
+
+    assert messages.facts_from_json(stored) == facts
+
+
+def test_stored_facts_leave_out_the_fields_that_hold_their_default() -> None:
+    stored = messages.facts_to_json(make_facts(kind="missed", count=1, exit_status=0))
+
+    assert '"count"' not in stored and '"run_ids"' not in stored and '"superseded"' not in stored
+    assert '"exit_status": 0' in stored  # 0 is not the default None
+    assert '"slug"' in stored  # required fields are always written
 
 
 def test_a_superseded_miss_says_later_runs_succeeded_and_the_check_is_up() -> None:

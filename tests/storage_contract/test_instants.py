@@ -1,0 +1,71 @@
+"""Instants (``UTCDateTime``) round-trip and compare alike through Core and the bulk writes."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta, timezone
+
+import pytest
+from sqlalchemy import DateTime, select, text
+from sqlalchemy.exc import StatementError
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from monitor.storage import bulk
+from monitor.storage import tables as t
+from monitor.storage.unit_of_work import UnitOfWork
+from tests.storage_contract.conftest import add_project, check_values
+
+INSTANTS = [
+    datetime(2026, 3, 29, 1, 0, tzinfo=UTC),
+    datetime(2026, 3, 29, 3, 0, 0, 1, tzinfo=timezone(timedelta(hours=2))),  # another zone
+    datetime(2026, 12, 31, 23, 59, 59, 999999, tzinfo=UTC),
+    datetime(1970, 1, 1, tzinfo=UTC),
+    datetime(9999, 12, 31, 23, 0, tzinfo=UTC),
+]
+
+
+async def test_instants_read_back_as_the_same_aware_utc_instant_whichever_way_written(
+    engine: AsyncEngine,
+) -> None:
+    async with UnitOfWork.begin(engine) as uow:
+        project = await add_project(uow)
+        core = [await uow.checks.insert(check_values(project, next_due=i)) for i in INSTANTS]
+        bulked = [await uow.checks.insert(check_values(project)) for _ in INSTANTS]
+        await bulk.update_rows(
+            uow.connection,
+            t.checks,
+            "id",
+            [{"id": cid, "next_due": i} for cid, i in zip(bulked, INSTANTS, strict=True)],
+            ["next_due"],
+        )
+    async with engine.connect() as conn:
+        read = dict((await conn.execute(select(t.checks.c.id, t.checks.c.next_due))).tuples().all())
+        for ids in (core, bulked):
+            assert [read[cid] for cid in ids] == INSTANTS
+            assert all(read[cid].utcoffset() == timedelta(0) for cid in ids)
+        # comparisons in SQL order the instants as time does, however they were written
+        cut = datetime(2026, 3, 29, 1, 0, 0, 1, tzinfo=UTC)
+        before = set(
+            (await conn.execute(select(t.checks.c.id).where(t.checks.c.next_due < cut))).scalars().all()
+        )
+    expected = {cid for ids in (core, bulked) for cid, i in zip(ids, INSTANTS, strict=True) if i < cut}
+    assert before == expected
+
+
+async def test_instants_are_stored_naive_utc_as_a_plain_datetime_column_stores_them(
+    engine: AsyncEngine,
+) -> None:
+    # SQLite: SQLAlchemy's DATETIME text ("2026-03-29 01:00:00.000000"); PostgreSQL: timestamp
+    plain = DateTime().dialect_impl(engine.dialect).bind_processor(engine.dialect) or (lambda naive: naive)
+    async with UnitOfWork.begin(engine) as uow:
+        project = await add_project(uow)
+        ids = [await uow.checks.insert(check_values(project, next_due=i)) for i in INSTANTS]
+    async with engine.connect() as conn:
+        stored = dict((await conn.execute(text("SELECT id, next_due FROM checks"))).tuples().all())
+    assert [stored[cid] for cid in ids] == [plain(i.astimezone(UTC).replace(tzinfo=None)) for i in INSTANTS]
+
+
+async def test_a_naive_instant_is_refused(engine: AsyncEngine) -> None:
+    with pytest.raises(StatementError, match="naive datetime"):
+        async with UnitOfWork.begin(engine) as uow:
+            project = await add_project(uow)
+            await uow.checks.insert(check_values(project, next_due=datetime(2026, 3, 29, 1, 0)))
