@@ -11,7 +11,9 @@ is all a caller usually reads). :class:`AppriseNotifier` therefore
   turns them into an error a channel owner understands
   (``"HTTP 503 Service Unavailable from 127.0.0.1:8080: ..."``);
 * adds the message's ``json_fields`` to ``json://`` / ``jsons://`` payloads as top-level
-  fields, through Apprise's ``:key=value`` URL tokens;
+  fields, exactly as given (handed to the plugin, not round-tripped through the URL);
+* builds a fresh plugin per send from a remembered parse of the channel URL
+  (:func:`monitor.notify.urls.plugin_for`): parsing was a large part of a send's CPU;
 * re-checks, when private targets are not allowed, that the target's host does not
   resolve to a private, loopback, link-local or reserved address — before the send and again
   at connect time (the egress guard, :mod:`monitor.notify.egress`);
@@ -57,7 +59,6 @@ from monitor.notify.urls import (
     scheme_of,
     service_label,
     validate_apprise_url,
-    with_json_fields,
 )
 
 __all__ = ["AppriseChannelUrls", "AppriseNotifier"]
@@ -359,8 +360,8 @@ class AppriseNotifier:
             except ValidationError as exc:
                 return DeliveryResult.failed(str(exc), permanent=not exc.problem.startswith("cannot resolve"))
 
-        target_url = with_json_fields(url, message.json_fields) if scheme in JSON_SCHEMES else url
-        plugin = plugin_for(target_url)
+        # A plugin of its own for this send, from the channel URL's remembered parse.
+        plugin = plugin_for(url, message.json_fields)
         if plugin is None:
             return DeliveryResult.failed(f"url: Apprise cannot parse this {scheme}:// URL", permanent=True)
 

@@ -8,11 +8,17 @@ never holds a secret, and the ``json://`` payload tokens.
 
 from __future__ import annotations
 
+import copy
 import functools
+import logging
+from collections.abc import Callable, Mapping
 from typing import Any
 from urllib.parse import quote, urlsplit
 
 import apprise
+from apprise.plugins import N_MGR
+from apprise.utils.cwe312 import cwe312_loggable
+from apprise.utils.parse import GET_SCHEMA_RE
 
 from monitor.domain.errors import ValidationError
 
@@ -48,9 +54,105 @@ def scheme_of(url: str) -> str:
     return url.split("://", 1)[0].strip().lower() if "://" in url else ""
 
 
-def plugin_for(url: str) -> Any:
-    """The Apprise plugin for ``url``, or ``None`` when Apprise cannot parse it."""
-    return apprise.Apprise.instantiate(url, asset=ASSET, suppress_exceptions=True)
+#: Apprise's plugin registry (a process-wide singleton, the one ``Apprise.instantiate`` uses).
+_PLUGINS: Any = N_MGR
+
+#: Apprise's rendering of a URL for its log lines (``json://h...t/...``, secrets shortened).
+_loggable: Callable[[str, bool], str] = cwe312_loggable
+
+#: The logger Apprise's own URL parsing reports on (its ``apprise`` logger).
+_apprise_log = logging.getLogger("apprise")
+
+
+@functools.lru_cache(maxsize=4096)
+def _parsed_url(url: str) -> tuple[Any, dict[str, Any]] | None:
+    """Apprise's parse of ``url``: ``(plugin class, the dict its parse_url(url) returns)``.
+
+    The steps of ``apprise.plugins.url_to_dict`` (the parse inside ``Apprise.instantiate``):
+    ``/#`` kept as a path character, the scheme's plugin, else the first plugin that reads the
+    URL as one of its service's native URLs (``https://discord.com/api/webhooks/...``). Parsing
+    is most of a plugin's construction cost and a channel's URL is the same for each of its
+    sends, so the result is remembered (bounded; unparseable URLs are remembered as ``None``).
+    Callers must not change the dict: :func:`plugin_for` builds each plugin from a deep copy.
+
+    One difference from Apprise: ``json://`` payload fields (``:key=value``) are
+    percent-decoded once, like every other query value. Apprise's JSON plugin decodes them a
+    second time (``a%2541`` reached the receiver as ``aA``, and so did a field value ``a%41``).
+
+    Apprise's TRACE dump of the parse (the raw URL and every parsed value) is not emitted: it
+    holds the URL's passwords and header values in clear.
+    """
+    candidate = url.replace("/#", "/%23")
+    loggable = _loggable(url, ASSET.secure_logging)
+    match = GET_SCHEMA_RE.match(candidate)
+    if match is None:
+        _apprise_log.error("Unsupported URL: %s", loggable)
+        return None
+    schema = match.group("schema").lower()
+    results: dict[str, Any] | None = None
+    if schema in _PLUGINS:
+        results = _PLUGINS[schema].parse_url(candidate)
+        if not results:
+            _apprise_log.error("Unparseable %s URL %s", _PLUGINS[schema].service_name, loggable)
+            return None
+    else:
+        for plugin_class in _PLUGINS.plugins():
+            results = plugin_class.parse_native_url(candidate)
+            if results:
+                break
+        if not results:
+            _apprise_log.error("Unparseable URL %s", loggable)
+            return None
+    if results.get("schema") not in _PLUGINS:
+        _apprise_log.error('Dictionary does not include a "schema" entry.')
+        return None
+    if str(results["schema"]).lower() in JSON_SCHEMES and isinstance(results.get("qsd:"), dict):
+        results["payload"] = dict(results["qsd:"])  # decoded once already (see above)
+    return _PLUGINS[results["schema"]], results
+
+
+def plugin_for(url: str, json_fields: Mapping[str, str] | None = None) -> Any:
+    """A new Apprise plugin instance for ``url``, or ``None`` when Apprise cannot parse it.
+
+    Built as ``Apprise.instantiate(url, asset=ASSET)`` builds it (the same parse, no tags, the
+    memory-only :data:`ASSET`, the same enabled checks), from a deep copy of the remembered
+    parse (:func:`_parsed_url`): plugins keep per-send state and are not thread-safe, so every
+    call returns an instance of its own. Apprise's DEBUG line "Loaded <service> URL: ..." is
+    not emitted: its privacy rendering keeps ``+Header`` values such as ``Authorization``.
+
+    Args:
+        url: an Apprise URL such as ``"json://hooks.example.com/alerts"``.
+        json_fields: for ``json://``/``jsons://`` URLs, field name → value added to the
+            payload as top-level fields, exactly as given (after the URL's own ``:key=value``
+            fields, which they override); ignored for other schemes.
+
+    Returns:
+        The plugin, or ``None`` when the URL does not parse, its plugin is disabled or its
+        constructor rejects the values (Apprise logs why on the ``apprise`` logger). An
+        exception of a plugin's URL parser itself propagates, as it does from Apprise.
+    """
+    parsed = _parsed_url(url)
+    if parsed is None:
+        return None
+    plugin_class, parse = parsed
+    if not plugin_class.enabled:
+        _apprise_log.error("%s:// is disabled on this system.", parse["schema"])
+        return None
+    results = copy.deepcopy(parse)
+    if json_fields and str(results["schema"]).lower() in JSON_SCHEMES:
+        results["payload"] = {**results.get("payload", {}), **json_fields}
+    results["tag"] = set()
+    results["asset"] = ASSET
+    try:
+        plugin = plugin_class(**results)
+    except Exception:
+        loggable = _loggable(url, ASSET.secure_logging)
+        _apprise_log.error("Could not load %s URL: %s", plugin_class.service_name, loggable)
+        return None
+    if not plugin.enabled:
+        _apprise_log.error("%s:// has become disabled on this system.", parse["schema"])
+        return None
+    return plugin
 
 
 def validate_apprise_url(url: str) -> None:
@@ -129,7 +231,9 @@ def with_json_fields(url: str, fields: dict[str, str]) -> str:
     """Add ``fields`` to a ``json://`` URL as Apprise ``:key=value`` payload tokens.
 
     Apprise's JSON plugin puts each ``:key=value`` query token into the payload as a
-    top-level field. Keys and values are percent-encoded, so any text survives.
+    top-level field. Keys and values are percent-encoded once, so any text survives
+    :func:`plugin_for`'s parse (which decodes them once). Delivery passes the fields to
+    :func:`plugin_for` instead, so that every send of a channel shares one parse of its URL.
 
     Args:
         url: an Apprise URL; returned unchanged unless its scheme is ``json``/``jsons``.
@@ -144,6 +248,3 @@ def with_json_fields(url: str, fields: dict[str, str]) -> str:
     tokens = "&".join(f":{quote(key, safe='')}={quote(value, safe='')}" for key, value in fields.items())
     separator = "&" if "?" in base else "?"
     return f"{base}{separator}{tokens}{hash_}{fragment}"
-
-
-# --------------------------------------------------------------------------- log capture
