@@ -195,7 +195,9 @@ def _message(row: Mapping[Any, Any], settings: Settings) -> Message:
     """Render the alert for delivery from its stored facts, with the configured templates.
 
     Rows without facts (project-level alerts, alerts older than stored facts) and a broken override
-    template fall back to the title and text stored with the alert.
+    template fall back to the title and text stored with the alert, or rendered from the facts with
+    the package templates; facts that do not parse either give a title of the check's name and
+    the kind, and the raw facts as the body.
     """
     if row["facts"]:
         try:
@@ -207,7 +209,13 @@ def _message(row: Mapping[Any, Any], settings: Settings) -> Message:
                 "message template failed; sending the stored text",
                 extra={"action": "template_failed", "alert_id": row["alert_id"]},
             )
-    title, body = templates.stored_text(row["title"], row["message"], row["facts"])
+    try:
+        title, body = templates.stored_text(row["title"], row["message"], row["facts"])
+    except ValueError:
+        # facts that do not parse and no stored text: say what the row holds rather than
+        # never delivering the alert
+        name = row["name"] or row["uuid"] or "monitor"
+        title, body = f"{name}: {row['kind']}", f"{row['kind']} alert; its stored facts: {row['facts']}\n"
     return Message(title=title, body=body, body_markdown=body, json_fields=_json_fields(row))
 
 
