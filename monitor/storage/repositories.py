@@ -12,7 +12,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import Select, Table, bindparam, select, union, update
+from sqlalchemy import Select, Table, select, union
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncConnection
 
@@ -20,6 +20,7 @@ from monitor.domain import keywords
 from monitor.domain.checks import CheckSpec, CheckState, Outcome, PingKind, SimpleSchedule
 from monitor.domain.cron import schedules
 from monitor.domain.runs import Run, RunBook, TickMark
+from monitor.storage import bulk
 from monitor.storage import tables as t
 
 STATE_COLUMNS = (
@@ -271,16 +272,15 @@ async def channel_ids_for(
 
 
 async def save_state(conn: AsyncConnection, updates: Sequence[dict[str, Any]]) -> None:
-    """Write check state columns; each dict holds ``b_id`` plus the columns to set."""
-    if not updates:
-        return
+    """Write check state columns; each dict holds ``b_id`` (the check id) plus the columns to set.
+
+    One statement per set of columns (:func:`monitor.storage.bulk.update_rows`), not
+    SQLAlchemy's per-row executemany processing: the ingest writes every batch's checks here.
+    """
     groups: dict[tuple[str, ...], list[dict[str, Any]]] = defaultdict(list)
     for values in updates:
-        groups[tuple(sorted(values))].append(values)
-    for columns, rows in groups.items():
-        stmt = (
-            update(t.checks)
-            .where(t.checks.c.id == bindparam("b_id"))
-            .values({c: bindparam(c) for c in columns if c != "b_id"})
-        )
-        await conn.execute(stmt, rows)
+        groups[tuple(values)].append({**values, "id": values["b_id"]})
+    for names, rows in groups.items():
+        columns = [c for c in names if c != "b_id"]
+        if columns:
+            await bulk.update_rows(conn, t.checks, "id", rows, columns)

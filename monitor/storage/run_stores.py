@@ -16,8 +16,19 @@ from sqlalchemy import Select, and_, or_, select
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from monitor.domain.runs import RunBook
-from monitor.storage import repositories
+from monitor.storage import bulk, repositories
 from monitor.storage import tables as t
+
+PING_COLUMNS = tuple(c.name for c in t.pings.columns if c.name != "id")
+"""The ``pings`` columns an ingest row maps (the id is the database's)."""
+
+PING_DEFAULTS: dict[str, Any] = {
+    c.name: getattr(c.default, "arg", None) if c.default is not None and c.default.is_scalar else None
+    for c in t.pings.columns
+    if c.name != "id"
+}
+"""Each ``pings`` column's Core default (``None`` where it has none): the value of a column an
+inserted row leaves out."""
 
 
 class _Store:
@@ -89,8 +100,11 @@ class SqlPingStore(_Store):
         return [(int(cid), str(kind), str(key), int(status)) for cid, kind, key, status in found]
 
     async def insert(self, rows: Sequence[Mapping[str, Any]]) -> None:
+        # one statement per batch (bulk), not SQLAlchemy's per-row executemany processing; a
+        # column a row leaves out takes its Core default, as ``t.pings.insert()`` would give it
         if rows:
-            await self.conn.execute(t.pings.insert(), [dict(r) for r in rows])
+            full = [row if len(row) == len(PING_COLUMNS) else {**PING_DEFAULTS, **row} for row in rows]
+            await bulk.insert_rows(self.conn, t.pings, full, PING_COLUMNS)
 
 
 class SqlRunStore(_Store):
