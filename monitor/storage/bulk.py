@@ -15,20 +15,44 @@ rows are stored exactly as a Core ``insert``/``update`` would store them.
 from __future__ import annotations
 
 import sqlite3
+import weakref
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, TypeVar, cast
 
 from sqlalchemy import Table, text
 from sqlalchemy.engine import Dialect
 from sqlalchemy.ext.asyncio import AsyncConnection
+from sqlalchemy.sql.elements import TextClause
+
+T = TypeVar("T")
 
 SQLITE_VARIABLES = 32766 if sqlite3.sqlite_version_info >= (3, 32) else 999
 """Bound parameters one SQLite statement may hold (``SQLITE_MAX_VARIABLE_NUMBER``'s default)."""
 
 
-def _processors(table: Table, columns: Sequence[str], dialect: Dialect) -> list[Callable[[Any], Any] | None]:
+_Processors = tuple[Callable[[Any], Any] | None, ...]
+
+_cache: weakref.WeakKeyDictionary[Dialect, dict[tuple[Any, ...], Any]] = weakref.WeakKeyDictionary()
+"""Per dialect, what :func:`_memo` built: the ingest writes the same few column lists in
+every batch, so their bind processors and statement texts are looked up once."""
+
+
+def _memo(dialect: Dialect, key: tuple[Any, ...], build: Callable[[], T]) -> T:
+    per_dialect = _cache.get(dialect)
+    if per_dialect is None:
+        per_dialect = _cache.setdefault(dialect, {})
+    if key not in per_dialect:
+        per_dialect[key] = build()
+    return cast(T, per_dialect[key])
+
+
+def _processors(table: Table, columns: Sequence[str], dialect: Dialect) -> _Processors:
     # the dialect's own implementation (SQLite's datetime text), as a Core statement binds it
-    return [table.c[name].type.dialect_impl(dialect).bind_processor(dialect) for name in columns]
+    return _memo(
+        dialect,
+        ("processors", table.name, tuple(columns)),
+        lambda: tuple(table.c[name].type.dialect_impl(dialect).bind_processor(dialect) for name in columns),
+    )
 
 
 def _column_values(
@@ -69,23 +93,39 @@ async def update_rows(
     if not rows:
         return
     dialect = conn.dialect
-    quote = dialect.identifier_preparer.quote
-    names = [key, *columns]
-    processors = _processors(table, names, dialect)
+    names = (key, *columns)
     if dialect.name == "postgresql":
-        assignments = ", ".join(f"{quote(c)} = v.{quote(c)}" for c in columns)
-        statement = (
-            f"UPDATE {quote(table.name)} AS x SET {assignments} FROM {_unnest(table, names, dialect)}"
-            f" WHERE x.{quote(key)} = v.{quote(key)}"
+        values = _column_values(rows, names, _processors(table, names, dialect))
+        statement = _memo(
+            dialect, ("update", table.name, names), lambda: _update_unnest(table, names, dialect)
         )
-        values = _column_values(rows, names, processors)
-        await conn.execute(text(statement), {f"p{i}": column for i, column in enumerate(values)})
+        await conn.execute(statement, {f"p{i}": column for i, column in enumerate(values)})
         return
-    assignments = ", ".join(f"{quote(c)} = ?" for c in columns)
-    statement = f"UPDATE {quote(table.name)} SET {assignments} WHERE {quote(key)} = ?"
-    order = [*columns, key]
+    order = (*columns, key)
     by_column = _column_values(rows, order, _processors(table, order, dialect))
-    await conn.exec_driver_sql(statement, list(zip(*by_column, strict=True)))
+    await conn.exec_driver_sql(
+        _memo(dialect, ("update", table.name, order), lambda: _update_sqlite(table, order, dialect)),
+        list(zip(*by_column, strict=True)),
+    )
+
+
+def _update_unnest(table: Table, names: Sequence[str], dialect: Dialect) -> TextClause:
+    """PostgreSQL's ``UPDATE … FROM unnest`` of ``names`` (the key first, then the columns)."""
+    quote = dialect.identifier_preparer.quote
+    key, columns = names[0], names[1:]
+    assignments = ", ".join(f"{quote(c)} = v.{quote(c)}" for c in columns)
+    return text(
+        f"UPDATE {quote(table.name)} AS x SET {assignments} FROM {_unnest(table, names, dialect)}"
+        f" WHERE x.{quote(key)} = v.{quote(key)}"
+    )
+
+
+def _update_sqlite(table: Table, order: Sequence[str], dialect: Dialect) -> str:
+    """SQLite's ``UPDATE … SET … WHERE key = ?`` of ``order`` (the columns, then the key)."""
+    quote = dialect.identifier_preparer.quote
+    columns, key = order[:-1], order[-1]
+    assignments = ", ".join(f"{quote(c)} = ?" for c in columns)
+    return f"UPDATE {quote(table.name)} SET {assignments} WHERE {quote(key)} = ?"
 
 
 async def insert_rows(
@@ -105,17 +145,32 @@ async def insert_rows(
     if not rows:
         return
     dialect = conn.dialect
+    names = tuple(columns)
+    by_column = _column_values(rows, names, _processors(table, names, dialect))
+    statement = _memo(
+        dialect,
+        ("insert", table.name, names, ignore_conflicts),
+        lambda: _insert(table, names, dialect, ignore_conflicts),
+    )
+    if isinstance(statement, TextClause):
+        await conn.execute(statement, {f"p{i}": column for i, column in enumerate(by_column)})
+        return
+    await conn.exec_driver_sql(statement, list(zip(*by_column, strict=True)))
+
+
+def _insert(
+    table: Table, columns: Sequence[str], dialect: Dialect, ignore_conflicts: bool
+) -> TextClause | str:
+    """:func:`insert_rows`' statement: PostgreSQL's ``INSERT … SELECT * FROM unnest`` (a
+    :class:`TextClause` of array parameters ``p0``, ``p1``, …), SQLite's ``INSERT … VALUES (?, …)``
+    (driver SQL, for ``executemany``)."""
     quote = dialect.identifier_preparer.quote
     target = f"{quote(table.name)} ({', '.join(quote(c) for c in columns)})"
     suffix = " ON CONFLICT DO NOTHING" if ignore_conflicts else ""
-    by_column = _column_values(rows, columns, _processors(table, columns, dialect))
     if dialect.name == "postgresql":
-        statement = f"INSERT INTO {target} SELECT * FROM {_unnest(table, columns, dialect)}{suffix}"
-        await conn.execute(text(statement), {f"p{i}": column for i, column in enumerate(by_column)})
-        return
+        return text(f"INSERT INTO {target} SELECT * FROM {_unnest(table, columns, dialect)}{suffix}")
     placeholders = ", ".join("?" for _ in columns)
-    statement = f"INSERT INTO {target} VALUES ({placeholders}){suffix}"
-    await conn.exec_driver_sql(statement, list(zip(*by_column, strict=True)))
+    return f"INSERT INTO {target} VALUES ({placeholders}){suffix}"
 
 
 async def insert_returning(

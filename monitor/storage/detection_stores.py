@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any, cast
 
-from sqlalchemy import bindparam, func, or_, select, update
+from sqlalchemy import func, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from monitor.domain.runs import RunBook
@@ -95,21 +95,19 @@ class SqlDetectionStore(_Store):
         marks: Sequence[Mapping[str, Any]],
         flips: Sequence[Mapping[str, Any]],
     ) -> None:
+        # set-at-a-time (one statement per table and column set) rather than SQLAlchemy's
+        # per-row executemany processing: this runs in every ingest batch
         conn = self.conn
-        if new_runs:
-            await conn.execute(t.runs.insert(), list(new_runs))
-        if changed_runs:
-            columns = [c for c in changed_runs[0] if c not in ("b_id", "check_id")]
-            stmt = (
-                update(t.runs)
-                .where(t.runs.c.id == bindparam("b_id"))
-                .values({c: bindparam(c) for c in columns})
-            )
-            await conn.execute(stmt, [{k: v for k, v in r.items() if k != "check_id"} for r in changed_runs])
-        if marks:
-            await conn.execute(repositories.insert_ignoring_conflicts(conn, t.tick_marks), list(marks))
-        if flips:
-            await conn.execute(t.flips.insert(), list(flips))
+        await bulk.insert_rows(conn, t.runs, new_runs, RUN_COLUMNS)
+        by_columns: dict[tuple[str, ...], list[Mapping[str, Any]]] = {}
+        for run in changed_runs:
+            columns = tuple(c for c in run if c not in ("b_id", "check_id", "id"))
+            if columns:
+                by_columns.setdefault(columns, []).append({**run, "id": run["b_id"]})
+        for columns, rows in by_columns.items():
+            await bulk.update_rows(conn, t.runs, "id", rows, columns)
+        await bulk.insert_rows(conn, t.tick_marks, marks, MARK_COLUMNS, ignore_conflicts=True)
+        await bulk.insert_rows(conn, t.flips, flips, FLIP_COLUMNS)
 
     async def latest_arrivals(
         self, check_ids: Sequence[int], per_check: int

@@ -10,11 +10,17 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from sqlalchemy import func, select, update
+from sqlalchemy import bindparam, func, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from monitor.storage import repositories
 from monitor.storage import tables as t
+
+# read by every ingest batch (the outage guard): built once, not per call
+_LAST_RENEWAL = select(func.max(t.liveness.c.renewed_at))
+_SPANS_SINCE = select(t.outages.c.started_at, t.outages.c.ended_at).where(
+    t.outages.c.ended_at >= bindparam("since")
+)
 
 
 class SqlOutageStore:
@@ -24,7 +30,7 @@ class SqlOutageStore:
         self.conn = conn
 
     async def last_renewal(self) -> datetime | None:
-        found = await self.conn.execute(select(func.max(t.liveness.c.renewed_at)))
+        found = await self.conn.execute(_LAST_RENEWAL)
         value: datetime | None = found.scalar_one_or_none()
         return value
 
@@ -40,8 +46,7 @@ class SqlOutageStore:
             )
 
     async def spans_since(self, since: datetime) -> list[tuple[datetime, datetime]]:
-        o = t.outages.c
-        rows = await self.conn.execute(select(o.started_at, o.ended_at).where(o.ended_at >= since))
+        rows = await self.conn.execute(_SPANS_SINCE, {"since": since})
         return [(started, ended) for started, ended in rows.tuples()]
 
     async def mergeable(self, started: datetime, ended_since: datetime) -> tuple[int, datetime] | None:

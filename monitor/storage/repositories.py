@@ -6,13 +6,14 @@ All functions take an open ``AsyncConnection`` inside the caller's transaction.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import Select, Table, bindparam, select, union, update
+from sqlalchemy import Executable, Table, bindparam, select, union
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncConnection
 
@@ -20,6 +21,7 @@ from monitor.domain import keywords
 from monitor.domain.checks import CheckSpec, CheckState, Outcome, PingKind, SimpleSchedule
 from monitor.domain.cron import schedules
 from monitor.domain.runs import Run, RunBook, TickMark
+from monitor.storage import bulk
 from monitor.storage import tables as t
 
 STATE_COLUMNS = (
@@ -195,56 +197,67 @@ async def load_books(
             or scheduled in tick_sets.get(cid, ())
         )
 
+    runs_query, marks_query = _book_selects(floor is not None, bool(all_rids), bool(all_ticks))
+    params: dict[str, Any] = {}
+    if floor is not None:
+        params["floor"] = floor
+    if all_rids:
+        params["rids"] = list(all_rids)
+    if all_ticks:
+        params["ticks"] = list(all_ticks)
     for chunk in _chunks(list(cutoffs), 500):
-        arms, mark_arms = _book_selects(chunk, floor, all_rids, all_ticks)
-        rows = (await conn.execute(union(*arms) if len(arms) > 1 else arms[0])).mappings().all()
-        for row in rows:
+        params["ids"] = list(chunk)
+        result = await conn.execute(runs_query, params)
+        keys = list(result.keys())
+        for values in result.all():
+            row = dict(zip(keys, values, strict=True))
             cid = row["check_id"]
             scheduled = row["scheduled"]
             if wanted(cid, scheduled, row["rid"], row["outcome"] is None):
                 books[cid].add(run_of(row))
-        if not mark_arms:
+        if marks_query is None:
             continue
-        marks = (
-            (await conn.execute(union(*mark_arms) if len(mark_arms) > 1 else mark_arms[0])).mappings().all()
-        )
-        for row in marks:
-            cid = row["check_id"]
-            scheduled = row["scheduled"]
+        for cid, scheduled, outcome in (await conn.execute(marks_query, params)).all():
             if wanted(cid, scheduled):
-                books[cid].marks[scheduled] = TickMark(scheduled=scheduled, outcome=Outcome(row["outcome"]))
+                books[cid].marks[scheduled] = TickMark(scheduled=scheduled, outcome=Outcome(outcome))
     return books
 
 
-def _book_selects(
-    chunk: Sequence[int], floor: datetime | None, rids: set[str], ticks: set[datetime]
-) -> tuple[list[Select[Any]], list[Select[Any]]]:
-    """The SELECTs of :func:`load_books` for one chunk of check ids: (runs, tick marks).
+@functools.cache
+def _book_selects(floor: bool, rids: bool, ticks: bool) -> tuple[Executable, Executable | None]:
+    """The SELECTs of :func:`load_books` (runs, tick marks or ``None``) for the conditions a
+    batch has: a cutoff ``floor``, named ``rids``, named ``ticks``. Their parameters are
+    ``ids`` (a chunk of check ids, expanding), ``floor`` (aware UTC), ``rids`` and ``ticks``
+    (expanding). Built once per combination: the ingest loads books in every batch.
 
-    One SELECT per condition, UNIONed by the caller: each arm uses its own index (the open-runs
-    partial index, or a range on (check_id, scheduled)); an OR of them would scan every run of
-    the checks, which grows with their history.
+    One SELECT per condition, UNIONed: each arm uses its own index (the open-runs partial
+    index, or a range on (check_id, scheduled)); an OR of them would scan every run of the
+    checks, which grows with their history.
     """
-    in_chunk = t.runs.c.check_id.in_(chunk)
-    arms = [select(t.runs).where(in_chunk).where(t.runs.c.outcome.is_(None))]
+    r, m = t.runs.c, t.tick_marks.c
+    in_chunk = r.check_id.in_(bindparam("ids", expanding=True))
+    marks_in_chunk = m.check_id.in_(bindparam("ids", expanding=True))
+    arms = [select(t.runs).where(in_chunk).where(r.outcome.is_(None))]
     mark_arms = []
-    if floor is not None:
-        arms.append(select(t.runs).where(in_chunk).where(t.runs.c.scheduled >= floor))
+    if floor:
+        arms.append(select(t.runs).where(in_chunk).where(r.scheduled >= bindparam("floor")))
         mark_arms.append(
-            select(t.tick_marks)
-            .where(t.tick_marks.c.check_id.in_(chunk))
-            .where(t.tick_marks.c.scheduled >= floor)
+            select(m.check_id, m.scheduled, m.outcome)
+            .where(marks_in_chunk)
+            .where(m.scheduled >= bindparam("floor"))
         )
     if rids:
-        arms.append(select(t.runs).where(in_chunk).where(t.runs.c.rid.in_(rids)))
+        arms.append(select(t.runs).where(in_chunk).where(r.rid.in_(bindparam("rids", expanding=True))))
     if ticks:
-        arms.append(select(t.runs).where(in_chunk).where(t.runs.c.scheduled.in_(ticks)))
+        arms.append(select(t.runs).where(in_chunk).where(r.scheduled.in_(bindparam("ticks", expanding=True))))
         mark_arms.append(
-            select(t.tick_marks)
-            .where(t.tick_marks.c.check_id.in_(chunk))
-            .where(t.tick_marks.c.scheduled.in_(ticks))
+            select(m.check_id, m.scheduled, m.outcome)
+            .where(marks_in_chunk)
+            .where(m.scheduled.in_(bindparam("ticks", expanding=True)))
         )
-    return arms, mark_arms
+    runs = union(*arms) if len(arms) > 1 else arms[0]
+    marks = (union(*mark_arms) if len(mark_arms) > 1 else mark_arms[0]) if mark_arms else None
+    return runs, marks
 
 
 def _chunks(items: Sequence[Any], size: int) -> Iterable[Sequence[Any]]:
@@ -271,16 +284,15 @@ async def channel_ids_for(
 
 
 async def save_state(conn: AsyncConnection, updates: Sequence[dict[str, Any]]) -> None:
-    """Write check state columns; each dict holds ``b_id`` plus the columns to set."""
-    if not updates:
-        return
+    """Write check state columns; each dict holds ``b_id`` (the check id) plus the columns to set.
+
+    One statement per set of columns (:func:`monitor.storage.bulk.update_rows`), not
+    SQLAlchemy's per-row executemany processing: the ingest writes every batch's checks here.
+    """
     groups: dict[tuple[str, ...], list[dict[str, Any]]] = defaultdict(list)
     for values in updates:
-        groups[tuple(sorted(values))].append(values)
-    for columns, rows in groups.items():
-        stmt = (
-            update(t.checks)
-            .where(t.checks.c.id == bindparam("b_id"))
-            .values({c: bindparam(c) for c in columns if c != "b_id"})
-        )
-        await conn.execute(stmt, rows)
+        groups[tuple(values)].append({**values, "id": values["b_id"]})
+    for names, rows in groups.items():
+        columns = [c for c in names if c != "b_id"]
+        if columns:
+            await bulk.update_rows(conn, t.checks, "id", rows, columns)

@@ -12,22 +12,40 @@ from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Select, and_, or_, select
+from sqlalchemy import Select, and_, bindparam, or_, select
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from monitor.domain.runs import RunBook
-from monitor.storage import repositories
+from monitor.storage import bulk, repositories
 from monitor.storage import tables as t
+
+PING_COLUMNS = tuple(c.name for c in t.pings.columns if c.name != "id")
+"""The ``pings`` columns an ingest row maps (the id is the database's)."""
+
+PING_DEFAULTS: dict[str, Any] = {
+    c.name: getattr(c.default, "arg", None) if c.default is not None and c.default.is_scalar else None
+    for c in t.pings.columns
+    if c.name != "id"
+}
+"""Each ``pings`` column's Core default (``None`` where it has none): the value of a column an
+inserted row leaves out."""
+
+
+def _lock_statements(column: Any) -> tuple[Select[Any], Select[Any]]:
+    """Whole check rows whose ``column`` is in the expanding parameter ``wanted``, in id order:
+    (SQLite, PostgreSQL ``FOR UPDATE``). Built once: the ingest locks every batch's checks,
+    and building the statement each time cost more than running it."""
+    plain = select(t.checks).where(column.in_(bindparam("wanted", expanding=True))).order_by(t.checks.c.id)
+    return plain, plain.with_for_update()
+
+
+_BY_UUID = _lock_statements(t.checks.c.uuid)
+_BY_ID = _lock_statements(t.checks.c.id)
 
 
 class _Store:
     def __init__(self, conn: AsyncConnection) -> None:
         self.conn = conn
-
-    def _locked(self, stmt: Select[Any]) -> Select[Any]:
-        """``stmt`` in id order, ``FOR UPDATE`` on PostgreSQL (nothing to add on SQLite)."""
-        stmt = stmt.order_by(t.checks.c.id)
-        return stmt.with_for_update() if self.conn.dialect.name == "postgresql" else stmt
 
 
 class SqlPingStore(_Store):
@@ -37,17 +55,24 @@ class SqlPingStore(_Store):
         wanted = sorted(set(uuids))
         if not wanted:
             return {}
-        stmt = self._locked(select(t.checks).where(t.checks.c.uuid.in_(wanted)))
-        rows = (await self.conn.execute(stmt)).mappings().all()
-        return {str(row["uuid"]): dict(row) for row in rows}
+        rows = await self._rows(_BY_UUID, {"wanted": wanted})
+        return {str(row["uuid"]): row for row in rows}
 
     async def lock(self, check_ids: Iterable[int]) -> dict[int, dict[str, Any]]:
         wanted = sorted(set(check_ids))
         if not wanted:
             return {}
-        stmt = self._locked(select(t.checks).where(t.checks.c.id.in_(wanted)))
-        rows = (await self.conn.execute(stmt)).mappings().all()
-        return {int(row["id"]): dict(row) for row in rows}
+        rows = await self._rows(_BY_ID, {"wanted": wanted})
+        return {int(row["id"]): row for row in rows}
+
+    async def _rows(
+        self, statements: tuple[Select[Any], Select[Any]], params: dict[str, Any]
+    ) -> list[dict[str, Any]]:
+        """Whole check rows of one of the prebuilt lock statements (``FOR UPDATE`` on PostgreSQL)."""
+        stmt = statements[1] if self.conn.dialect.name == "postgresql" else statements[0]
+        result = await self.conn.execute(stmt, params)
+        keys = list(result.keys())
+        return [dict(zip(keys, row, strict=True)) for row in result.all()]
 
     async def ids_by_uuid(self, uuids: Iterable[str]) -> dict[str, int]:
         wanted = set(uuids)
@@ -89,8 +114,11 @@ class SqlPingStore(_Store):
         return [(int(cid), str(kind), str(key), int(status)) for cid, kind, key, status in found]
 
     async def insert(self, rows: Sequence[Mapping[str, Any]]) -> None:
+        # one statement per batch (bulk), not SQLAlchemy's per-row executemany processing; a
+        # column a row leaves out takes its Core default, as ``t.pings.insert()`` would give it
         if rows:
-            await self.conn.execute(t.pings.insert(), [dict(r) for r in rows])
+            full = [row if len(row) == len(PING_COLUMNS) else {**PING_DEFAULTS, **row} for row in rows]
+            await bulk.insert_rows(self.conn, t.pings, full, PING_COLUMNS)
 
 
 class SqlRunStore(_Store):

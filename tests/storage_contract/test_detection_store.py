@@ -237,3 +237,47 @@ async def test_recipient_exists_by_uuid_or_by_ping_key_and_slug(uow: UnitOfWork)
     assert await uow.detection.recipient_exists(ping_key=keys[first], slug="backup")
     assert not await uow.detection.recipient_exists(ping_key=keys[second], slug="backup")
     assert not await uow.detection.recipient_exists(ping_key=keys[first], slug="other")
+
+
+async def test_write_effects_updates_runs_whose_changes_name_different_columns(uow: UnitOfWork) -> None:
+    check = await add_check(uow, await add_project(uow))
+    first, second = run_row(check, NOW - timedelta(hours=2)), run_row(check, NOW - timedelta(hours=1))
+    await uow.connection.execute(t.runs.insert(), [first, second])
+    await uow.detection.write_effects(
+        new_runs=[],
+        changed_runs=[
+            {"b_id": first["id"], "check_id": check, "outcome": "missed"},
+            {"b_id": second["id"], "check_id": check, "finished_at": NOW, "late": True},
+        ],
+        marks=[],
+        flips=[],
+    )
+    runs = await runs_of(uow, check)
+    assert [(r["outcome"], r["finished_at"], bool(r["late"])) for r in runs] == [
+        ("missed", None, False),
+        (None, NOW, True),
+    ]
+
+
+async def test_save_state_writes_each_checks_own_columns(uow: UnitOfWork) -> None:
+    project = await add_project(uow)
+    one, two = await add_check(uow, project), await add_check(uow, project)
+    await repositories.save_state(
+        uow.connection,
+        [
+            {"b_id": one, "n_pings": 3, "last_ping_at": NOW, "next_due": NOW + timedelta(hours=1)},
+            {"b_id": two, "bad_streak": 2, "paused": True},
+            {"b_id": one},  # nothing to set
+        ],
+    )
+    await repositories.save_state(uow.connection, [])
+    c = t.checks.c
+    rows = await uow.connection.execute(
+        select(c.id, c.n_pings, c.last_ping_at, c.next_due, c.bad_streak, c.paused)
+        .where(c.id.in_([one, two]))
+        .order_by(c.id)
+    )
+    assert [tuple(r) for r in rows] == [
+        (one, 3, NOW, NOW + timedelta(hours=1), 0, False),
+        (two, 0, None, None, 2, True),
+    ]

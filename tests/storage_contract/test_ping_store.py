@@ -131,3 +131,19 @@ async def test_remembered_finds_keyed_pings_of_the_window(uow: UnitOfWork) -> No
     assert sorted(found) == [(check, "start", "k2", 200), (check, "success", "k1", 201)]
     assert await uow.pings.remembered([], ["k1"], NOW) == []
     assert await uow.pings.remembered([check], [], NOW) == []
+
+
+async def test_insert_gives_left_out_columns_their_defaults(uow: UnitOfWork) -> None:
+    check = await add_check(uow, await add_project(uow))
+    bare = {"check_id": check, "n": 1, "kind": "success", "received_at": NOW}
+    await uow.pings.insert([bare])
+    row = (await uow.connection.execute(select(t.pings).where(t.pings.c.check_id == check))).mappings().one()
+    assert {k: row[k] for k in ("method", "remote_addr", "ua", "scheme", "body", "body_size")} == {
+        "method": "",
+        "remote_addr": "",
+        "ua": "",
+        "scheme": "http",
+        "body": None,
+        "body_size": 0,
+    }
+    assert (row["response_status"], row["received_at"], row["scheduled"]) == (200, NOW, None)

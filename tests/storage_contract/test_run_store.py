@@ -65,3 +65,31 @@ async def test_books_hold_runs_named_by_rid_and_tick(uow: UnitOfWork) -> None:
     books = await uow.runs.books({check: None}, rids={check: ["r-1"]}, ticks={check: [tick]})
     assert {r.id for r in books[check].runs.values()} == {by_rid, by_tick}
     assert books[check].marks[tick].outcome is Outcome.LATE
+
+
+async def test_books_with_cutoff_rids_and_ticks_together_keep_each_checks_own(uow: UnitOfWork) -> None:
+    # every arm at once (open runs, cutoff, rids, ticks), over checks that each name only some:
+    # the query is built once per combination of arms, and each check still gets its own
+    project = await add_project(uow)
+    check, other = await add_check(uow, project), await add_check(uow, project)
+    hour = timedelta(hours=1)
+    tick = NOW - 30 * hour
+    recent = await add_run(uow, check, NOW - hour, outcome="on_time")
+    by_tick = await add_run(uow, check, tick, outcome="on_time")
+    by_rid = await add_run(uow, other, NOW - 40 * hour, outcome="on_time", rid="r-9")
+    open_other = await add_run(uow, other, NOW - 50 * hour, outcome=None)
+    their_recent = await add_run(uow, other, NOW - hour, outcome="on_time")  # other has no cutoff
+    await add_mark(uow, check, NOW - hour, "missed")
+    await add_mark(uow, check, tick, "late")
+    await add_mark(uow, other, tick, "on_time")  # the tick is check's, not other's
+    books = await uow.runs.books(
+        {check: NOW - 2 * hour, other: None}, rids={other: ["r-9"]}, ticks={check: [tick]}
+    )
+    assert {r.id for r in books[check].runs.values()} == {recent, by_tick}
+    assert {r.id for r in books[other].runs.values()} == {by_rid, open_other}
+    assert their_recent not in {r.id for r in books[other].runs.values()}
+    assert {s: m.outcome for s, m in books[check].marks.items()} == {
+        NOW - hour: Outcome.MISSED,
+        tick: Outcome.LATE,
+    }
+    assert books[other].marks == {}
