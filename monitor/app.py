@@ -15,11 +15,13 @@ import gc
 import logging
 import os
 import socket
+import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 from litestar import Litestar
 from litestar.config.cors import CORSConfig
+from litestar.logging.config import LoggingConfig
 from litestar.openapi import OpenAPIConfig
 from litestar.openapi.plugins import ScalarRenderPlugin
 
@@ -35,7 +37,7 @@ from monitor.notify.base import Notifier
 from monitor.notify.egress import install_egress_guard
 from monitor.services.ingest import IngestWriter
 from monitor.services.retention import run_retention
-from monitor.settings import Settings
+from monitor.settings import LOG_FORMAT, Settings
 from monitor.storage import cluster
 from monitor.storage.engine import make_engine, migrate
 from monitor.web import auth as web_auth
@@ -178,6 +180,9 @@ def create_app(
             render_plugins=[ScalarRenderPlugin()],
         ),
         debug=False,
+        # Litestar's default reconfigures the root logger at INFO once the app starts, which
+        # overrode MONITOR_LOG_LEVEL: it keeps to its own "litestar" logger
+        logging_config=LoggingConfig(configure_root_logger=False),
         template_config=web_setup.template_config(),
     )
     # what no handler's types state: the ping API, the error body on every route, X-Api-Key
@@ -191,5 +196,9 @@ def create_app(
 def app_from_env() -> Litestar:
     """Factory for ``uvicorn --factory`` (every worker reads the same ``MONITOR_*`` settings)."""
     settings = Settings.from_env()
+    # a worker process of `serve --workers N` starts with logging unconfigured; in the process
+    # that ran `monitor` the CLI configured it already (then this only sets the level again)
+    logging.basicConfig(level=settings.log_level.upper(), stream=sys.stderr, format=LOG_FORMAT)
+    logging.getLogger().setLevel(settings.log_level.upper())
     roles = settings.roles.split(",")
     return create_app(settings, evaluator="evaluator" in roles, notify="notifier" in roles)

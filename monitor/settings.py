@@ -33,6 +33,10 @@ own leases in time; above a day takeover is meaningless and PostgreSQL's
 ``idle_session_timeout`` (milliseconds, a 32-bit integer) would overflow."""
 
 
+LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+"""The format of every process's log lines (stderr)."""
+
+
 class SettingsError(ValueError):
     """A ``MONITOR_*`` variable holds a value of the wrong shape."""
 

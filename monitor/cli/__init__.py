@@ -76,7 +76,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(
         level=log_level,
         stream=sys.stderr,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        format=settings_module.LOG_FORMAT,
     )
     logging.getLogger("alembic").setLevel(logging.WARNING)
     from monitor.domain.errors import MonitorError, ValidationErrors

@@ -45,6 +45,11 @@ RECORD_BATCH = 256
 CLAIM_RECHECK = 0.1
 """Seconds after an empty claim before the loop claims again with nothing new to go on."""
 
+SEND_DRAIN = 1.0
+"""Seconds a stopping notifier waits for the sends under way to end before cutting them off
+(within ``monitor serve``'s 1.5 s shutdown limit); a send cut off is retried after its claim
+lapses, so its target may see it twice."""
+
 DRAIN_TIMEOUT = 5.0
 """Seconds a stopping notifier spends recording attempts whose sends have ended."""
 
@@ -295,6 +300,10 @@ async def run_notifier(
             if wake.is_set() or not slots.freed.is_set():
                 claims.news()  # woken (new rows) or the poll timed out (due retries, other processes)
     finally:
+        # sends already under way finish and are recorded: cut off, a send the target has
+        # received would be sent again once its claim lapsed (SIGTERM in a rolling deploy)
+        if batches:
+            await asyncio.wait(set(batches), timeout=SEND_DRAIN)
         for task in batches:
             task.cancel()
         if batches:

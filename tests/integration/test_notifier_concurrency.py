@@ -167,3 +167,29 @@ async def test_a_slow_target_holds_only_its_own_slots(
         assert len(slow.requests) <= settings.notify_per_host
     finally:
         slow.hang_s = 0
+
+
+async def test_a_notifier_stopped_mid_send_lets_the_send_end_and_records_it_once(
+    api: Api, make_http_receiver: Callable[..., HttpReceiver]
+) -> None:
+    # SIGTERM (a cancelled loop) while a send is on the wire: the send ends and is recorded as
+    # sent, so no notifier sends it again once its claim would have lapsed
+    receiver = make_http_receiver(hang_s=0.4)
+    channel = await _channel(api, receiver.url)
+    uuid = await _check(api, channel)
+    settings = api.settings.replace(notify_backoff=0.3)
+    failed = PingRequest(kind=PingKind.FAIL, received=SystemClock().now(), uuid=uuid)
+    await ingest_pings(api.engine, [failed], settings=settings)
+    async with AppriseNotifier(allow_private_targets=True, max_workers=4) as notifier:
+        loop = asyncio.create_task(run_notifier(api.engine, notifier, settings, SystemClock()))
+        deadline = time.monotonic() + 20
+        while not receiver.requests:
+            assert time.monotonic() < deadline and not loop.done(), "the send did not start"
+            await asyncio.sleep(0.01)
+        loop.cancel()
+        await asyncio.gather(loop, return_exceptions=True)
+    assert await _settled(api)
+    async with api.engine.connect() as conn:
+        statuses = (await conn.execute(select(t.notifications.c.status))).scalars().all()
+        attempts = (await conn.execute(select(func.count()).select_from(t.notification_attempts))).scalar()
+    assert statuses == ["sent"] and attempts == 1 and len(receiver.requests) == 1
