@@ -210,8 +210,18 @@ logging.getLogger("apprise").addFilter(_RedactSecrets())
 logging.getLogger("apprise").addHandler(_ToActiveSend())
 
 
+_APPRISE_LOGGER = logging.getLogger("apprise")
+
+
 @contextmanager
 def _capture_apprise_log(secrets: list[str] | None = None) -> Iterator[_SendLog]:
+    # A failed send's reason comes from Apprise's WARNING records: whatever the process's
+    # logging configuration did meanwhile (a root level above WARNING, a fileConfig or
+    # dictConfig that disabled existing loggers), they must still reach _ToActiveSend.
+    if _APPRISE_LOGGER.disabled:
+        _APPRISE_LOGGER.disabled = False
+    if not _APPRISE_LOGGER.isEnabledFor(logging.WARNING):
+        _APPRISE_LOGGER.setLevel(logging.WARNING)
     handler = _SendLog(secrets)
     token = _active.set(handler)
     try:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from collections.abc import AsyncIterator, Callable
 from datetime import UTC, datetime
@@ -353,3 +354,26 @@ def test_mask_url_hides_secrets(url: str, secret: str) -> None:
 
     assert secret not in masked
     assert masked.split("://", 1)[0] == url.split("://", 1)[0]
+
+
+@pytest.mark.parametrize("how", ["root at ERROR", "apprise logger disabled"])
+async def test_a_failed_send_keeps_apprises_reason_whatever_the_log_configuration(
+    notifier: AppriseNotifier, make_http_receiver: Callable[..., HttpReceiver], how: str
+) -> None:
+    # the reason comes from Apprise's WARNING records: a root level above WARNING, or a
+    # fileConfig/dictConfig that disabled existing loggers, must not turn it into "no reason"
+    receiver = make_http_receiver(status=503)
+    root, apprise_logger = logging.getLogger(), logging.getLogger("apprise")
+    saved = (root.level, apprise_logger.level, apprise_logger.disabled)
+    try:
+        if how == "root at ERROR":
+            root.setLevel(logging.ERROR)
+        else:
+            apprise_logger.disabled = True
+        result = await notifier.send(receiver.url, make_message(), timeout=5)
+    finally:
+        root.setLevel(saved[0])
+        apprise_logger.setLevel(saved[1])
+        apprise_logger.disabled = saved[2]
+    assert result.error is not None
+    assert result.error.startswith(f"HTTP 503 Service Unavailable from 127.0.0.1:{receiver.port}:")
