@@ -68,16 +68,19 @@ def test_a_replica_stopped_inside_a_fence_transaction_loses_its_lease_cleanly_an
     stopped: int | None = None
     try:
         wait_until(lambda: all(lines(o) for o in outs.values()), timeout=30, what="every job run")
-        pid, token = stack.holder_pid("fence-a")
-        (victim,) = [p for p in replicas if p.proc is not None and p.proc.pid == pid]
         seen = len(lines(outs["fence-a"]))
-        # a fresh run of the victim's: its fence transaction stays open 0.4 s after the spawn
-        fresh = wait_until(
-            lambda: next((r for r in lines(outs["fence-a"])[seen:] if int(r[2]) == pid), None),
-            timeout=10,
-            interval=0.01,
-            what="a fresh run of the holder",
+
+        def fresh_run_of_the_holder() -> tuple[list[str], int, int] | None:
+            # the holder as of now: on a loaded machine a 1 s lease may have moved meanwhile
+            pid, token = stack.holder_pid("fence-a")
+            run = next((r for r in lines(outs["fence-a"])[seen:] if pid and int(r[2]) == pid), None)
+            return (run, pid, token) if run is not None else None
+
+        # a fresh run of the holder's: its fence transaction stays open 0.4 s after the spawn
+        fresh, pid, token = wait_until(
+            fresh_run_of_the_holder, timeout=20, interval=0.01, what="a fresh run of the holder"
         )
+        (victim,) = [p for p in replicas if p.proc is not None and p.proc.pid == pid]
         os.kill(pid, signal.SIGSTOP)
         stopped = pid
         time.sleep(3 * TTL)  # the server ends the idle fence transaction and the lease session
