@@ -196,23 +196,27 @@ async def insert_returning(
     if not rows:
         return []
     dialect = conn.dialect
+    names = tuple(columns)
     quote = dialect.identifier_preparer.quote
-    target = f"{quote(table.name)} ({', '.join(quote(c) for c in columns)})"
-    suffix = (" ON CONFLICT DO NOTHING" if ignore_conflicts else "") + (
-        f" RETURNING {', '.join(quote(c) for c in returning)}"
-    )
-    by_column = _column_values(rows, columns, _processors(table, columns, dialect))
+    returned = f" RETURNING {', '.join(quote(c) for c in returning)}"
+    by_column = _column_values(rows, names, _processors(table, names, dialect))
     if dialect.name == "postgresql":
-        statement = f"INSERT INTO {target} SELECT * FROM {_unnest(table, columns, dialect)}{suffix}"
-        result = await conn.execute(text(statement), {f"p{i}": column for i, column in enumerate(by_column)})
+        statement = _memo(
+            dialect,
+            ("insert_returning", table.name, names, ignore_conflicts, tuple(returning)),
+            lambda: text(str(_insert(table, names, dialect, ignore_conflicts)) + returned),
+        )
+        result = await conn.execute(statement, {f"p{i}": column for i, column in enumerate(by_column)})
         return [tuple(row) for row in result.all()]
+    target = f"{quote(table.name)} ({', '.join(quote(c) for c in names)})"
+    suffix = (" ON CONFLICT DO NOTHING" if ignore_conflicts else "") + returned
     values = list(zip(*by_column, strict=True))
     per_statement = max(1, SQLITE_VARIABLES // len(columns))
     row_placeholder = f"({', '.join('?' for _ in columns)})"
     out: list[tuple[Any, ...]] = []
     for start in range(0, len(values), per_statement):
         chunk = values[start : start + per_statement]
-        statement = f"INSERT INTO {target} VALUES {', '.join([row_placeholder] * len(chunk))}{suffix}"
-        result = await conn.exec_driver_sql(statement, tuple(v for row in chunk for v in row))
+        sql = f"INSERT INTO {target} VALUES {', '.join([row_placeholder] * len(chunk))}{suffix}"
+        result = await conn.exec_driver_sql(sql, tuple(v for row in chunk for v in row))
         out.extend(tuple(row) for row in result.all())
     return out
