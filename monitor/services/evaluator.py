@@ -121,15 +121,21 @@ async def evaluate_due(
     shards = sorted(held) if held is not None else ([shard[0]] if shard is not None else None)
     tokens: Mapping[int, int] | None = held
     total = 0
+
+    async def one_batch(uow: UnitOfWork) -> tuple[int, int]:
+        if fence is not None:
+            await fence(uow.connection)
+        # one statement: the batch whose deadlines passed first, locked in id order
+        rows, fetched = await uow.detection.lock_due(now, shards, batch, CHECK_COLUMNS)
+        if rows:
+            await _judge(uow, rows, now, settings=settings, token=token, tokens=tokens)
+        return len(rows), fetched
+
     for _ in range(MAX_ROUNDS):
-        async with UnitOfWork.begin(engine) as uow:
-            if fence is not None:
-                await fence(uow.connection)
-            # one statement: the batch whose deadlines passed first, locked in id order
-            rows, fetched = await uow.detection.lock_due(now, shards, batch, CHECK_COLUMNS)
-            if rows:
-                await _judge(uow, rows, now, settings=settings, token=token, tokens=tokens)
-        total += len(rows)
+        # on a SQLite file the whole batch is one worker-thread call (UnitOfWork.run), not a
+        # thread hop per driver call
+        judged, fetched = await UnitOfWork.run(engine, one_batch)
+        total += judged
         if fetched < batch:
             return total
     return total
