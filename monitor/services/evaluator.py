@@ -6,8 +6,10 @@ is one transaction:
 1. the caller's fence (the lease's fencing check; one statement for every shard the sweep
    covers), so a writer whose lease was taken over writes nothing;
 2. **one** query selects the batch's due checks (``next_due < now``, oldest deadline first,
-   through ``ix_checks_next_due`` / ``ix_checks_shard_next_due``) and, on PostgreSQL, locks
-   them ``FOR UPDATE`` in id order, like the ingest (no deadlocks): ``uow.detection.lock_due``;
+   through ``ix_checks_next_due`` / ``ix_checks_shard_next_due``); on PostgreSQL it locks them
+   ``FOR UPDATE SKIP LOCKED``, so the sweep never waits on a row a ping's batch holds (that
+   check is judged in the next sweep) and concurrent batches take disjoint checks
+   (``uow.detection.lock_due``);
 3. the outage guard, then the runs and tick marks the rules need (one query per table for the
    whole batch, ``uow.detection.books``);
 4. the pure :func:`monitor.domain.detection.evaluate` over those plain values, per check, in
@@ -19,6 +21,11 @@ is one transaction:
    :func:`monitor.services.effects.record_alerts_many` per fencing token (one multi-row insert
    of the alerts, one read of the routes, one insert of the notifications).
 
+On a SQLite file a batch runs whole in one worker-thread call (:meth:`UnitOfWork.run`), not a
+thread hop per driver call. On PostgreSQL :data:`PIPELINES` batches are in flight at once,
+each on its own connection: one batch's statements run in the server while another is judged
+in Python.
+
 Flips and alerts record the fencing token of the shard their check belongs to. The statements
 are in :mod:`monitor.storage.detection_stores` (the :class:`~monitor.storage.ports.DetectionStore`
 port); this module builds none.
@@ -26,6 +33,7 @@ port); this module builds none.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from datetime import datetime, timedelta
@@ -47,6 +55,11 @@ MAX_ROUNDS = 100
 BATCH = 500
 """Checks per transaction: large enough that the per-batch statements cost little per check,
 small enough that a batch holds its rows' locks (ingest waits on them) for tens of ms."""
+
+PIPELINES = 2
+"""PostgreSQL: batches judged at once, each in its own transaction on its own connection. Two
+keep both of a small machine's cores busy: one batch's statements run in the server while the
+next batch is judged in Python."""
 
 Fence = Callable[[Connection], Awaitable[None]]
 
@@ -86,6 +99,7 @@ async def evaluate_due(
     shard: tuple[int, int] | None = None,
     held: Mapping[int, int] | None = None,
     fence: Fence | None = None,
+    pipelines: int = PIPELINES,
 ) -> int:
     """Evaluate every check with ``next_due < now`` (of the given shards).
 
@@ -103,6 +117,8 @@ async def evaluate_due(
         fence: awaited first in every transaction (even one that finds nothing due); raises
             to abort it, e.g. :func:`monitor.storage.leases.check_fences` raising
             :class:`~monitor.domain.errors.StaleLease`. It must guard every shard swept.
+        pipelines: PostgreSQL: batches in flight at once, each on its own connection (≥ 1;
+            SQLite has one writer and judges one batch at a time).
 
     Returns:
         How many checks were evaluated (a check judged in two batches counts twice).
@@ -110,35 +126,51 @@ async def evaluate_due(
     Raises:
         StaleLease: from ``fence``; the transaction in progress was rolled back (earlier
             batches stay committed).
-        ValueError: ``held`` given together with ``shard`` or ``token``, or ``batch < 1``.
+        ValueError: ``held`` given together with ``shard`` or ``token``, ``batch < 1`` or
+            ``pipelines < 1``.
     """
     if held is not None and (shard is not None or token is not None):
         raise ValueError("held: give either held or shard/token")
     if batch < 1:
         raise ValueError(f"batch: must be at least 1, got {batch}")
+    if pipelines < 1:
+        raise ValueError(f"pipelines: must be at least 1, got {pipelines}")
     if held is not None and not held:
         return 0
     shards = sorted(held) if held is not None else ([shard[0]] if shard is not None else None)
     tokens: Mapping[int, int] | None = held
-    total = 0
 
     async def one_batch(uow: UnitOfWork) -> tuple[int, int]:
         if fence is not None:
             await fence(uow.connection)
-        # one statement: the batch whose deadlines passed first, locked in id order
+        # one statement: the batch whose deadlines passed first, locked (PostgreSQL)
         rows, fetched = await uow.detection.lock_due(now, shards, batch, CHECK_COLUMNS)
         if rows:
             await _judge(uow, rows, now, settings=settings, token=token, tokens=tokens)
         return len(rows), fetched
 
-    for _ in range(MAX_ROUNDS):
-        # on a SQLite file the whole batch is one worker-thread call (UnitOfWork.run), not a
-        # thread hop per driver call
-        judged, fetched = await UnitOfWork.run(engine, one_batch)
-        total += judged
-        if fetched < batch:
-            return total
-    return total
+    async def batches(rounds: int) -> int:
+        judged_here = 0
+        for _ in range(rounds):
+            judged, fetched = await UnitOfWork.run(engine, one_batch)
+            judged_here += judged
+            if fetched < batch:
+                break
+        return judged_here
+
+    if engine.dialect.name != "postgresql" or pipelines < 2:
+        return await batches(MAX_ROUNDS)
+    # PostgreSQL: batches on several connections at once (lock_due skips the rows another
+    # batch holds), so one batch's statements run in the server while the next one is judged
+    # in Python; the first failure (a refused fence) cancels the others, rolling them back
+    tasks = [asyncio.create_task(batches(-(-MAX_ROUNDS // pipelines))) for _ in range(pipelines)]
+    try:
+        return sum(await asyncio.gather(*tasks))
+    except BaseException:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        raise
 
 
 async def _judge(

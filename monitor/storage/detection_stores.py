@@ -45,15 +45,27 @@ class SqlDetectionStore(_Store):
         self, now: datetime, shards: Sequence[int] | None, batch: int, columns: Sequence[str]
     ) -> tuple[list[Mapping[str, Any]], int]:
         c = t.checks.c
-        due = select(c.id).where(c.next_due < now)
+        in_shards = None
         if shards is not None:
-            due = due.where(c.shard.in_(shards)) if len(shards) > 1 else due.where(c.shard == shards[0])
-        due = due.order_by(c.next_due).limit(batch)
-        query = select(*(c[name] for name in columns)).where(c.id.in_(due.scalar_subquery())).order_by(c.id)
+            in_shards = c.shard.in_(shards) if len(shards) > 1 else c.shard == shards[0]
         if self._postgres:
-            # the outer condition is re-checked on the locked row: a ping may have moved it
-            query = query.where(c.next_due < now).with_for_update(of=t.checks)
+            # locked as found, oldest deadline first, skipping rows another transaction holds (a
+            # concurrent batch of this sweep, or a ping being ingested: its check is judged in
+            # the next sweep): the sweep never waits on a lock, so it is in no deadlock cycle
+            query = select(*(c[name] for name in columns)).where(c.next_due < now)
+            if in_shards is not None:
+                query = query.where(in_shards)
+            query = query.order_by(c.next_due).limit(batch).with_for_update(of=t.checks, skip_locked=True)
+        else:
+            due = select(c.id).where(c.next_due < now)
+            if in_shards is not None:
+                due = due.where(in_shards)
+            due = due.order_by(c.next_due).limit(batch)
+            query = select(*(c[name] for name in columns))
+            query = query.where(c.id.in_(due.scalar_subquery())).order_by(c.id)
         rows = (await self.conn.execute(query)).mappings().all()
+        if self._postgres:
+            rows = sorted(rows, key=lambda r: r["id"])  # by id, as SQLite's
         # a RowMapping is keyed by names (and columns): read by name only
         still_due = [
             cast(Mapping[str, Any], r) for r in rows if r["next_due"] is not None and r["next_due"] < now

@@ -749,12 +749,15 @@ class DetectionStore(Protocol):
         self, now: datetime, shards: Sequence[int] | None, batch: int, columns: Sequence[str]
     ) -> tuple[list[Mapping[str, Any]], int]:
         """One statement: the ``batch`` checks whose ``next_due`` is earliest and before ``now``
-        (of ``shards``, or every shard when ``None``), their ``columns`` (``next_due`` among them),
-        locked ``FOR UPDATE`` in id order on PostgreSQL.
+        (of ``shards``, or every shard when ``None``), their ``columns`` (``next_due`` among them).
+        On PostgreSQL they are locked ``FOR UPDATE SKIP LOCKED``: rows another transaction holds
+        (a concurrent batch of the same sweep, a ping being ingested) are left for it and for
+        the next sweep, so concurrent batches take disjoint checks and never wait.
 
         Returns:
             The rows still due once locked, by id (a concurrent ping may have moved
-            ``next_due``), and how many the selection found (fewer than ``batch``: no more due).
+            ``next_due``), and how many the selection found (fewer than ``batch``: no more
+            due that is not held).
         """
         ...
 

@@ -203,3 +203,55 @@ async def test_bulk_writes_store_instants_as_core_statements_do(engine: AsyncEng
     assert after == ["later"]
     assert row.next_due == whole and row.paused is True
     assert due == 1
+
+
+@pytest.mark.parametrize("pipelines", [1, 2, 3])
+async def test_concurrent_batches_judge_every_due_check_once(
+    engine: AsyncEngine, settings_factory: Callable[..., Settings], pipelines: int
+) -> None:
+    """PostgreSQL judges several batches at once, each locking what the others do not hold;
+    every due check is still judged exactly once (SQLite, one writer, judges them in turn)."""
+    settings = settings_factory(shards=SHARDS)
+    ids = await _checks_pinged(engine, settings, 13)
+    at = T0 + timedelta(seconds=121)
+
+    judged = await evaluate_due(
+        engine, at, settings=settings, held=dict.fromkeys(range(SHARDS), 1), batch=2, pipelines=pipelines
+    )
+
+    assert judged == 13
+    async with engine.connect() as conn:
+        alerts = (await conn.execute(select(t.alerts.c.check_id, t.alerts.c.kind))).all()
+        marks = (await conn.execute(select(t.tick_marks.c.check_id))).scalars().all()
+        flips = (
+            (await conn.execute(select(t.flips.c.check_id).where(t.flips.c.reason == "missed")))
+            .scalars()
+            .all()
+        )
+    assert sorted(a.check_id for a in alerts) == sorted(ids)
+    assert sorted(marks) == sorted(ids)
+    assert sorted(flips) == sorted(ids)
+    assert await evaluate_due(engine, at, settings=settings, held=dict.fromkeys(range(SHARDS), 1)) == 0
+
+
+async def test_a_check_another_transaction_holds_is_left_for_the_next_sweep(
+    engine: AsyncEngine, settings_factory: Callable[..., Settings]
+) -> None:
+    """PostgreSQL: a sweep does not wait on a check row that another transaction locked (a
+    ping's batch being ingested): it judges the others and the next sweep judges that one.
+    SQLite has one writer: the sweep simply runs before or after the other transaction."""
+    settings = settings_factory(shards=SHARDS)
+    ids = await _checks_pinged(engine, settings, 4)
+    at = T0 + timedelta(seconds=121)
+    held = dict.fromkeys(range(SHARDS), 1)
+    if engine.dialect.name != "postgresql":
+        assert await evaluate_due(engine, at, settings=settings, held=held) == 4
+        return
+    async with engine.begin() as ingest:
+        await ingest.execute(select(t.checks.c.id).where(t.checks.c.id == ids[1]).with_for_update())
+        judged = await asyncio.wait_for(evaluate_due(engine, at, settings=settings, held=held), 10)
+        assert judged == 3
+    async with engine.connect() as conn:
+        alerted = (await conn.execute(select(t.alerts.c.check_id))).scalars().all()
+    assert sorted(alerted) == sorted(ids[:1] + ids[2:])
+    assert await evaluate_due(engine, at, settings=settings, held=held) == 1
