@@ -10,11 +10,12 @@ dialect-neutral Core except where noted: row locks (``FOR UPDATE`` on PostgreSQL
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any, cast
 
-from sqlalchemy import func, or_, select, update
+from sqlalchemy import Integer, Select, bindparam, func, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from monitor.domain.runs import RunBook
@@ -27,6 +28,38 @@ RUN_COLUMNS = tuple(c.name for c in t.runs.columns)
 
 MARK_COLUMNS = ("check_id", "scheduled", "outcome")
 FLIP_COLUMNS = ("check_id", "created_at", "up", "reason", "token")
+
+
+@functools.cache
+def _lock_due_statement(postgres: bool, shards: int | None, columns: tuple[str, ...]) -> Select[Any]:
+    """:meth:`SqlDetectionStore.lock_due`'s statement, built once per dialect, shard filter
+    (``None``: every shard; 1: ``shard = :shard``; 2: ``shard IN :shards``) and columns: building
+    a select of some fifty columns cost more than running it at a few due checks.
+
+    PostgreSQL locks the rows as found, oldest deadline first, skipping rows another transaction
+    holds (a concurrent batch of this sweep, or a ping being ingested: its check is judged in the
+    next sweep): the sweep never waits on a lock, so it is in no deadlock cycle. SQLite's
+    ``BEGIN IMMEDIATE`` already holds the write lock.
+    """
+    c = t.checks.c
+    in_shards = None
+    if shards == 1:
+        in_shards = c.shard == bindparam("shard")
+    elif shards is not None:
+        in_shards = c.shard.in_(bindparam("shards", expanding=True))
+    limit = bindparam("batch", type_=Integer)
+    if postgres:
+        query = select(*(c[name] for name in columns)).where(
+            c.next_due < bindparam("now", type_=t.UTCDateTime())
+        )
+        if in_shards is not None:
+            query = query.where(in_shards)
+        return query.order_by(c.next_due).limit(limit).with_for_update(of=t.checks, skip_locked=True)
+    due = select(c.id).where(c.next_due < bindparam("now", type_=t.UTCDateTime()))
+    if in_shards is not None:
+        due = due.where(in_shards)
+    due = due.order_by(c.next_due).limit(limit)
+    return select(*(c[name] for name in columns)).where(c.id.in_(due.scalar_subquery())).order_by(c.id)
 
 
 class _Store:
@@ -44,26 +77,14 @@ class SqlDetectionStore(_Store):
     async def lock_due(
         self, now: datetime, shards: Sequence[int] | None, batch: int, columns: Sequence[str]
     ) -> tuple[list[Mapping[str, Any]], int]:
-        c = t.checks.c
-        in_shards = None
-        if shards is not None:
-            in_shards = c.shard.in_(shards) if len(shards) > 1 else c.shard == shards[0]
-        if self._postgres:
-            # locked as found, oldest deadline first, skipping rows another transaction holds (a
-            # concurrent batch of this sweep, or a ping being ingested: its check is judged in
-            # the next sweep): the sweep never waits on a lock, so it is in no deadlock cycle
-            query = select(*(c[name] for name in columns)).where(c.next_due < now)
-            if in_shards is not None:
-                query = query.where(in_shards)
-            query = query.order_by(c.next_due).limit(batch).with_for_update(of=t.checks, skip_locked=True)
-        else:
-            due = select(c.id).where(c.next_due < now)
-            if in_shards is not None:
-                due = due.where(in_shards)
-            due = due.order_by(c.next_due).limit(batch)
-            query = select(*(c[name] for name in columns))
-            query = query.where(c.id.in_(due.scalar_subquery())).order_by(c.id)
-        rows = (await self.conn.execute(query)).mappings().all()
+        params: dict[str, Any] = {"now": now, "batch": batch}
+        if shards is not None and len(shards) == 1:
+            params["shard"] = shards[0]
+        elif shards is not None:
+            params["shards"] = list(shards)
+        mode = None if shards is None else (1 if len(shards) == 1 else 2)
+        statement = _lock_due_statement(self._postgres, mode, tuple(columns))
+        rows = (await self.conn.execute(statement, params)).mappings().all()
         if self._postgres:
             rows = sorted(rows, key=lambda r: r["id"])  # by id, as SQLite's
         # a RowMapping is keyed by names (and columns): read by name only

@@ -33,7 +33,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 import asyncpg  # type: ignore[import-untyped]
-from sqlalchemy import or_, select, update
+from sqlalchemy import bindparam, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from monitor.domain.errors import StaleLease
@@ -622,6 +622,15 @@ async def check_fence(conn: AsyncConnection, name: str, token: int, holder: str,
     await check_fences(conn, {name: token}, holder, now)
 
 
+_FENCES = (
+    select(t.leases.c.name, t.leases.c.token, t.leases.c.holder, t.leases.c.expires_at)
+    .where(t.leases.c.name.in_(bindparam("names", expanding=True)))
+    .order_by(t.leases.c.name)
+)
+_FENCES_FOR_SHARE = _FENCES.with_for_update(read=True)
+""":func:`check_fences`' reads, built once: every sweep transaction runs one."""
+
+
 async def check_fences(conn: AsyncConnection, tokens: Mapping[str, int], holder: str, now: datetime) -> None:
     """:func:`check_fence` for several leases in one statement (a sweep over several shards).
 
@@ -637,14 +646,8 @@ async def check_fences(conn: AsyncConnection, tokens: Mapping[str, int], holder:
     """
     if not tokens:
         return
-    query = (
-        select(t.leases.c.name, t.leases.c.token, t.leases.c.holder, t.leases.c.expires_at)
-        .where(t.leases.c.name.in_(sorted(tokens)))
-        .order_by(t.leases.c.name)
-    )
-    if conn.dialect.name == "postgresql":
-        query = query.with_for_update(read=True)
-    rows = {row[0]: row for row in (await conn.execute(query)).all()}
+    query = _FENCES_FOR_SHARE if conn.dialect.name == "postgresql" else _FENCES
+    rows = {row[0]: row for row in (await conn.execute(query, {"names": sorted(tokens)})).all()}
     for name in sorted(tokens):
         token = tokens[name]
         row = rows.get(name)
