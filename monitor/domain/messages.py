@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import MISSING, dataclass, fields
 from datetime import UTC, datetime
 from typing import Any
@@ -250,6 +250,7 @@ _FACT_FIELDS = tuple(
     for field in fields(AlertFacts)
 )
 """(name, default or ``_REQUIRED``, is an instant) of each :class:`AlertFacts` field."""
+_FACT_NAMES = frozenset(name for name, _, _ in _FACT_FIELDS)
 _FACTS_ENCODER = json.JSONEncoder(ensure_ascii=False)
 
 
@@ -259,9 +260,26 @@ def facts_to_json(facts: AlertFacts) -> str:
     Fields that hold their default are left out (:func:`facts_from_json` restores them): an
     evaluator sweep stores one of these per alert, thousands at a time.
     """
+    return encode_facts({name: getattr(facts, name) for name, _, _ in _FACT_FIELDS})
+
+
+def encode_facts(values: Mapping[str, Any]) -> str:
+    """:func:`facts_to_json` of the facts ``values`` names (field → value; a field it leaves
+    out holds its default), without building the :class:`AlertFacts` first: what a sweep
+    stores per alert.
+
+    Raises:
+        ValueError: ``values`` names a field :class:`AlertFacts` does not have, or leaves out
+            one without a default.
+    """
+    unknown = values.keys() - _FACT_NAMES
+    if unknown:
+        raise ValueError(f"facts: no such field {sorted(unknown)[0]!r}")
     data: dict[str, Any] = {}
     for name, default, instant in _FACT_FIELDS:
-        value = getattr(facts, name)
+        value = values.get(name, default)
+        if value is _REQUIRED:
+            raise ValueError(f"facts: {name} is required")
         if value is default or (default is not _REQUIRED and value == default):
             continue
         if instant and value is not None:

@@ -36,6 +36,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -131,39 +132,71 @@ async def evaluate_due(
     """
     if held is not None and (shard is not None or token is not None):
         raise ValueError("held: give either held or shard/token")
-    if batch < 1:
-        raise ValueError(f"batch: must be at least 1, got {batch}")
-    if pipelines < 1:
-        raise ValueError(f"pipelines: must be at least 1, got {pipelines}")
+    for name, value in (("batch", batch), ("pipelines", pipelines)):
+        if value < 1:
+            raise ValueError(f"{name}: must be at least 1, got {value}")
     if held is not None and not held:
         return 0
-    shards = sorted(held) if held is not None else ([shard[0]] if shard is not None else None)
-    tokens: Mapping[int, int] | None = held
+    sweep = _Sweep(
+        engine=engine,
+        now=now,
+        settings=settings,
+        batch=batch,
+        token=token,
+        tokens=held,
+        shards=sorted(held) if held is not None else ([shard[0]] if shard is not None else None),
+        fence=fence,
+    )
+    if engine.dialect.name != "postgresql" or pipelines < 2:
+        return await sweep.batches(MAX_ROUNDS)
+    return await _in_pipelines(sweep.batches, pipelines)
 
-    async def one_batch(uow: UnitOfWork) -> tuple[int, int]:
-        if fence is not None:
-            await fence(uow.connection)
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class _Sweep:
+    """One :func:`evaluate_due` call's arguments, and its loop of batches."""
+
+    engine: Engine
+    now: datetime
+    settings: Settings
+    batch: int
+    token: int | None
+    tokens: Mapping[int, int] | None
+    shards: list[int] | None
+    fence: Fence | None
+
+    async def batches(self, rounds: int) -> int:
+        """Up to ``rounds`` batches, until one finds fewer than ``batch`` due checks; returns
+        how many checks they judged."""
+        judged = 0
+        for _ in range(rounds):
+            found, fetched = await UnitOfWork.run(self.engine, self._one_batch)
+            judged += found
+            if fetched < self.batch:
+                break
+        return judged
+
+    async def _one_batch(self, uow: UnitOfWork) -> tuple[int, int]:
+        if self.fence is not None:
+            await self.fence(uow.connection)
         # one statement: the batch whose deadlines passed first, locked (PostgreSQL)
-        rows, fetched = await uow.detection.lock_due(now, shards, batch, CHECK_COLUMNS)
+        rows, fetched = await uow.detection.lock_due(self.now, self.shards, self.batch, CHECK_COLUMNS)
         if rows:
-            await _judge(uow, rows, now, settings=settings, token=token, tokens=tokens)
+            await _judge(uow, rows, self.now, settings=self.settings, token=self.token, tokens=self.tokens)
         return len(rows), fetched
 
-    async def batches(rounds: int) -> int:
-        judged_here = 0
-        for _ in range(rounds):
-            judged, fetched = await UnitOfWork.run(engine, one_batch)
-            judged_here += judged
-            if fetched < batch:
-                break
-        return judged_here
 
-    if engine.dialect.name != "postgresql" or pipelines < 2:
-        return await batches(MAX_ROUNDS)
-    # PostgreSQL: batches on several connections at once (lock_due skips the rows another
-    # batch holds), so one batch's statements run in the server while the next one is judged
-    # in Python; the first failure (a refused fence) cancels the others, rolling them back
-    tasks = [asyncio.create_task(batches(-(-MAX_ROUNDS // pipelines))) for _ in range(pipelines)]
+async def _in_pipelines(batches: Callable[[int], Awaitable[int]], pipelines: int) -> int:
+    """PostgreSQL: ``pipelines`` loops of batches at once, each transaction on its own
+    connection (``lock_due`` skips the rows another batch holds), so one batch's statements run
+    in the server while another is judged in Python. The first failure (a refused fence)
+    cancels the others, rolling their transactions back, and propagates as it is.
+
+    Returns:
+        How many checks the loops judged together.
+    """
+    rounds = -(-MAX_ROUNDS // pipelines)
+    tasks = [asyncio.ensure_future(batches(rounds)) for _ in range(pipelines)]
     try:
         return sum(await asyncio.gather(*tasks))
     except BaseException:

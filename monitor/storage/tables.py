@@ -42,6 +42,10 @@ metadata = MetaData(
 )
 
 
+_BIND_TEXTS = 4096
+"""Instants whose SQLite text a bind processor keeps (then it starts again)."""
+
+
 class UTCDateTime(TypeDecorator[datetime]):
     """Aware UTC in Python, naive UTC in the database.
 
@@ -69,13 +73,25 @@ class UTCDateTime(TypeDecorator[datetime]):
         """
         if dialect.name != "sqlite":
             return super().bind_processor(dialect)
+        # the instants of a sweep or an ingest batch repeat (its ``now``, the ticks many checks
+        # share): their text is looked up, not formatted again. Equal instants in any zone are
+        # one key and one UTC text; a naive datetime equals no aware one, so it never hits.
+        texts: dict[datetime, str] = {}
 
         def process(value: datetime | None) -> str | None:
             if value is None:
                 return None
+            text = texts.get(value)
+            if text is not None:
+                return text
             if value.tzinfo is UTC:  # the usual case: the text without its "+00:00"
-                return value.isoformat(" ", "microseconds")[:26]
-            return _naive_utc(value).isoformat(" ", "microseconds")
+                text = value.isoformat(" ", "microseconds")[:26]
+            else:
+                text = _naive_utc(value).isoformat(" ", "microseconds")
+            if len(texts) >= _BIND_TEXTS:
+                texts.clear()
+            texts[value] = text
+            return text
 
         return process
 
