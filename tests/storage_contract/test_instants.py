@@ -69,3 +69,27 @@ async def test_a_naive_instant_is_refused(engine: AsyncEngine) -> None:
         async with UnitOfWork.begin(engine) as uow:
             project = await add_project(uow)
             await uow.checks.insert(check_values(project, next_due=datetime(2026, 3, 29, 1, 0)))
+
+
+async def test_a_repeated_instant_binds_the_same_text_in_any_zone_and_a_naive_one_still_fails(
+    engine: AsyncEngine,
+) -> None:
+    """SQLite's binds remember the text of instants they formatted: the same instant from
+    another zone (an equal key) must still give the UTC text, and a naive datetime with the
+    same wall time must still be refused."""
+    process = t.UTCDateTime().bind_processor(engine.dialect)
+    if engine.dialect.name != "sqlite":
+        assert process is None or process(None) is None
+        return
+    assert process is not None
+    utc = datetime(2026, 3, 29, 1, 0, tzinfo=UTC)
+    berlin = utc.astimezone(timezone(timedelta(hours=2)))
+    first = [process(utc) for _ in range(3)]
+    assert first == ["2026-03-29 01:00:00.000000"] * 3
+    assert process(berlin) == "2026-03-29 01:00:00.000000"
+    with pytest.raises(ValueError, match="naive"):
+        process(datetime(2026, 3, 29, 1, 0))
+    # past the bound the remembered texts start again, and stay right
+    for second in range(t._BIND_TEXTS + 10):
+        instant = utc + timedelta(seconds=second)
+        assert process(instant) == instant.isoformat(" ", "microseconds")[:26]

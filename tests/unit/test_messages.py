@@ -378,3 +378,21 @@ def test_an_alert_that_stored_its_text_reads_as_stored() -> None:
     stored = messages.facts_to_json(make_facts())
     assert stored_text("nightly: down", "it said this\n", stored) == ("nightly: down", "it said this\n")
     assert stored_text("project: outage", "text\n", None) == ("project: outage", "text\n")
+
+
+def test_facts_encoded_from_fields_equal_the_encoded_facts() -> None:
+    facts = make_facts(kind="failed", exit_status=3, duration_s=12.5, run_ids=("a", "b"))
+    values = {f.name: getattr(facts, f.name) for f in dataclasses.fields(facts)}
+
+    assert messages.encode_facts(values) == messages.facts_to_json(facts)
+    defaults_left_out = {k: v for k, v in values.items() if k not in ("count", "held", "superseded")}
+    assert messages.encode_facts(defaults_left_out) == messages.facts_to_json(facts)
+
+
+def test_facts_encoded_from_fields_refuse_an_unknown_or_missing_field() -> None:
+    values = {f.name: getattr(make_facts(), f.name) for f in dataclasses.fields(AlertFacts)}
+    with pytest.raises(ValueError, match="no such field 'colour'"):
+        messages.encode_facts({**values, "colour": "red"})
+    del values["check_uuid"]
+    with pytest.raises(ValueError, match="check_uuid is required"):
+        messages.encode_facts(values)
