@@ -164,8 +164,9 @@ async def record_alerts_many(
     A fixed number of statements however many checks: one multi-row insert of the new alerts
     (:func:`monitor.storage.outbox.insert_alerts`, ``ON CONFLICT DO NOTHING``), one read of
     the checks' channels, one insert of the notifications (:func:`monitor.storage.outbox.enqueue`);
-    plus one update per count raised (a bump of an alert that exists). An alert that was not
-    inserted (another writer raised it first) queues nothing.
+    then one update per count raised, after the insert: a decision may raise an alert and count
+    more ticks in it (a sweep judging two missed ticks at once). An alert that was not inserted
+    (another writer raised it first) queues nothing.
 
     Args:
         batches: per check, its drafts (a check may appear more than once).
@@ -180,6 +181,7 @@ async def record_alerts_many(
     """
     new: list[outbox.NewAlert] = []
     raised: list[tuple[CheckAlerts, AlertDraft]] = []
+    bumps: list[tuple[CheckAlerts, AlertDraft, str]] = []
     for batch in batches:
         for draft in batch.drafts:
             facts = _facts(batch, draft, base_url)
@@ -188,8 +190,10 @@ async def record_alerts_many(
                 new.append(_new_alert(batch, draft, facts, now=now, token=written))
                 raised.append((batch, draft))
             else:
-                await _raise_count(conn, batch, draft, facts)
+                bumps.append((batch, draft, facts))
     ids = await outbox.insert_alerts(conn, new)
+    for batch, draft, facts in bumps:  # after the insert: a bump may be of an alert raised here
+        await _raise_count(conn, batch, draft, facts)
     inserted = [
         (alert_id, batch, draft) for alert_id, (batch, draft) in zip(ids, raised, strict=True) if alert_id
     ]

@@ -10,8 +10,9 @@ started) or SIGSTOPped for longer than the TTL (then SIGCONTed), alternately.
 Then, for every check:
 
 * every tick the job missed has an alert (unless its deadline fell in a monitor outage, §6): a
-  ``missed`` alert of its own, or one it shares (an open episode's alert, whose ``count`` covers
-  the ticks after its ``scheduled``, or a superseded group's, which names it);
+  ``missed`` alert of its own, or one that counts it (§5: a down episode's alert, open or closed
+  by a newer run, or a superseded group's — each names its first tick in ``scheduled`` and
+  counts the consecutive ticks from there in ``count``);
 * every alert was delivered exactly once (no duplicate delivery);
 * once the job reports every tick again, the status matches the latest run, which succeeded:
   ``up`` (or ``grace`` while the next tick's run is on its way), never ``down``;
@@ -173,16 +174,15 @@ def _all_announced(cluster: Cluster) -> None:
 
 
 def _covered(tick: datetime, alerts: list[dict[str, Any]]) -> bool:
-    """A ``missed`` alert is the tick's own, or shares it: an episode's count reaches it (its
-    ticks are consecutive), or a superseded group's message names it."""
-    stamp = tick.strftime("%Y-%m-%dT%H:%M:%SZ")
+    """A ``missed`` alert is the tick's own, or counts it (DESIGN §5): the ticks of an episode
+    (open, or closed by a newer run) and of a superseded group are consecutive, so ``count``
+    from ``scheduled`` reaches it. Their text names only the first tick (the alert row stores
+    facts, not text), so it proves nothing more than ``scheduled`` and ``count`` do."""
     for alert in alerts:
         if alert["kind"] != "missed" or alert["scheduled"] is None:
             continue
         first = alert["scheduled"].replace(tzinfo=UTC)
         if first <= tick and (tick - first).total_seconds() <= (alert["count"] - 1) * PERIOD:
-            return True
-        if stamp in alert["message"] or tick.strftime("%H:%M:%S") in alert["message"]:
             return True
     return False
 
@@ -273,7 +273,7 @@ def run_failovers(directory: Path, failovers: int) -> Outcome:
                 dict(r)
                 for r in fetch(
                     url,
-                    "SELECT c.uuid, a.kind, a.scheduled, a.count, a.message, a.token,"
+                    "SELECT c.uuid, a.kind, a.scheduled, a.count, a.token,"
                     " (SELECT count(*) FROM notifications n WHERE n.alert_id = a.id) AS notifications"
                     " FROM alerts a JOIN checks c ON c.id = a.check_id ORDER BY a.id",
                 )

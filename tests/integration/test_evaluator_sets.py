@@ -1,13 +1,15 @@
 """The evaluator's set-at-a-time path against real databases (DESIGN §6).
 
 A sweep over several shards records each check's own shard token, a fence over several leases
-refuses the sweep when any of them is stale, and the bulk writes store instants exactly as
-Core statements do (SQLite compares them as text).
+refuses the sweep when any of them is stale, the bulk writes store instants exactly as Core
+statements do (SQLite compares them as text), and a sweep that raises an alert and counts more
+ticks in it (DESIGN §5: an episode's ``count``, a superseded group's) stores the whole count.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 
@@ -255,3 +257,74 @@ async def test_a_check_another_transaction_holds_is_left_for_the_next_sweep(
         alerted = (await conn.execute(select(t.alerts.c.check_id))).scalars().all()
     assert sorted(alerted) == sorted(ids[:1] + ids[2:])
     assert await evaluate_due(engine, at, settings=settings, held=held) == 1
+
+
+async def _cron_check_pinged(engine: AsyncEngine, settings: Settings, *scheduled: datetime) -> None:
+    """A check ticking every minute (grace 10 s), with a successful run of each ``scheduled``."""
+    async with engine.begin() as conn:
+        project = await create_project(conn, "p", T0)
+        await check_service.create_or_upsert(
+            conn, int(project["id"]), {"name": "c", "schedule": "* * * * *", "grace": 10}, T0, shards=SHARDS
+        )
+        uuid = (await conn.execute(select(t.checks.c.uuid))).scalar_one()
+    writer = IngestWriter(engine, settings)
+    await writer.start()
+    try:
+        answers = [
+            await writer.submit(
+                PingRequest(
+                    kind=PingKind.SUCCESS, received=tick + timedelta(seconds=1), uuid=uuid, scheduled=tick
+                )
+            )
+            for tick in scheduled
+        ]
+    finally:
+        await writer.stop()
+    assert {a.status for a in answers} == {200}
+
+
+async def _missed_alerts(engine: AsyncEngine) -> list[tuple[datetime, int, str | None]]:
+    async with engine.connect() as conn:
+        rows = await conn.execute(
+            select(t.alerts.c.scheduled, t.alerts.c.count, t.alerts.c.facts)
+            .where(t.alerts.c.kind == "missed")
+            .order_by(t.alerts.c.id)
+        )
+        return [(scheduled, count, facts) for scheduled, count, facts in rows.tuples().all()]
+
+
+async def test_sweep_that_opens_an_episode_and_counts_more_ticks_in_it_stores_the_whole_count(
+    engine: AsyncEngine, settings_factory: Callable[..., Settings]
+) -> None:
+    # an evaluator taking over after a failover judges three missed ticks in one sweep: the first
+    # opens the episode (a new alert), the next two raise its count in the same decision
+    settings = settings_factory(shards=SHARDS)
+    await _cron_check_pinged(engine, settings, T0)
+
+    assert await evaluate_due(engine, T0 + timedelta(minutes=3, seconds=11), settings=settings) == 1
+
+    [(scheduled, count, _)] = await _missed_alerts(engine)
+    assert scheduled == T0 + timedelta(minutes=1)
+    assert count == 3
+    async with engine.connect() as conn:
+        state = (await conn.execute(select(t.checks.c.episode_count))).scalar_one()
+        marks = (await conn.execute(select(func.count()).select_from(t.tick_marks))).scalar_one()
+    assert state == marks == 3
+
+
+async def test_sweep_that_raises_a_superseded_group_and_extends_it_stores_the_whole_count(
+    engine: AsyncEngine, settings_factory: Callable[..., Settings]
+) -> None:
+    # the runs of 02:01 and 02:02 never reported, 02:03's succeeded; one sweep judges both old
+    # ticks: one superseded missed alert (the check stays up) that counts them both
+    settings = settings_factory(shards=SHARDS)
+    await _cron_check_pinged(engine, settings, T0, T0 + timedelta(minutes=3))
+
+    await evaluate_due(engine, T0 + timedelta(minutes=3, seconds=5), settings=settings)
+
+    [(scheduled, count, facts)] = await _missed_alerts(engine)
+    assert scheduled == T0 + timedelta(minutes=1)
+    assert count == 2
+    assert facts is not None
+    assert json.loads(facts)["count"] == 2  # its text says "and the run after it"
+    assert json.loads(facts)["superseded"] is True
