@@ -72,7 +72,7 @@ class UTCDateTime(TypeDecorator[datetime]):
             ValueError: a naive datetime (only aware UTC instants belong here).
         """
         if dialect.name != "sqlite":
-            return super().bind_processor(dialect)
+            return _naive_utc_or_none  # the driver's timestamp takes the naive datetime itself
         # the instants of a sweep or an ingest batch repeat (its ``now``, the ticks many checks
         # share): their text is looked up, not formatted again. Equal instants in any zone are
         # one key and one UTC text; a naive datetime equals no aware one, so it never hits.
@@ -96,10 +96,21 @@ class UTCDateTime(TypeDecorator[datetime]):
         return process
 
     def result_processor(self, dialect: Dialect, coltype: object) -> Callable[[Any], Any] | None:
-        """On SQLite, the stored text parsed straight to aware UTC (one conversion per value)."""
+        """On SQLite, the stored text parsed straight to aware UTC (one conversion per value);
+        elsewhere the driver's naive datetime made aware, without the generic wrapper's calls."""
         if dialect.name != "sqlite":
-            return super().result_processor(dialect, coltype)
+            return _aware_utc_of_naive
         return _aware_utc_of_text
+
+
+def _naive_utc_or_none(value: datetime | None) -> datetime | None:
+    return None if value is None else _naive_utc(value)
+
+
+def _aware_utc_of_naive(value: Any) -> datetime | None:
+    if value is not None and type(value) is datetime and value.tzinfo is None:
+        return value.replace(tzinfo=UTC)
+    return _aware_utc(value)
 
 
 def _aware_utc_of_text(value: Any) -> datetime | None:
