@@ -190,6 +190,8 @@ def create_app(
     # around routing itself (Litestar's middleware runs only for a matched route): an unknown
     # page's 404 also knows who is signed in
     app.asgi_handler = web_auth.load_page_session(app.asgi_handler)
+    # outermost: a ping skips the layers above, which do nothing for it (see pings_first)
+    app.asgi_handler = http_app.pings_first(ping_app, app.asgi_handler)
     return app
 
 

@@ -13,6 +13,7 @@ from typing import Any
 
 import msgspec
 from litestar import Controller, Request, Response, get
+from litestar._asgi.utils import is_valid_host  # the router's own Host check (see _plain_ping)
 from litestar.handlers import asgi
 from litestar.openapi.datastructures import ResponseSpec
 
@@ -157,6 +158,61 @@ def api_cors(app: Any) -> Any:
         await app(scope, receive, send_with_cors)
 
     return middleware
+
+
+_INTERNAL_ERROR = msgspec.json.encode({"error": "internal error; it has been logged"})
+
+
+def pings_first(ping_app: PingApp, app: Any) -> Any:
+    """ASGI: a ping goes straight to ``ping_app``; every other request to ``app``.
+
+    A ping answered through the whole application passed Litestar's CORS middleware, exception
+    middleware and router, the API's CORS middleware and the dashboard's session middleware: a
+    third of the HTTP time of a ping, for nothing a ping uses. The shortcut takes only the
+    requests on which those layers do nothing: ``/ping`` or ``/ping/…`` (exactly as the mount
+    receives them), no ``Origin`` header (Litestar's CORS answers a browser's preflight and
+    adds its headers to a cross-origin answer: those pings still take the whole stack, and
+    get the same answers as before), no ``root_path`` and a valid ``Host``. An unexpected error
+    is answered as the application's handler answers it (logged, ``500`` and the same JSON).
+    """
+
+    async def dispatch(scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http" or not _plain_ping(scope):
+            await app(scope, receive, send)
+            return
+        started = False
+
+        async def tracking_send(message: Any) -> None:
+            nonlocal started
+            if message["type"] == "http.response.start":
+                started = True
+            await send(message)
+
+        try:
+            await ping_app(scope, receive, tracking_send)
+        except Exception:
+            if started:
+                raise
+            logger.exception("unhandled error", extra={"action": "unhandled_error", "path": scope["path"]})
+            headers = [
+                (b"content-type", b"application/json"),
+                (b"content-length", str(len(_INTERNAL_ERROR)).encode()),
+            ]
+            await send({"type": "http.response.start", "status": 500, "headers": headers})
+            await send({"type": "http.response.body", "body": _INTERNAL_ERROR})
+
+    return dispatch
+
+
+def _plain_ping(scope: Any) -> bool:
+    """A request for the ping mount that no layer before it would change (see :func:`pings_first`)."""
+    path: str = scope["path"]
+    if not (path.startswith("/ping/") or path == "/ping") or scope.get("root_path"):
+        return False
+    for name, value in scope["headers"]:
+        if name == b"origin" or (name == b"host" and not is_valid_host(value)):
+            return False
+    return True
 
 
 @get(

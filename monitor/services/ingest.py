@@ -394,7 +394,10 @@ async def _ingest(
     updates = []
     for cid, ctx in contexts.items():
         if ctx.touched:
-            values = repositories.state_values(ctx.state)
+            # only the state columns that changed (the row is as read, locked, in this
+            # transaction): a ping moves a few of them, and binding and writing every one
+            # cost more than the comparison
+            values = repositories.state_changes(ctx.row, ctx.state)
             values.update(b_id=cid, n_pings=ctx.row["n_pings"], last_ping_at=ctx.row["last_ping_at"])
             updates.append(values)
     await repositories.save_state(conn, updates)

@@ -8,11 +8,14 @@ limit and the plain-text answers, with the clock injected.
 from __future__ import annotations
 
 import asyncio
+import json
+import logging
 from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
 import httpx
+import pytest
 from litestar.testing import AsyncTestClient
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncEngine
@@ -129,6 +132,63 @@ async def test_options_is_cors_preflight(api: Api) -> None:
     assert r.status_code == 204
     assert r.headers["access-control-allow-origin"] == "*"
     assert (await get_check(api, check["uuid"]))["n_pings"] == 0
+
+
+async def test_a_browser_ping_keeps_litestar_cors(api: Api) -> None:
+    """Pings skip the application's middlewares (``pings_first``) except a browser's, which
+    names an ``Origin``: its preflight and its ping get the application's CORS answers, as
+    before the shortcut."""
+    check = await create_check(api, name="job")
+    origin = {"Origin": "https://example.org"}
+    r = await ping(api, check["uuid"], "OPTIONS", headers={**origin, "Access-Control-Request-Method": "POST"})
+    assert r.status_code == 204
+    assert r.headers["access-control-allow-origin"] == "*"
+    assert "PUT" in r.headers["access-control-allow-methods"]  # Litestar's answer, not the ping API's
+    r = await ping(api, check["uuid"], "POST", headers=origin)
+    assert (r.status_code, r.text) == (200, "OK")
+    assert r.headers["access-control-allow-methods"] == "*"
+    assert_ping_headers(r)
+    assert (await get_check(api, check["uuid"]))["n_pings"] == 1
+
+
+async def test_a_ping_with_a_bad_host_is_refused_as_before(api: Api) -> None:
+    check = await create_check(api, name="job")
+    r = await ping(api, check["uuid"], headers={"Host": "bad host"})
+    assert r.status_code == 400
+    assert r.json() == {"error": "request: invalid host header"}
+    assert (await get_check(api, check["uuid"]))["n_pings"] == 0
+
+
+async def test_an_unexpected_error_of_a_ping_is_logged_and_answered_500(
+    api: Api, caplog: pytest.LogCaptureFixture
+) -> None:
+    """As the application's handler answers one: a ping reaching an app whose lifespan has not
+    started (no ingest writer yet) fails unexpectedly."""
+    app = create_app(api.settings, clock=api.clock, evaluator=False, notify=False, liveness=False)
+    sent: list[dict[str, Any]] = []
+
+    async def receive() -> dict[str, Any]:
+        return {"type": "http.request", "body": b"", "more_body": False}
+
+    async def send(message: dict[str, Any]) -> None:
+        sent.append(message)
+
+    scope = {
+        "type": "http",
+        "method": "GET",
+        "path": f"/ping/{UNKNOWN}",
+        "raw_path": f"/ping/{UNKNOWN}".encode(),
+        "query_string": b"",
+        "headers": [(b"host", b"localhost")],
+        "client": ("127.0.0.1", 1),
+        "scheme": "http",
+        "root_path": "",
+    }
+    with caplog.at_level(logging.ERROR, logger="monitor.http.app"):
+        await app(scope, receive, send)  # type: ignore[arg-type]
+    assert sent[0]["status"] == 500
+    assert json.loads(sent[1]["body"]) == {"error": "internal error; it has been logged"}
+    assert any(record.getMessage() == "unhandled error" for record in caplog.records)
 
 
 async def test_skip_needs_scheduled(api: Api) -> None:
