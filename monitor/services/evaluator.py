@@ -57,10 +57,11 @@ BATCH = 500
 """Checks per transaction: large enough that the per-batch statements cost little per check,
 small enough that a batch holds its rows' locks (ingest waits on them) for tens of ms."""
 
-PIPELINES = 2
-"""PostgreSQL: batches judged at once, each in its own transaction on its own connection. Two
-keep both of a small machine's cores busy: one batch's statements run in the server while the
-next batch is judged in Python."""
+PIPELINES = 3
+"""PostgreSQL: batches judged at once, each in its own transaction on its own connection: one
+batch's statements run in the server while another is judged in Python and a third waits on
+its round trip (10 000 due on 2 cores: 171 ms per 1 000 checks with one, 137 with two, 123
+with three)."""
 
 Fence = Callable[[Connection], Awaitable[None]]
 

@@ -66,8 +66,15 @@ def make_engine(
         connect_args["server_settings"] = {
             "idle_in_transaction_session_timeout": str(max(1, round(idle_in_transaction_timeout * 1000)))
         }
+    # LIFO: the connection used last is used again, so the few a loop needs keep their prepared
+    # statements warm (asyncpg prepares per connection) instead of taking turns through the pool
     engine = create_async_engine(
-        url, pool_size=pool_size, max_overflow=pool_size, pool_pre_ping=True, connect_args=connect_args
+        url,
+        pool_size=pool_size,
+        max_overflow=pool_size,
+        pool_pre_ping=True,
+        pool_use_lifo=True,
+        connect_args=connect_args,
     )
     event.listen(engine.sync_engine, "handle_error", _lost_sessions_are_disconnects)
     return engine
