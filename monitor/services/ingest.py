@@ -391,15 +391,24 @@ async def _ingest(
             # DESIGN §5: a late that closes a down episode is the recovery notice
             recovering=any(f.up is True and f.reason is FlipReason.LATE for f in fx.flips),
         )
-    updates = []
-    for cid, ctx in contexts.items():
-        if ctx.touched:
-            # only the state columns that changed (the row is as read, locked, in this
-            # transaction): a ping moves a few of them, and binding and writing every one
-            # cost more than the comparison
-            values = repositories.state_changes(ctx.row, ctx.state)
-            values.update(b_id=cid, n_pings=ctx.row["n_pings"], last_ping_at=ctx.row["last_ping_at"])
-            updates.append(values)
+    touched = {cid: ctx for cid, ctx in contexts.items() if ctx.touched}
+    # only the state columns some check of the batch changed (each row is as read, locked, in
+    # this transaction): a ping moves a few of them, and binding and writing every one cost
+    # more than the comparison. Every check writes that same union, so the batch's state is
+    # still one UPDATE (one round trip, one prepared statement), not one per set of changes.
+    changed: set[str] = set()
+    for ctx in touched.values():
+        changed.update(repositories.state_changes(ctx.row, ctx.state))
+    columns = [name for name in repositories.STATE_COLUMNS if name in changed]
+    updates = [
+        {
+            **{name: getattr(ctx.state, name) for name in columns},
+            "b_id": cid,
+            "n_pings": ctx.row["n_pings"],
+            "last_ping_at": ctx.row["last_ping_at"],
+        }
+        for cid, ctx in touched.items()
+    ]
     await repositories.save_state(conn, updates)
     return [a if a is not None else NOT_FOUND for a in answers]
 

@@ -380,3 +380,49 @@ async def test_a_duplicate_alert_names_every_run_of_the_tick(api: Api) -> None:
     assert duplicate["count"] == 3
     assert "3 times" in duplicate["title"] + duplicate["message"]
     assert "twice" not in duplicate["title"]
+
+
+async def test_a_batch_whose_checks_changed_different_state_writes_it_in_one_statement(
+    engine: AsyncEngine, project_id: int, settings_factory: Callable[..., Settings]
+) -> None:
+    """A start on one check and a success on another move different state columns; the batch
+    still writes its checks' state in one UPDATE (the union of the columns either changed),
+    and each check reads back as its own pings left it."""
+    from monitor.storage import sqlite_batch
+
+    started_id, started = await make_check(engine, project_id, name="started", timeout=60, grace=60)
+    done_id, done = await make_check(engine, project_id, name="done", timeout=60, grace=60)
+    target = sqlite_batch._sync_engine(engine) if sqlite_batch.runs_in_thread(engine) else engine.sync_engine
+    updates: list[str] = []
+
+    def count(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
+        if statement.lstrip().upper().startswith("UPDATE") and "checks" in statement.split("SET")[0]:
+            updates.append(statement)
+
+    event.listen(target, "before_cursor_execute", count)
+    writer = IngestWriter(engine, settings_factory(ingest_wait=0.2))
+    await writer.start()
+    try:
+        answers = await asyncio.gather(
+            writer.submit(PingRequest(kind=PingKind.START, received=T0, uuid=started)),
+            writer.submit(PingRequest(kind=PingKind.SUCCESS, received=T0, uuid=done)),
+        )
+    finally:
+        await writer.stop()
+        event.remove(target, "before_cursor_execute", count)
+    assert [a.status for a in answers] == [200, 200]
+    assert len(updates) == 1, updates
+    async with engine.connect() as conn:
+        rows = {
+            r.id: r
+            for r in (
+                await conn.execute(
+                    select(
+                        t.checks.c.id, t.checks.c.n_pings, t.checks.c.next_due, t.checks.c.last_run_ping_at
+                    )
+                )
+            ).all()
+        }
+    assert rows[started_id].n_pings == 1 and rows[done_id].n_pings == 1
+    assert rows[done_id].next_due == T0 + timedelta(seconds=120)  # period + grace after the success
+    assert rows[started_id].next_due is not None
