@@ -34,12 +34,9 @@ FLIP_COLUMNS = ("check_id", "created_at", "up", "reason", "token")
 def _lock_due_statement(postgres: bool, shards: int | None, columns: tuple[str, ...]) -> Select[Any]:
     """:meth:`SqlDetectionStore.lock_due`'s statement, built once per dialect, shard filter
     (``None``: every shard; 1: ``shard = :shard``; 2: ``shard IN :shards``) and columns: building
-    a select of some fifty columns cost more than running it at a few due checks.
-
-    PostgreSQL locks the rows as found, oldest deadline first, skipping rows another transaction
-    holds (a concurrent batch of this sweep, or a ping being ingested: its check is judged in the
-    next sweep): the sweep never waits on a lock, so it is in no deadlock cycle. SQLite's
-    ``BEGIN IMMEDIATE`` already holds the write lock.
+    a select of some fifty columns cost more than running it at a few due checks. PostgreSQL
+    locks ``FOR UPDATE SKIP LOCKED`` (the port says why); SQLite's ``BEGIN IMMEDIATE`` already
+    holds the write lock.
     """
     c = t.checks.c
     in_shards = None
@@ -78,11 +75,11 @@ class SqlDetectionStore(_Store):
         self, now: datetime, shards: Sequence[int] | None, batch: int, columns: Sequence[str]
     ) -> tuple[list[Mapping[str, Any]], int]:
         params: dict[str, Any] = {"now": now, "batch": batch}
+        mode: int | None = None
         if shards is not None and len(shards) == 1:
-            params["shard"] = shards[0]
+            mode, params["shard"] = 1, shards[0]
         elif shards is not None:
-            params["shards"] = list(shards)
-        mode = None if shards is None else (1 if len(shards) == 1 else 2)
+            mode, params["shards"] = 2, list(shards)
         statement = _lock_due_statement(self._postgres, mode, tuple(columns))
         result = await self.conn.execute(statement, params)
         # plain dicts: the sweep reads each row's fifty columns several times (spec, state, what
