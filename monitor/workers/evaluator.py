@@ -15,7 +15,9 @@ Each round, every ``MONITOR_EVALUATE_INTERVAL`` s:
 2. **Sweep what was just taken**, at once: a new holder judges every due check of a shard it
    took within the round that took it, not an interval later.
 3. **Plan** the next sweep: the shard leases held now, with their fencing tokens.
-4. **Sleep**, then **sweep** the plan: one :func:`evaluate_due` per shard, each transaction
+4. **Sleep** until one interval after the previous sweep started (:class:`Cadence`: the
+   rebalance's and sweep's own time comes out of the wait, so sweeps start an interval apart
+   on a loaded machine too), then **sweep** the plan: one :func:`evaluate_due` per shard, each transaction
    fenced by :func:`monitor.storage.leases.check_fence`. The plan is not re-checked against the
    local view after the sleep: a process that was stalled (GC pause, SIGSTOP) wakes up with
    exactly the stale belief the fence exists for, and the database refuses it
@@ -59,6 +61,7 @@ from monitor.settings import Settings
 from monitor.storage import cluster, replicas
 from monitor.storage import leases as lease_store
 from monitor.storage.engine import make_engine
+from monitor.workers.cadence import Cadence
 
 logger = logging.getLogger(__name__)
 
@@ -324,6 +327,8 @@ async def run_evaluator(
     try:
         renewer = asyncio.create_task(evaluator.renew_forever(), name="lease-renewal")
         plan: dict[str, int] = {}
+        cadence = Cadence(settings.evaluate_interval)  # sweeps start an interval apart
+        cadence.start()
         rebalance_failures = FailureLog(logger, "shard rebalance", action="rebalance_failed")
         while True:
             taken: dict[str, int] = {}
@@ -345,7 +350,7 @@ async def run_evaluator(
                 except Exception as error:
                     evaluator.sweep_failures.failed(error)
             plan = dict(evaluator.leases.held)
-            await asyncio.sleep(settings.evaluate_interval)
+            await cadence.wait()
             try:
                 if await evaluator.sweep(plan) and wake is not None:
                     wake.set()

@@ -1,0 +1,53 @@
+"""Fixed-rate pacing for loops that must act every ``interval`` seconds.
+
+A loop that does its work and then sleeps ``interval`` acts every ``interval`` *plus* the time
+its work took: on a loaded machine an evaluator whose round (rebalance, sweep) takes 100 ms
+sweeps every 0.6 s instead of every 0.5 s, and the failover bound of DESIGN §6 / the README
+(``2 × MONITOR_EVALUATE_INTERVAL + MONITOR_LEASE_TTL``) no longer holds. :class:`Cadence`
+sleeps only until ``interval`` after the previous beat started, so the work's own time comes
+out of the wait; when the work overran the interval the next beat starts at once, and the
+schedule restarts from there (no burst of beats to catch up).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable
+
+
+class Cadence:
+    """Beats ``interval`` seconds apart, measured start to start.
+
+    Args:
+        interval: seconds between the starts of two beats (> 0).
+        monotonic: the clock, in seconds (default :func:`time.monotonic`; tests drive their own).
+        sleep: ``await sleep(seconds)`` (default :func:`asyncio.sleep`).
+    """
+
+    def __init__(
+        self,
+        interval: float,
+        *,
+        monotonic: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], Awaitable[object]] = asyncio.sleep,
+    ) -> None:
+        if interval <= 0:
+            raise ValueError(f"interval: {interval!r} must be positive (seconds)")
+        self.interval = interval
+        self._monotonic = monotonic
+        self._sleep = sleep
+        self._last: float | None = None
+
+    def start(self) -> None:
+        """Count the current instant as a beat (the first :meth:`wait` ends ``interval`` later)."""
+        self._last = self._monotonic()
+
+    async def wait(self) -> None:
+        """Sleep until ``interval`` after the previous beat (at once if that has passed, or if
+        there was none), then count this instant as the next beat."""
+        if self._last is not None:
+            remaining = self._last + self.interval - self._monotonic()
+            if remaining > 0:
+                await self._sleep(remaining)
+        self._last = self._monotonic()

@@ -1,0 +1,76 @@
+"""Fixed-rate pacing: beats start ``interval`` apart whatever the work between them took."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from monitor.workers.cadence import Cadence
+
+
+class DrivenClock:
+    """A monotonic clock the test moves; ``sleep`` advances it by the amount slept."""
+
+    def __init__(self) -> None:
+        self.now = 100.0
+        self.slept: list[float] = []
+
+    def monotonic(self) -> float:
+        return self.now
+
+    async def sleep(self, seconds: float) -> None:
+        self.slept.append(round(seconds, 6))
+        self.now += seconds
+
+
+def _cadence(clock: DrivenClock, interval: float = 0.5) -> Cadence:
+    return Cadence(interval, monotonic=clock.monotonic, sleep=clock.sleep)
+
+
+def test_the_work_between_beats_comes_out_of_the_wait() -> None:
+    clock = DrivenClock()
+    cadence = _cadence(clock)
+    beats: list[float] = []
+
+    async def loop() -> None:
+        cadence.start()
+        for work in (0.1, 0.3, 0.0, 0.49):
+            clock.now += work
+            await cadence.wait()
+            beats.append(round(clock.now, 6))
+
+    asyncio.run(loop())
+    assert beats == [100.5, 101.0, 101.5, 102.0]
+    assert clock.slept == [0.4, 0.2, 0.5, 0.01]
+
+
+def test_an_overrun_beats_at_once_and_the_schedule_restarts_from_there() -> None:
+    clock = DrivenClock()
+    cadence = _cadence(clock)
+    beats: list[float] = []
+
+    async def loop() -> None:
+        cadence.start()
+        for work in (1.7, 0.1):
+            clock.now += work
+            await cadence.wait()
+            beats.append(round(clock.now, 6))
+
+    asyncio.run(loop())
+    # no catch-up burst of three beats after the 1.7 s overrun
+    assert beats == [101.7, 102.2]
+    assert clock.slept == [0.4]
+
+
+def test_the_first_wait_without_a_start_does_not_sleep() -> None:
+    clock = DrivenClock()
+    cadence = _cadence(clock)
+    asyncio.run(cadence.wait())
+    assert clock.slept == []
+
+
+@pytest.mark.parametrize("interval", [0, -1.0])
+def test_an_interval_must_be_positive(interval: float) -> None:
+    with pytest.raises(ValueError, match=r"interval: .* must be positive"):
+        Cadence(interval)
