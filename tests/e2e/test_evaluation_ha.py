@@ -284,6 +284,7 @@ def test_http_only_process_runs_no_evaluator_and_no_notifier(cluster: Cluster) -
         assert lease["token"] >= 1 and lease["expires_at"].endswith("Z")
 
 
+@pytest.mark.slow
 def test_300_checks_three_evaluators_two_notifiers_one_alert_and_one_delivery_each(cluster: Cluster) -> None:
     uuids = create_checks(cluster.http.base, 300, "silent")
     ping_all(cluster.http.base, uuids)

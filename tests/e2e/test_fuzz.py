@@ -15,6 +15,7 @@ import random
 from typing import Any
 
 import httpx
+import pytest
 import schemathesis
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis.errors import Unsatisfiable
@@ -89,6 +90,7 @@ async def _send(api: Api, kwargs: dict[str, Any], *, with_key: bool) -> httpx.Re
         return None  # the client cannot even encode it: never reaches the server
 
 
+@pytest.mark.slow
 async def test_schemathesis_finds_no_server_error(api: Api) -> None:
     response = await api.client.get("/schema/openapi.json")
     assert response.status_code == 200

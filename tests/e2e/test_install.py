@@ -126,6 +126,7 @@ def _audit(report: Path) -> tuple[list[str], list[str]]:
     return [x for x in lines if x.startswith("CHECKOUT")], [x for x in lines if x.startswith("MIGRATION")]
 
 
+@pytest.mark.slow
 def test_installed_wheel_works_from_an_empty_directory(
     installed: Path, empty_dir: Path, audited_env: tuple[dict[str, str], Path], tmp_path: Path
 ) -> None:
@@ -223,6 +224,7 @@ def test_installed_wheel_works_from_an_empty_directory(
     assert all(str(installed.parent) in line for line in migration_reads), migration_reads
 
 
+@pytest.mark.slow
 def test_client_distribution_installs_alone_into_a_fresh_venv(tmp_path: Path, empty_dir: Path) -> None:
     """``pip install ./clients/python`` on a fresh machine: httpx is its only dependency."""
     venv = tmp_path / "client-venv"

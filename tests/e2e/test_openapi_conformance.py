@@ -16,6 +16,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
+import pytest
 import schemathesis
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis.errors import Unsatisfiable
@@ -116,6 +117,7 @@ def _probe(operation: Any, mode: GenerationMode, failures: list[tuple[str, str, 
     return sent
 
 
+@pytest.mark.slow
 def test_every_answer_conforms_to_the_openapi_document(database_url: str) -> None:
     now = datetime(2026, 7, 18, 2, 0, tzinfo=UTC)
     asyncio.run(_project(database_url, now))
