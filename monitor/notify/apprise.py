@@ -379,10 +379,14 @@ class AppriseNotifier:
         # The plugin's own socket timeouts bound the send (Apprise's notify(timeout=...) runs
         # plugins on its small process-wide pool, which a few hung targets fill, blocking every
         # other channel's delivery); the event loop side is bounded by wait_for in send().
+        # The budget replaces Apprise's class defaults (4 s each, which would end every slower
+        # answer at 4 s whatever MONITOR_NOTIFY_TIMEOUT says); a channel URL's own rto=/cto=
+        # (set on the instance by Apprise's URL parser) still wins when it is shorter.
         socket_limit = remaining + _SOCKET_SLACK_S
         for attribute in ("socket_connect_timeout", "socket_read_timeout"):
             if hasattr(plugin, attribute):
-                setattr(plugin, attribute, min(float(getattr(plugin, attribute)), socket_limit))
+                own = vars(plugin).get(attribute)
+                setattr(plugin, attribute, socket_limit if own is None else min(float(own), socket_limit))
 
         secrets = list(_secrets_of(url))
         result, log, refused = self._notify(plugin, message, scheme in _PLAIN_TEXT_SCHEMES, secrets)

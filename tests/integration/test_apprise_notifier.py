@@ -142,6 +142,30 @@ async def test_hung_target_times_out_within_the_budget(
     assert len(receiver.requests) == 1  # it did reach the target, which never answered
 
 
+async def test_a_target_slower_than_apprises_own_defaults_is_delivered_within_the_budget(
+    notifier: AppriseNotifier, make_http_receiver: Callable[..., HttpReceiver]
+) -> None:
+    # Apprise's plugins default to 4 s socket timeouts; the attempt's budget is ours
+    receiver = make_http_receiver(hang_s=4.6)
+
+    result = await notifier.send(receiver.url, make_message(), timeout=8)
+
+    assert result == DeliveryResult.delivered()
+    assert len(receiver.requests) == 1
+
+
+async def test_a_channel_urls_own_shorter_read_timeout_still_wins(
+    notifier: AppriseNotifier, make_http_receiver: Callable[..., HttpReceiver]
+) -> None:
+    receiver = make_http_receiver(hang_s=30)
+    started = time.monotonic()
+
+    result = await notifier.send(f"{receiver.url}?rto=1", make_message(), timeout=8)
+
+    assert result == DeliveryResult(ok=False, error="timed out after 1s")
+    assert time.monotonic() - started < 4
+
+
 async def test_hung_target_does_not_block_other_sends(
     notifier: AppriseNotifier, make_http_receiver: Callable[..., HttpReceiver]
 ) -> None:
