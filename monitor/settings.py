@@ -33,6 +33,19 @@ own leases in time; above a day takeover is meaningless and PostgreSQL's
 ``idle_session_timeout`` (milliseconds, a 32-bit integer) would overflow."""
 
 
+MAX_SECONDS = 100 * 365.25 * 86_400
+"""Upper bound of every duration setting without a tighter one (a century, in seconds): "keep
+forever" fits, and ``now ± the value`` stays within :class:`datetime`'s range."""
+
+MAX_INT = 2**31 - 1
+"""Upper bound of every integer setting without a tighter one: it is stored in, or compared
+with, 32-bit ``INTEGER`` columns (PostgreSQL, asyncpg) and passed to C ``int`` parameters."""
+
+MAX_NOTIFY_CONCURRENCY = 4096
+"""Upper bound of ``MONITOR_NOTIFY_CONCURRENCY`` and ``MONITOR_NOTIFY_PER_HOST`` (each send in
+flight is a thread)."""
+
+
 LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 """The format of every process's log lines (stderr)."""
 
@@ -85,6 +98,14 @@ def setting(default: Any, *, env: str, kind: type, doc: str, **options: Any) -> 
         doc: the documentation.
         **options: the other :class:`Spec` attributes.
     """
+    if options.get("maximum") is None and kind in (int, float):
+        # Unbounded numbers overflowed later, inside a loop (an OverflowError each round): a
+        # duration past a century leaves datetime's range, an integer past 2**31 - 1 the
+        # databases' INTEGER and C's int.
+        if options.get("unit") == "s":
+            options["maximum"] = MAX_SECONDS / options.get("env_scale", 1.0)
+        elif kind is int:
+            options["maximum"] = MAX_INT
     spec = Spec(env=env, kind=kind, default=default, doc=doc, **options)
     return field(default=default, metadata={"setting": spec})
 
@@ -311,6 +332,7 @@ class Settings:
         env="MONITOR_NOTIFY_CONCURRENCY",
         kind=int,
         minimum=1,
+        maximum=MAX_NOTIFY_CONCURRENCY,
         doc="deliveries one notifier process keeps in flight (and Apprise sender threads)",
     )
 
@@ -319,6 +341,7 @@ class Settings:
         env="MONITOR_NOTIFY_PER_HOST",
         kind=int,
         minimum=1,
+        maximum=MAX_NOTIFY_CONCURRENCY,
         doc="of those, most to one target host (a slow target holds only its own slots)",
     )
 
@@ -524,6 +547,11 @@ def given(name: str, environ: Mapping[str, str] | None = None) -> bool:
 _UNSET: Any = object()
 
 
+def _bound(value: float) -> str:
+    """A bound as an error message shows it: whole numbers in full (``2147483647``, not ``2.14748e+09``)."""
+    return str(int(value)) if value == int(value) else f"{value:g}"
+
+
 def _parse(spec: Spec, raw: str) -> Any:
     """``raw`` as the setting's stored value (``_UNSET`` for an empty value that means "default")."""
     if spec.kind is bool:
@@ -546,7 +574,7 @@ def _parse(spec: Spec, raw: str) -> Any:
     if isinstance(number, float) and not math.isfinite(number):
         raise SettingsError(f"{spec.env}: expected a finite number, got {raw!r}")
     if spec.minimum is not None and number < spec.minimum:
-        raise SettingsError(f"{spec.env}: must be at least {spec.minimum:g}, got {raw!r}")
+        raise SettingsError(f"{spec.env}: must be at least {_bound(spec.minimum)}, got {raw!r}")
     if spec.maximum is not None and number > spec.maximum:
-        raise SettingsError(f"{spec.env}: must be at most {spec.maximum:g}, got {raw!r}")
+        raise SettingsError(f"{spec.env}: must be at most {_bound(spec.maximum)}, got {raw!r}")
     return number * spec.env_scale if spec.env_scale != 1.0 else number

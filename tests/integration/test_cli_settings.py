@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from monitor.cli import main
-from monitor.settings import MAX_SHARDS, Settings, SettingsError
+from monitor.settings import MAX_SHARDS, Settings, SettingsError, specs
 from tests.support.process import checkout_env
 
 
@@ -61,6 +61,44 @@ def test_the_edges_of_the_bounds_are_accepted() -> None:
     assert (s.lease_ttl, s.evaluate_interval, s.shards) == (1.0, 0.5, MAX_SHARDS)
     s = Settings.from_env({"MONITOR_LEASE_TTL": "86400", "MONITOR_EVALUATE_INTERVAL": "5"})
     assert math.isclose(s.lease_ttl, 86400)
+
+
+@pytest.mark.parametrize(
+    ("env", "message"),
+    [
+        ({"MONITOR_NOTIFY_CONCURRENCY": str(2**63)}, "MONITOR_NOTIFY_CONCURRENCY: must be at most 4096"),
+        ({"MONITOR_NOTIFY_PER_HOST": "5000"}, "MONITOR_NOTIFY_PER_HOST: must be at most 4096"),
+        ({"MONITOR_NOTIFY_TIMEOUT": "1e15"}, "MONITOR_NOTIFY_TIMEOUT: must be at most 3155760000"),
+        ({"MONITOR_HISTORY_RETENTION": "1e11"}, "MONITOR_HISTORY_RETENTION: must be at most 3155760000"),
+        ({"MONITOR_PING_BODY_RETENTION": "1e11"}, "MONITOR_PING_BODY_RETENTION: must be at most"),
+        ({"MONITOR_PING_RETENTION": str(2**63)}, "MONITOR_PING_RETENTION: must be at most 2147483647"),
+        ({"MONITOR_RETENTION_BATCH": "9" * 20}, "MONITOR_RETENTION_BATCH: must be at most 2147483647"),
+        ({"MONITOR_INGEST_WAIT_MS": "1e15"}, "MONITOR_INGEST_WAIT_MS: must be at most 3155760000000"),
+    ],
+)
+def test_numbers_that_would_overflow_inside_a_loop_are_refused_at_start_up(
+    env: dict[str, str], message: str
+) -> None:
+    # they used to start, then fail every notifier or retention round with an OverflowError
+    with pytest.raises(SettingsError, match=f"^{message}"):
+        Settings.from_env(env)
+
+
+def test_every_number_setting_has_an_upper_bound() -> None:
+    unbounded = [spec.env for spec in specs() if spec.kind in (int, float) and spec.maximum is None]
+    assert unbounded == []
+    century = Settings.from_env(
+        {"MONITOR_HISTORY_RETENTION": "3155760000", "MONITOR_PING_RETENTION": "2147483647"}
+    )
+    assert (century.history_retention, century.ping_retention) == (3155760000, 2**31 - 1)
+
+
+def test_a_serve_with_an_overflowing_setting_exits_2_with_one_line(tmp_path: Path) -> None:
+    proc = _monitor(tmp_path, "serve", MONITOR_HISTORY_RETENTION="1e11")
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.strip().splitlines() == [
+        "monitor: MONITOR_HISTORY_RETENTION: must be at most 3155760000, got '1e11'"
+    ], proc.stderr
 
 
 @pytest.mark.parametrize("command", [["evaluate"], ["scheduler", "--jobs", "jobs.toml"]])
