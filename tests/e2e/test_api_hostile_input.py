@@ -28,9 +28,10 @@ def assert_error(response: Any, status: int, field: str) -> None:
     assert body["error"].startswith(f"{field}: "), body
 
 
-def forged_cursor(key: list[Any]) -> str:
-    """A cursor as :func:`monitor.http.api.paging.encode_cursor` writes one, for any key."""
-    return base64.urlsafe_b64encode(json.dumps(key).encode()).decode().rstrip("=")
+def forged_cursor(of: str, key: list[Any]) -> str:
+    """A cursor as :func:`monitor.http.api.paging.encode_cursor` writes one for the list ``of``,
+    for any key."""
+    return base64.urlsafe_b64encode(json.dumps([of, *key]).encode()).decode().rstrip("=")
 
 
 # UTC+14 at the first instant of year 1 and UTC-14 at the last of year 9999: valid ISO 8601,
@@ -64,7 +65,9 @@ STAMP = {"t": "2026-07-18T02:00:00+00:00"}
 async def test_forged_runs_cursor_is_a_400(api: Api, key: list[Any]) -> None:
     check = await create_check(api, name="nightly")
     response = await api.client.get(
-        f"/api/v3/checks/{check['uuid']}/runs/", params={"cursor": forged_cursor(key)}, headers=api.headers
+        f"/api/v3/checks/{check['uuid']}/runs/",
+        params={"cursor": forged_cursor("runs", key)},
+        headers=api.headers,
     )
     assert_error(response, 400, "cursor")
 
@@ -73,7 +76,9 @@ async def test_forged_runs_cursor_is_a_400(api: Api, key: list[Any]) -> None:
 @pytest.mark.parametrize("item", ["\ud800", "a\u0000b"])
 async def test_forged_list_cursor_is_a_400(api: Api, resource: str, item: str) -> None:
     response = await api.client.get(
-        f"/api/v3/{resource}/", params={"cursor": forged_cursor([item]), "limit": "1"}, headers=api.headers
+        f"/api/v3/{resource}/",
+        params={"cursor": forged_cursor(resource, [item]), "limit": "1"},
+        headers=api.headers,
     )
     assert_error(response, 400, "cursor")
 
@@ -106,3 +111,32 @@ async def test_concurrent_updates_and_delete_never_answer_500(api: Api) -> None:
         *(update(i) for i in range(6, 12)),
     )
     assert {a.status_code for a in answers} <= {200, 404}, [(a.status_code, a.text) for a in answers]
+
+
+@pytest.mark.parametrize("n", [2**31, 2**62, -(2**31) - 1])
+async def test_a_pings_cursor_past_the_ping_numbers_range_is_a_400(api: Api, n: int) -> None:
+    # a ping number is a 32-bit INTEGER: PostgreSQL refused to bind 2**31 (a 500)
+    check = await create_check(api, name="nightly")
+    response = await api.client.get(
+        f"/api/v3/checks/{check['uuid']}/pings/",
+        params={"cursor": forged_cursor("pings", [n]), "limit": "2"},
+        headers=api.headers,
+    )
+    assert_error(response, 400, "cursor")
+
+
+async def test_a_cursor_works_only_on_the_list_that_issued_it(api: Api) -> None:
+    check = await create_check(api, name="nightly")
+    for _ in range(3):
+        await api.client.get(f"/ping/{check['uuid']}")
+    page = await api.client.get(f"/api/v3/checks/{check['uuid']}/pings/?limit=1", headers=api.headers)
+    cursor = page.json()["next"].rsplit("cursor=", 1)[1]
+    following = await api.client.get(
+        f"/api/v3/checks/{check['uuid']}/pings/", params={"limit": "1", "cursor": cursor}, headers=api.headers
+    )
+    assert following.status_code == 200 and len(following.json()["pings"]) == 1
+    for elsewhere in ("/api/v3/checks/", f"/api/v3/checks/{check['uuid']}/flips/", "/api/v3/channels/"):
+        response = await api.client.get(
+            elsewhere, params={"limit": "1", "cursor": cursor}, headers=api.headers
+        )
+        assert_error(response, 400, "cursor")

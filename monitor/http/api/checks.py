@@ -97,7 +97,7 @@ class ChecksController(Controller):
         """Every check of the project, oldest first, as Healthchecks lists them; ``?limit=``
         (1-1000) pages them: the answer then has ``next`` (with ``cursor=``) while more follow."""
         most = limit_param(limit) if limit is not None else None
-        after = decode_cursor(cursor, (int,))
+        after = decode_cursor(cursor, (int,), request)
         services = services_of(request.app.state)
         found = await check_service.list_checks(
             services.engine,
@@ -196,7 +196,7 @@ class ChecksController(Controller):
         self, request: Req, key: ApiKey, uuid: str, limit: str | None = None, cursor: str | None = None
     ) -> PingsPage:
         most = limit_param(limit)
-        after = decode_cursor(cursor, (int,))
+        after = decode_cursor(cursor, (int,), request, int_max=history.MAX_PING_NUMBER)
         services = services_of(request.app.state)
         base_url = services.settings.base_url
         pings = await check_service.pings_of(
@@ -232,7 +232,7 @@ class ChecksController(Controller):
         ``?end=`` (flips before) UNIX timestamps (0-10000000000), as Healthchecks' FlipsFiltersForm;
         a bad value is a 400 naming the parameter. ``?limit=`` pages them (``next``/``cursor=``)."""
         most = limit_param(limit)
-        after = decode_cursor(cursor, (int,))
+        after = decode_cursor(cursor, (int,), request)
         services = services_of(request.app.state)
         window = history.flip_window(now=services.clock.now(), seconds=seconds, start=start, end=end)
         flips, ids = await check_service.flips_of(
@@ -255,7 +255,7 @@ class ChecksController(Controller):
         cursor: str | None = None,
     ) -> RunsPage:
         most = limit_param(limit)
-        after = decode_cursor(cursor, (datetime, datetime, str))
+        after = decode_cursor(cursor, (datetime, datetime, str), request)
         services = services_of(request.app.state)
         runs, keys = await check_service.runs_of(
             services.engine,
@@ -285,7 +285,7 @@ class ChecksController(Controller):
     ) -> AlertsPage:
         # an alert's message carries the last ping's log tail: read-write keys only, as pings
         most = limit_param(limit)
-        after = decode_cursor(cursor, (int,))
+        after = decode_cursor(cursor, (int,), request)
         services = services_of(request.app.state)
         alerts = await check_service.alerts_of(
             services.engine, key.project_id, uuid, most + 1, before=after[0] if after else None

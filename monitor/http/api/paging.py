@@ -42,14 +42,33 @@ CURSOR_PARAMETER = Parameter(
 )
 
 
-def encode_cursor(key: Sequence[Any]) -> str:
-    """An opaque cursor for a row's sort key (ints, strings, aware datetimes)."""
-    plain = [{"t": v.isoformat()} if isinstance(v, datetime) else v for v in key]
+def list_name(request: Request[Any, Any, Any]) -> str:
+    """The list a request pages: its path's last segment (``checks``, ``pings``, ``flips``, …)."""
+    return request.url.path.rstrip("/").rsplit("/", 1)[-1]
+
+
+def encode_cursor(key: Sequence[Any], of: str) -> str:
+    """An opaque cursor for a row's sort key (ints, strings, aware datetimes) in the list ``of``
+    (:func:`list_name`), which it names so that no other list accepts it."""
+    plain = [of, *({"t": v.isoformat()} if isinstance(v, datetime) else v for v in key)]
     return base64.urlsafe_b64encode(json.dumps(plain, separators=(",", ":")).encode()).decode().rstrip("=")
 
 
-def decode_cursor(value: str | None, shape: Sequence[type]) -> list[Any] | None:
+def decode_cursor(
+    value: str | None,
+    shape: Sequence[type],
+    request: Request[Any, Any, Any],
+    *,
+    int_max: int = 2**62,
+) -> list[Any] | None:
     """The sort key in a ``cursor=`` parameter, checked against ``shape`` (types per position).
+
+    Args:
+        value: the parameter (``None`` or empty: no cursor).
+        shape: the key's types, per position (``int``, ``str``, ``datetime``).
+        request: the list's request: the cursor must name its list (:func:`list_name`).
+        int_max: the largest integer a key may hold (the sort column's range: a ping number is a
+            32-bit ``INTEGER``; a larger one would fail to bind on PostgreSQL).
 
     Raises:
         ValidationError: ``cursor`` is not one this endpoint issued.
@@ -63,10 +82,10 @@ def decode_cursor(value: str | None, shape: Sequence[type]) -> list[Any] | None:
         raw = json.loads(base64.urlsafe_b64decode(value + "=" * (-len(value) % 4)))
     except (ValueError, binascii.Error):
         raise problem from None
-    if not isinstance(raw, list) or len(raw) != len(shape):
+    if not isinstance(raw, list) or len(raw) != len(shape) + 1 or raw[0] != list_name(request):
         raise problem
     key: list[Any] = []
-    for item, kind in zip(raw, shape, strict=True):
+    for item, kind in zip(raw[1:], shape, strict=True):
         if kind is datetime:
             if not (isinstance(item, dict) and isinstance(item.get("t"), str)):
                 raise problem
@@ -79,7 +98,7 @@ def decode_cursor(value: str | None, shape: Sequence[type]) -> list[Any] | None:
             except (ValueError, OverflowError):
                 raise problem from None
         elif kind is int:
-            if not isinstance(item, int) or isinstance(item, bool) or abs(item) > 2**62:
+            if not isinstance(item, int) or isinstance(item, bool) or abs(item) > int_max:
                 raise problem
             key.append(item)
         else:
@@ -104,7 +123,7 @@ def _bindable(text: str) -> bool:
 def next_link(request: Request[Any, Any, Any], base_url: str, key: Sequence[Any]) -> str:
     """The request's URL (under ``base_url``) with ``cursor`` set to ``key``'s cursor."""
     params = [(k, v) for k, v in request.query_params.multi_items() if k != "cursor"]
-    params.append(("cursor", encode_cursor(key)))
+    params.append(("cursor", encode_cursor(key, list_name(request))))
     return f"{base_url}{request.url.path}?{urlencode(params)}"
 
 
@@ -143,7 +162,7 @@ def page_in_order(
             deleted meanwhile.
     """
     most = limit_param(limit) if limit is not None else None
-    after = decode_cursor(cursor, (str,))
+    after = decode_cursor(cursor, (str,), request)
     if after is not None:
         ids = [str(item["id"]) for item in items]
         if after[0] not in ids:
