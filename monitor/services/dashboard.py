@@ -108,6 +108,13 @@ class CheckPage:
     limit: int
 
 
+LONGEST_NAME = 100
+"""The longest check name or slug (:mod:`monitor.services.checks` refuses longer ones): a longer
+search text is a substring of none."""
+LONGEST_TAGS = 500
+"""The longest tag list of a check: a longer tag filter matches none."""
+
+
 async def list_page(
     conn: Connection,
     project_ids: Sequence[int],
@@ -137,9 +144,11 @@ async def list_page(
         )
     reads = UnitOfWork.joining(conn).dashboard
     counts = await reads.status_counts(ids, now)
-    # no name, slug or tag holds a NUL (refused when saved), and PostgreSQL cannot compare one
+    # no name, slug or tag holds a NUL (refused when saved), and PostgreSQL cannot compare one;
+    # none is longer than its column either, and SQLite refuses a LIKE pattern of ~50 000
+    # characters ("pattern too complex"): such a search matches nothing, without a query
     matched, rows = 0, list[dict[str, Any]]()
-    if "\x00" not in q + tag:
+    if "\x00" not in q + tag and len(q.strip()) <= LONGEST_NAME and len(tag.strip()) <= LONGEST_TAGS:
         matched, rows = await reads.check_page(
             ids, now, needle=q.strip().lower(), tag=tag.strip(), status=status, offset=offset, limit=limit
         )
