@@ -178,6 +178,10 @@ def pings_first(ping_app: PingApp, app: Any) -> Any:
 
     async def dispatch(scope: Any, receive: Any, send: Any) -> None:
         if scope["type"] != "http" or not _plain_ping(scope):
+            if scope["type"] == "http" and _ping_path(scope) and _bad_host(scope):
+                # ping answers are plain text (DESIGN §5), this refusal too, not the API's JSON
+                await ping_app.refuse(scope, send, 400, "request: invalid host header")
+                return
             await app(scope, receive, send)
             return
         started = False
@@ -204,10 +208,18 @@ def pings_first(ping_app: PingApp, app: Any) -> Any:
     return dispatch
 
 
+def _ping_path(scope: Any) -> bool:
+    path: str = scope["path"]
+    return path.startswith("/ping/") or path == "/ping"
+
+
+def _bad_host(scope: Any) -> bool:
+    return any(name == b"host" and not is_valid_host(value) for name, value in scope["headers"])
+
+
 def _plain_ping(scope: Any) -> bool:
     """A request for the ping mount that no layer before it would change (see :func:`pings_first`)."""
-    path: str = scope["path"]
-    if not (path.startswith("/ping/") or path == "/ping") or scope.get("root_path"):
+    if not _ping_path(scope) or scope.get("root_path"):
         return False
     for name, value in scope["headers"]:
         if name == b"origin" or (name == b"host" and not is_valid_host(value)):

@@ -97,6 +97,11 @@ class PingApp:
         await send({"type": "http.response.start", "status": status, "headers": headers})
         await send({"type": "http.response.body", "body": b"" if head else body})
 
+    async def refuse(self, scope: Scope, send: Send, status: int, text: str) -> None:
+        """Answer ``status`` with the plain-text ``text`` and the ping answers' headers (for a
+        request refused before it reaches this app, such as one with an invalid ``Host``)."""
+        await self._answer(send, status, text, scope["method"] == "HEAD")
+
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         method = scope["method"]
         head = method == "HEAD"

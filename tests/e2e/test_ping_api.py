@@ -151,12 +151,19 @@ async def test_a_browser_ping_keeps_litestar_cors(api: Api) -> None:
     assert (await get_check(api, check["uuid"]))["n_pings"] == 1
 
 
-async def test_a_ping_with_a_bad_host_is_refused_as_before(api: Api) -> None:
+@pytest.mark.parametrize("host", ["bad host", "a/b", "a?b", "ünï.example".encode()])
+async def test_a_ping_with_a_bad_host_is_refused_in_plain_text(api: Api, host: str | bytes) -> None:
+    # a ping's answers are plain text with the ping headers (DESIGN §5), this refusal too
     check = await create_check(api, name="job")
-    r = await ping(api, check["uuid"], headers={"Host": "bad host"})
-    assert r.status_code == 400
-    assert r.json() == {"error": "request: invalid host header"}
+    for headers in ({"Host": host}, {"Host": host, "Origin": "https://example.org"}):
+        r = await ping(api, check["uuid"], headers=headers)
+        assert (r.status_code, r.text) == (400, "request: invalid host header"), headers
+        assert_ping_headers(r)
+    head = await ping(api, check["uuid"], "HEAD", headers={"Host": host})
+    assert (head.status_code, head.content) == (400, b"")
     assert (await get_check(api, check["uuid"]))["n_pings"] == 0
+    api_answer = await api.client.get("/api/v3/checks/", headers={**api.headers, "Host": host})
+    assert api_answer.json() == {"error": "request: invalid host header"}
 
 
 async def test_an_unexpected_error_of_a_ping_is_logged_and_answered_500(
