@@ -16,7 +16,7 @@ async def test_it_works(api: Api) -> None:
     uuid = await _check_with_body(api)
     r = await api.client.get(f"/api/v1/checks/{uuid}/pings/1/body", headers=api.headers)
     assert r.status_code == 200
-    assert r.headers["content-type"].startswith("text/plain")
+    assert r.headers["content-type"] == "text/plain; charset=utf-8"  # the charset once
     assert r.content == b"Foo\nBar\nBaz"
 
 

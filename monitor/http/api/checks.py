@@ -214,7 +214,7 @@ class ChecksController(Controller):
     async def ping_body(self, request: Req, key: ApiKey, uuid: str, n: int) -> Response[bytes]:
         services = services_of(request.app.state)
         body = await check_service.ping_body_of(services.engine, key.project_id, uuid, n)
-        return Response(body, media_type="text/plain; charset=utf-8")
+        return Response(body, media_type="text/plain")
 
     @get("/{uuid:str}/flips/", summary="The check's flips, newest first (by uuid or unique_key)")
     async def flips(
