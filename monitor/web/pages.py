@@ -88,18 +88,26 @@ async def _checks_context(
     now = services.clock.now()
     number = _page_number(page)
     size = dashboard.PAGE_SIZE
-    listed, tags = await dashboard.checks_overview(
-        services.engine,
-        session.user.project_ids,
-        now,
-        services.settings,
-        q=q,
-        tag=tag,
-        status=status,
-        offset=(number - 1) * size,
-        limit=size,
-        with_tags=with_tags,
-    )
+
+    async def read(number: int) -> tuple[Any, Any]:
+        return await dashboard.checks_overview(
+            services.engine,
+            session.user.project_ids,
+            now,
+            services.settings,
+            q=q,
+            tag=tag,
+            status=status,
+            offset=(number - 1) * size,
+            limit=size,
+            with_tags=with_tags,
+        )
+
+    listed, tags = await read(number)
+    if number > 1 and not listed.checks and listed.matched:
+        # past the last page (an old link, checks deleted since): show the last page instead
+        number = -(-listed.matched // size)
+        listed, tags = await read(number)
     zone = user_zone(session)
     for check in listed.checks:
         check["reason"] = reasons.reason(check, now, zone)

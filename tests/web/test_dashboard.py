@@ -161,6 +161,23 @@ async def test_filters_by_tag_status_and_name(api: Api) -> None:
     assert "alpha" not in by_status and "No check matches" in by_status
 
 
+async def test_a_page_number_past_the_last_page_shows_the_last_page(api: Api) -> None:
+    answer = await api.client.post(
+        "/api/v3/checks/", json=[{"name": f"job-{i:02d}"} for i in range(51)], headers=api.headers
+    )
+    assert answer.status_code == 201, answer.text
+    await make_user(api)
+    await log_in(api)
+    second = (await api.client.get("/", params={"page": "2"})).text
+    assert "page 2 of 2" in second and second.count('href="/checks/') >= 1
+    for path in ("/", "/fragments/checks"):
+        past = (await api.client.get(path, params={"page": "99999"})).text
+        assert "page 2 of 2" in past, path  # not "page 99999 of 2" and no rows
+        assert [line for line in past.splitlines() if "job-" in line] == [
+            line for line in second.splitlines() if "job-" in line
+        ]
+
+
 async def test_check_badge_svg_and_shields_json(api: Api) -> None:
     check = await create_check(api, name="backup", tags="prod")
     assert check["badge_url"].startswith(f"{api.settings.base_url}/b/")
