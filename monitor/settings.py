@@ -188,7 +188,12 @@ class Settings:
         doc="stored bytes of a ping body (the first ones)",
     )
     ping_rate_limit: int = setting(
-        600, env="MONITOR_PING_RATE_LIMIT", kind=int, minimum=1, doc="pings per check per 60 s before `429`"
+        600,
+        env="MONITOR_PING_RATE_LIMIT",
+        kind=int,
+        minimum=1,
+        doc="pings per check per 60 s before `429`, counted by each API process "
+        "(`--workers N`: up to N times it)",
     )
     ingest_batch: int = setting(
         500,

@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import re
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 from monitor.domain.errors import ValidationError
+
+IDEMPOTENCY_WINDOW = timedelta(days=7)
+"""How long a ping's ``Idempotency-Key`` is remembered, scoped to (check, ping kind): a repeat
+within it stores nothing and gets the first answer (DESIGN §5)."""
 
 MILLISECONDS_FROM = 10**11
 EARLIEST_SCHEDULED = datetime(2000, 1, 1, tzinfo=UTC)

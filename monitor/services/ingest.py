@@ -22,6 +22,7 @@ from typing import Any
 from monitor.domain import detection, keywords
 from monitor.domain.checks import CheckSpec, CheckState, FlipReason, PingKind, SimpleSchedule
 from monitor.domain.errors import ValidationError
+from monitor.domain.pings import IDEMPOTENCY_WINDOW
 from monitor.domain.runs import RunBook, needed_since, tick_at_or_before
 from monitor.domain.shards import shard_of
 from monitor.failures import FailureLog
@@ -32,8 +33,6 @@ from monitor.storage import cluster, repositories
 from monitor.storage.unit_of_work import Connection, Engine, UnitOfWork
 
 logger = logging.getLogger(__name__)
-
-IDEMPOTENCY_WINDOW = timedelta(days=7)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

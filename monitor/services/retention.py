@@ -3,9 +3,11 @@
 What is kept (settings in :mod:`monitor.settings`):
 
 * pings: the newest ``MONITOR_PING_RETENTION`` (1000) per check, as Healthchecks keeps the last
-  N; an older ping stays while it is still needed — it belongs to a run in progress, it is
-  a run ping bound to a tick a decision may still look at (:func:`_needed_since`), or it
-  carries an ``Idempotency-Key`` younger than the 7 days a repeat is recognised (DESIGN §5);
+  N; an older ping stays while it is still needed — it belongs to a run in progress, or it is
+  a run ping bound to a tick a decision may still look at (:func:`_needed_since`). A pruned
+  ping's ``Idempotency-Key`` younger than the 7 days a repeat is recognised (DESIGN §5) stays
+  behind in ``ping_keys`` (a client that sends a fresh key with every ping kept 7 days of
+  pings before) and is forgotten after those 7 days;
 * ping bodies: ``MONITOR_PING_BODY_RETENTION`` (30 days); the ping row stays, its body goes;
 * history: finished runs, judged ticks, flips and alerts (with their notifications and attempts)
   older than ``MONITOR_HISTORY_RETENTION`` (90 days) — but always the newest
@@ -29,6 +31,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from monitor.domain.clock import Clock
+from monitor.domain.pings import IDEMPOTENCY_WINDOW
 from monitor.failures import FailureLog
 from monitor.settings import Settings
 from monitor.storage.ports import RetentionStore
@@ -41,9 +44,6 @@ KEEP_LAST = 10
 
 CHECKS_PER_TRANSACTION = 50
 """Checks pruned in one transaction."""
-
-IDEMPOTENCY_WINDOW = timedelta(days=7)
-"""How long a ping's ``Idempotency-Key`` is remembered (DESIGN §5); such pings are kept."""
 
 PAUSE_BETWEEN_TRANSACTIONS = 0.02
 """Seconds the background task yields between transactions (ingest's writer goes first)."""
@@ -62,9 +62,10 @@ class Pruned:
     ticks: int = 0
     flips: int = 0
     alerts: int = 0
+    keys: int = 0
 
     def total(self) -> int:
-        return self.pings + self.bodies + self.runs + self.ticks + self.flips + self.alerts
+        return self.pings + self.bodies + self.runs + self.ticks + self.flips + self.alerts + self.keys
 
 
 def _needed_since(check: Mapping[str, Any]) -> datetime | None:
@@ -130,6 +131,9 @@ class Retention:
             for check in checks:
                 await _prune_check(store, check, now, settings, pruned)
             self.check_cursor = int(checks[-1]["id"]) if len(checks) == CHECKS_PER_TRANSACTION else 0
+            pruned.keys = await store.prune_keys(
+                received_before=now - IDEMPOTENCY_WINDOW, limit=settings.retention_batch
+            )
             pruned.bodies, self.body_cursor = await store.clear_bodies(
                 self.body_cursor,
                 received_before=now - timedelta(seconds=settings.ping_body_retention),

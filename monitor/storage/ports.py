@@ -407,9 +407,13 @@ class RetentionStore(Protocol):
         limit: int,
     ) -> int:
         """Delete pings numbered ``up_to_n`` or below that are not still needed: one of a run
-        in progress (its run has no outcome), a ping of ``run_kinds`` bound to a tick at or
-        after ``ticks_from`` (any tick when ``None``), or one with an ``Idempotency-Key``
-        received after ``keys_since``."""
+        in progress (its run has no outcome), or a ping of ``run_kinds`` bound to a tick at or
+        after ``ticks_from`` (any tick when ``None``). The ``Idempotency-Key`` of a deleted ping
+        received after ``keys_since`` is kept (``ping_keys``), so a repeat is still recognised."""
+        ...
+
+    async def prune_keys(self, *, received_before: datetime, limit: int) -> int:
+        """Forget at most ``limit`` kept keys of pings received at or before ``received_before``."""
         ...
 
     async def prune_runs(self, check_id: int, *, before: datetime, keep_last: int, limit: int) -> int:

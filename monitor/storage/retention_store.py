@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import and_, delete, exists, or_, select, update
+from sqlalchemy import delete, exists, insert, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from monitor.storage import tables as t
@@ -84,12 +84,28 @@ class SqlRetentionStore:
             # a run ping bound to a tick not judged yet (log and ign pings never satisfy a tick)
             p.kind.in_(list(run_kinds))
             & (p.scheduled >= ticks_from if ticks_from is not None else p.scheduled.is_not(None)),
-            # a repeat of it must still be recognised
-            and_(p.idempotency_key.is_not(None), p.received_at > keys_since),
         )
+        query = select(p.id).where(p.check_id == check_id).where(p.n <= up_to_n).where(~needed).limit(limit)
+        ids = list((await self.conn.execute(query)).scalars().all())
+        if not ids:
+            return 0
+        # a repeat of a pruned ping must still be recognised: its key stays in ping_keys
+        await self.conn.execute(
+            insert(t.ping_keys).from_select(
+                ["check_id", "kind", "key", "response_status", "received_at"],
+                select(p.check_id, p.kind, p.idempotency_key, p.response_status, p.received_at)
+                .where(p.id.in_(ids))
+                .where(p.idempotency_key.is_not(None))
+                .where(p.received_at > keys_since),
+            )
+        )
+        await self.conn.execute(delete(t.pings).where(p.id.in_(ids)))
+        return len(ids)
+
+    async def prune_keys(self, *, received_before: datetime, limit: int) -> int:
+        k = t.ping_keys.c
         return await self._delete_ids(
-            t.pings,
-            select(p.id).where(p.check_id == check_id).where(p.n <= up_to_n).where(~needed).limit(limit),
+            t.ping_keys, select(k.id).where(k.received_at <= received_before).order_by(k.id).limit(limit)
         )
 
     async def prune_runs(self, check_id: int, *, before: datetime, keep_last: int, limit: int) -> int:

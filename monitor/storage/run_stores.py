@@ -12,7 +12,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Select, and_, bindparam, or_, select
+from sqlalchemy import Select, and_, bindparam, or_, select, union_all
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from monitor.domain.runs import RunBook
@@ -105,11 +105,19 @@ class SqlPingStore(_Store):
         ids, wanted = set(check_ids), set(keys)
         if not ids or not wanted:
             return []
+        p, k = t.pings.c, t.ping_keys.c
         found = await self.conn.execute(
-            select(t.pings.c.check_id, t.pings.c.kind, t.pings.c.idempotency_key, t.pings.c.response_status)
-            .where(t.pings.c.check_id.in_(ids))
-            .where(t.pings.c.idempotency_key.in_(wanted))
-            .where(t.pings.c.received_at >= since)
+            union_all(
+                select(p.check_id, p.kind, p.idempotency_key, p.response_status)
+                .where(p.check_id.in_(ids))
+                .where(p.idempotency_key.in_(wanted))
+                .where(p.received_at >= since),
+                # the keys of pings retention pruned within their 7 days
+                select(k.check_id, k.kind, k.key, k.response_status)
+                .where(k.check_id.in_(ids))
+                .where(k.key.in_(wanted))
+                .where(k.received_at >= since),
+            )
         )
         return [(int(cid), str(kind), str(key), int(status)) for cid, kind, key, status in found]
 

@@ -264,6 +264,21 @@ pings = Table(
     Index("ix_pings_check_idem", "check_id", "idempotency_key"),
 )
 
+ping_keys = Table(
+    "ping_keys",
+    metadata,
+    # The Idempotency-Key of a ping that retention pruned before the key's 7 days were over
+    # (DESIGN §5: remembered 7 days): a repeat is still recognised, without keeping the ping.
+    Column("id", ID, primary_key=True, autoincrement=True),
+    Column("check_id", ID, ForeignKey("checks.id", ondelete="CASCADE"), nullable=False),
+    Column("kind", String(10), nullable=False),
+    Column("key", String(200), nullable=False),
+    Column("response_status", Integer(), nullable=False),
+    Column("received_at", UTCDateTime(), nullable=False),
+    Index("ix_ping_keys_check_key", "check_id", "key"),
+    Index("ix_ping_keys_received_at", "received_at"),
+)
+
 runs = Table(
     "runs",
     metadata,

@@ -41,6 +41,36 @@ async def test_retention_keeps_the_newest_pings_of_each_check(api: Api) -> None:
     assert await _count(api, t.pings) == 15
 
 
+async def test_keyed_pings_are_pruned_and_their_keys_still_recognise_a_repeat_for_7_days(api: Api) -> None:
+    # a client that sends a fresh Idempotency-Key with every ping (the bundled Python client
+    # does) kept 7 days of pings per check whatever MONITOR_PING_RETENTION said
+    settings = api.settings.replace(ping_retention=3)
+    check = await create_check(api, name="keyed", timeout=60, grace=10, channels="")
+    url = f"/ping/{check['uuid']}/log"
+    for i in range(10):
+        answer = await api.client.get(url, headers={"Idempotency-Key": f"key-{i}"})
+        assert answer.status_code == 200
+        api.clock.advance(60)
+    await Retention(api.engine, settings).pass_(api.clock.now())
+    assert [p["n"] for p in await list_of(api, check["uuid"], "pings")] == [10, 9, 8]
+    assert await _count(api, t.ping_keys) == 7
+    # a repeat of a pruned ping is still recognised: nothing stored, the first answer
+    repeat = await api.client.get(url, headers={"Idempotency-Key": "key-0"})
+    assert (repeat.status_code, repeat.text) == (200, "OK")
+    assert [p["n"] for p in await list_of(api, check["uuid"], "pings")] == [10, 9, 8]
+    # the same key for another kind is another ping (the scope is check and kind)
+    other_kind = await api.client.get(f"/ping/{check['uuid']}/start", headers={"Idempotency-Key": "key-0"})
+    assert other_kind.status_code == 200
+    assert len(await list_of(api, check["uuid"], "pings")) == 4
+    # after 7 days the keys are forgotten, and a repeat is a new ping
+    api.clock.advance(7 * 86_400)
+    await Retention(api.engine, settings).pass_(api.clock.now())
+    assert await _count(api, t.ping_keys) == 0
+    late = await api.client.get(url, headers={"Idempotency-Key": "key-1"})
+    assert late.status_code == 200
+    assert (await list_of(api, check["uuid"], "pings"))[0]["n"] == 12
+
+
 async def test_retention_keeps_the_pings_of_a_run_in_progress(api: Api) -> None:
     settings = api.settings.replace(ping_retention=2)
     check = await create_check(api, name="long", timeout=3600, grace=60, max_runtime=7200, channels="")

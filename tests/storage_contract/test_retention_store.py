@@ -59,17 +59,46 @@ async def test_prune_pings_keeps_those_still_needed_and_stops_at_the_limit(uow: 
     await _ping(uow, check, 2, kind="start", run_id="open")  # of a run in progress
     await _ping(uow, check, 3, kind="success", scheduled=NOW)  # bound to a tick not judged yet
     await _ping(uow, check, 4, kind="success", scheduled=OLD)  # bound to a judged tick: goes
-    await _ping(uow, check, 5, idempotency_key="k", received_at=NOW - timedelta(days=1))  # a repeat
-    await _ping(uow, check, 6, idempotency_key="k6")  # its key forgotten: goes
+    yesterday = NOW - timedelta(days=1)
+    await _ping(
+        uow, check, 5, idempotency_key="k", received_at=yesterday, response_status=201
+    )  # goes, key kept
+    await _ping(uow, check, 6, idempotency_key="k6")  # its key forgotten: goes, key too
     await _ping(uow, check, 7)  # above the cutoff
     prune = {"ticks_from": NOW, "run_kinds": ["success"], "keys_since": NOW - timedelta(days=7)}
     assert await uow.retention.prune_pings(check, up_to_n=6, limit=2, **prune) == 2
-    assert await uow.retention.prune_pings(check, up_to_n=6, limit=2, **prune) == 1
+    assert await uow.retention.prune_pings(check, up_to_n=6, limit=2, **prune) == 2
     assert await uow.retention.prune_pings(check, up_to_n=6, limit=2, **prune) == 0
-    assert await _numbers(uow, check) == [2, 3, 5, 7]
+    assert await _numbers(uow, check) == [2, 3, 7]
+    # the young key stays behind, and a repeat of it is still recognised
+    assert await uow.pings.remembered([check], ["k", "k6"], NOW - timedelta(days=7)) == [
+        (check, "log", "k", 201)
+    ]
     # with no cursor yet every run ping bound to a tick is needed
     assert await uow.retention.prune_pings(check, up_to_n=7, limit=9, **{**prune, "ticks_from": None}) == 1
-    assert await _numbers(uow, check) == [2, 3, 5]
+    assert await _numbers(uow, check) == [2, 3]
+
+
+async def test_prune_keys_forgets_keys_past_their_window_in_batches(uow: UnitOfWork) -> None:
+    project = await add_project(uow)
+    check = await add_check(uow, project)
+    for i, days in enumerate((9, 8, 8, 1)):
+        await uow.connection.execute(
+            t.ping_keys.insert().values(
+                check_id=check,
+                kind="log",
+                key=f"k{i}",
+                response_status=200,
+                received_at=NOW - timedelta(days=days),
+            )
+        )
+    week_ago = NOW - timedelta(days=7)
+    assert await uow.retention.prune_keys(received_before=week_ago, limit=2) == 2
+    assert await uow.retention.prune_keys(received_before=week_ago, limit=2) == 1
+    assert await uow.retention.prune_keys(received_before=week_ago, limit=2) == 0
+    assert await uow.pings.remembered([check], ["k0", "k1", "k2", "k3"], week_ago) == [
+        (check, "log", "k3", 200)
+    ]
 
 
 async def test_prune_runs_ticks_and_flips_keep_the_newest_and_the_young(uow: UnitOfWork) -> None:
