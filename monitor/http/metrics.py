@@ -35,9 +35,11 @@ Series:
   paused), 0 for the others; ``monitor_check_started{uuid, name}`` — a run is in progress;
   ``monitor_check_last_ping_age_seconds{uuid, name}`` — since its last ping (checks never pinged
   have none).
-* ``monitor_pings_total{kind}`` — stored pings by kind; ``monitor_alerts_total{kind}`` — alerts
+* ``monitor_pings_total{kind}`` — pings received by kind; ``monitor_alerts_total{kind}`` — alerts
   by kind; ``monitor_notifications{status}`` — notifications by status (pending, sent, failed);
-  ``monitor_notification_attempts_total{result}`` — delivery attempts, ``ok`` or ``error``.
+  ``monitor_notification_attempts_total{result}`` — delivery attempts, ``ok`` or ``error``. The
+  three counters include the rows retention or a check's deletion removed since
+  (:mod:`monitor.storage.history_totals`): they never go down.
 * ``monitor_evaluator_sweep_duration_seconds`` (summary: ``_count``, ``_sum``) and
   ``monitor_evaluator_last_sweep_duration_seconds`` — this process's sweeps, as recorded through
   :func:`monitor.services.sweeps.record_sweep` (absent until the process has swept).
@@ -289,7 +291,7 @@ class SnapshotCollector:
     def _history_metrics(self) -> Iterator[Metric]:
         s = self.snapshot
         for name, help_text, label, values in (
-            ("monitor_pings", "Stored pings by kind.", "kind", s.pings_by_kind),
+            ("monitor_pings", "Pings received, by kind (pruned ones included).", "kind", s.pings_by_kind),
             ("monitor_alerts", "Alerts raised, by kind.", "kind", s.alerts_by_kind),
             (
                 "monitor_notification_attempts",

@@ -118,9 +118,7 @@ async def metric_counts(engine: Engine, now: datetime, ttl: timedelta, *, per_ch
             pings_by_kind=tuple(await status.counts_by("pings.kind")),
             alerts_by_kind=tuple(await status.counts_by("alerts.kind")),
             notifications_by_status=tuple(await status.counts_by("notifications.status")),
-            attempts_by_result=tuple(
-                ("ok" if key in ("True", "1", "true") else "error", n) for key, n in attempts
-            ),
+            attempts_by_result=tuple(attempts),
             checks=[
                 CheckLine(
                     r["uuid"],

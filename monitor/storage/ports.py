@@ -310,7 +310,9 @@ class StatusStore(Protocol):
 
     async def counts_by(self, column: str) -> list[tuple[str, int]]:
         """Row counts grouped by one of ``pings.kind``, ``alerts.kind``,
-        ``notifications.status``, ``notification_attempts.ok``, ordered by the value."""
+        ``notifications.status``, ``notification_attempts.ok`` (labelled ``ok`` / ``error``),
+        ordered by the label. Pings, alerts and attempts count the deleted rows too
+        (:mod:`monitor.storage.history_totals`), so those counts never go down."""
         ...
 
 

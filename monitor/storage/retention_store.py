@@ -15,6 +15,7 @@ from typing import Any
 from sqlalchemy import delete, exists, insert, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from monitor.storage import history_totals
 from monitor.storage import tables as t
 from monitor.storage.outbox import OPEN_STATUSES
 
@@ -85,10 +86,18 @@ class SqlRetentionStore:
             p.kind.in_(list(run_kinds))
             & (p.scheduled >= ticks_from if ticks_from is not None else p.scheduled.is_not(None)),
         )
-        query = select(p.id).where(p.check_id == check_id).where(p.n <= up_to_n).where(~needed).limit(limit)
-        ids = list((await self.conn.execute(query)).scalars().all())
-        if not ids:
+        query = (
+            select(p.id, p.kind)
+            .where(p.check_id == check_id)
+            .where(p.n <= up_to_n)
+            .where(~needed)
+            .limit(limit)
+        )
+        found = (await self.conn.execute(query)).all()
+        if not found:
             return 0
+        ids = [ping_id for ping_id, _ in found]
+        await history_totals.add_labels(self.conn, history_totals.PINGS, (str(kind) for _, kind in found))
         # a repeat of a pruned ping must still be recognised: its key stays in ping_keys
         await self.conn.execute(
             insert(t.ping_keys).from_select(
@@ -157,10 +166,19 @@ class SqlRetentionStore:
         )
         if keep_key:
             query = query.where(a.key != keep_key)
-        ids = list((await self.conn.execute(query)).scalars().all())
-        if not ids:
+        found = (await self.conn.execute(query.add_columns(a.kind))).all()
+        if not found:
             return 0
+        ids = [alert_id for alert_id, _ in found]
         notification_ids = select(n.id).where(n.alert_id.in_(ids))
+        attempts = t.notification_attempts.c
+        results = await self.conn.execute(
+            select(attempts.ok).where(attempts.notification_id.in_(notification_ids))
+        )
+        await history_totals.add_labels(
+            self.conn, history_totals.ATTEMPTS, (history_totals.result_label(ok) for (ok,) in results)
+        )
+        await history_totals.add_labels(self.conn, history_totals.ALERTS, (str(kind) for _, kind in found))
         await self.conn.execute(
             delete(t.notification_attempts).where(
                 t.notification_attempts.c.notification_id.in_(notification_ids)

@@ -10,6 +10,7 @@ savepoint, so the transaction stays usable.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
@@ -19,7 +20,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from monitor.domain.checks import Status
-from monitor.storage import cluster
+from monitor.storage import cluster, history_totals
 from monitor.storage import tables as t
 from monitor.storage.ports import DuplicateKey
 
@@ -86,6 +87,7 @@ class SqlCheckStore(_Store):
 
     async def delete(self, check_id: int) -> None:
         conn = self.conn
+        await history_totals.count_of_check(conn, check_id)  # the metrics' counters keep them
         for table in (t.pings, t.runs, t.tick_marks, t.flips, t.check_channels):
             await conn.execute(delete(table).where(table.c.check_id == check_id))
         alert_ids = select(t.alerts.c.id).where(t.alerts.c.check_id == check_id)
@@ -466,6 +468,13 @@ _GROUPABLE = {
 }
 
 
+_TOTALLED = {
+    "pings.kind": history_totals.PINGS,
+    "alerts.kind": history_totals.ALERTS,
+    "notification_attempts.ok": history_totals.ATTEMPTS,
+}
+
+
 class SqlStatusStore(_Store):
     """:class:`~monitor.storage.ports.StatusStore` on SQLite and PostgreSQL."""
 
@@ -536,5 +545,12 @@ class SqlStatusStore(_Store):
 
     async def counts_by(self, column: str) -> list[tuple[str, int]]:
         target = _GROUPABLE[column]
-        rows = await self.conn.execute(select(target, func.count()).group_by(target).order_by(target))
-        return [(str(k), int(n)) for k, n in rows]
+        rows = await self.conn.execute(select(target, func.count()).group_by(target))
+        label = history_totals.result_label if column == "notification_attempts.ok" else str
+        counted: Counter[str] = Counter()
+        for key, n in rows:
+            counted[label(key)] += int(n)
+        family = _TOTALLED.get(column)
+        if family is not None:
+            counted.update(await history_totals.totals(self.conn, family))
+        return sorted(counted.items())

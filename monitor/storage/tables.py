@@ -279,6 +279,16 @@ ping_keys = Table(
     Index("ix_ping_keys_received_at", "received_at"),
 )
 
+history_totals = Table(
+    "history_totals",
+    metadata,
+    # rows of pings, alerts and delivery attempts deleted (retention, a deleted check), by label:
+    # /metrics adds them to the stored rows so its *_total counters never go down
+    Column("family", String(40), primary_key=True),
+    Column("label", String(24), primary_key=True),
+    Column("count", BigInteger(), nullable=False),
+)
+
 runs = Table(
     "runs",
     metadata,

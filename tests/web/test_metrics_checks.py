@@ -16,7 +16,7 @@ from monitor.services import sweeps
 from monitor.settings import Settings
 from tests.conftest import Api
 from tests.e2e.test_metrics import Samples, scrape, series, value
-from tests.support.app import create_check
+from tests.support.app import create_check, list_of
 from tests.support.process import REPO_ROOT
 from tests.support.receivers import HttpReceiver
 
@@ -114,3 +114,44 @@ async def test_counts_by_status_without_per_check_series(
     ttl = timedelta(seconds=api.settings.lease_ttl)
     snapshot = await read_snapshot(api.engine, api.clock.now(), 16, ttl, per_check=False)
     assert snapshot.checks == () and dict(snapshot.checks_by_status)["down"] == 1
+
+
+async def test_the_counters_never_go_down_when_retention_prunes_or_a_check_is_deleted(
+    api: Api, http_receiver: HttpReceiver
+) -> None:
+    from monitor.notify.apprise import AppriseNotifier
+    from monitor.services.dispatch import deliver_due
+    from monitor.services.retention import Retention
+
+    channel = await api.client.post(
+        "/api/v3/channels/", json={"name": "hook", "url": http_receiver.url}, headers=api.headers
+    )
+    assert channel.status_code == 201, channel.text
+    kept = await create_check(api, name="kept", channels="*")
+    gone = await create_check(api, name="gone", channels="*")
+    for check in (kept, gone):
+        for _ in range(4):
+            await api.client.get(f"/ping/{check['uuid']}/log")
+        await api.client.get(f"/ping/{check['uuid']}/fail")  # an alert and its notification
+    async with AppriseNotifier(allow_private_targets=True) as notifier:
+        assert await deliver_due(api.engine, notifier, api.clock.now(), settings=api.settings) == 2
+    before = await scrape(api)
+    assert value(before, "monitor_pings_total", kind="log") == 8
+    assert value(before, "monitor_alerts_total", kind="failed") == 2
+    assert value(before, "monitor_notification_attempts_total", result="ok") == 2
+
+    api.clock.advance(200 * 86_400)  # past the 90 days of history
+    await Retention(api.engine, api.settings.replace(ping_retention=1)).pass_(api.clock.now())
+    assert len(await list_of(api, kept["uuid"], "pings")) == 1
+    assert (await api.client.delete(f"/api/v3/checks/{gone['uuid']}", headers=api.headers)).status_code == 200
+
+    after = await scrape(api)
+    for name, labels in (
+        ("monitor_pings_total", {"kind": "log"}),
+        ("monitor_pings_total", {"kind": "fail"}),
+        ("monitor_alerts_total", {"kind": "failed"}),
+        ("monitor_notification_attempts_total", {"result": "ok"}),
+    ):
+        assert value(after, name, **labels) == value(before, name, **labels), (name, labels)
+    await api.client.get(f"/ping/{kept['uuid']}/log")
+    assert value(await scrape(api), "monitor_pings_total", kind="log") == 9
