@@ -153,9 +153,10 @@ def serve(args: argparse.Namespace) -> int:
     _export_environment(args, settings, smtp_port)
     listening = _listening_line(args, settings, smtp_port)
     if not settings.metrics_key and not args.dev:  # uuids are ping credentials
-        from monitor.http.metrics import PUBLIC_METRICS_WARNING
+        from monitor.http.metrics import PUBLIC_CHECK_METRICS_WARNING, PUBLIC_METRICS_WARNING
 
-        logger.warning(PUBLIC_METRICS_WARNING, extra={"action": "metrics_public"})
+        warning = PUBLIC_CHECK_METRICS_WARNING if settings.metrics_per_check else PUBLIC_METRICS_WARNING
+        logger.warning(warning, extra={"action": "metrics_public"})
     _exit_zero_on_sigterm()
     run_uvicorn(
         "monitor.app:app_from_env",

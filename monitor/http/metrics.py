@@ -325,10 +325,17 @@ class SnapshotCollector:
 
 
 PUBLIC_METRICS_WARNING = (
-    "MONITOR_METRICS_KEY is unset: /metrics is public and lists every check's uuid, which is its "
-    "ping credential; set MONITOR_METRICS_KEY in production"
+    "MONITOR_METRICS_KEY is unset: /metrics is public and shows how many checks are down and how "
+    "many pings and alerts there were; set MONITOR_METRICS_KEY in production"
 )
-"""Logged once by ``monitor serve`` (not ``--dev``) when :attr:`Settings.metrics_key` is unset."""
+"""Logged once by ``monitor serve`` (not ``--dev``) when :attr:`Settings.metrics_key` is unset
+and the per-check series are off."""
+
+PUBLIC_CHECK_METRICS_WARNING = (
+    "MONITOR_METRICS_KEY is unset: /metrics is public and, with MONITOR_METRICS_PER_CHECK=1, lists "
+    "every check's uuid, which is its ping credential; set MONITOR_METRICS_KEY in production"
+)
+"""The same, when the per-check series (labelled with each check's uuid) are on."""
 
 
 def _unauthorized(message: str) -> Response[dict[str, str]]:

@@ -18,7 +18,7 @@ from prometheus_client import exposition
 from sqlalchemy import select, update
 
 from monitor.domain.checks import PingKind
-from monitor.http.metrics import PUBLIC_METRICS_WARNING
+from monitor.http.metrics import PUBLIC_CHECK_METRICS_WARNING, PUBLIC_METRICS_WARNING
 from monitor.services import dashboard, users
 from monitor.services.ingest import PingRequest, ingest_pings
 from monitor.storage import tables as t
@@ -235,6 +235,7 @@ def test_serve_warns_when_metrics_are_public_and_answers_head(tmp_path: Path) ->
     with MonitorProcess.serve(port, env=env, cwd=REPO_ROOT, logs=logs, name="serve", dev=False) as proc:
         proc.wait_healthy()
         assert PUBLIC_METRICS_WARNING in proc.stderr
+        assert "uuid" not in PUBLIC_METRICS_WARNING  # no uuid is shown without the per-check series
         for path, status in (("/login", b"200"), ("/", b"303")):  # HEAD answers like GET
             head = subprocess.run(
                 [CURL, "-sS", "-I", "-o", "/dev/null", "-w", "%{http_code}", f"{proc.base}{path}"],
@@ -251,6 +252,13 @@ def test_serve_warns_when_metrics_are_public_and_answers_head(tmp_path: Path) ->
         )
         assert "content-type: text/plain; version=0.0.4; charset=utf-8\r\n" in metrics.stdout.decode().lower()
         assert proc.terminate() == 0
+    per_check = {**env, "MONITOR_METRICS_PER_CHECK": "1"}
+    with MonitorProcess.serve(
+        free_port(), env=per_check, cwd=REPO_ROOT, logs=logs, name="serve2", dev=False
+    ) as again:
+        again.wait_healthy()
+        assert PUBLIC_CHECK_METRICS_WARNING in again.stderr and PUBLIC_METRICS_WARNING not in again.stderr
+        assert again.terminate() == 0
 
 
 async def test_a_test_send_to_a_target_that_never_answers_says_it_timed_out(api: Api) -> None:
