@@ -473,12 +473,18 @@ async def create_many(
         rows.append(values)
         links.append(wanted)
     slugs = [r["slug"] for r in rows if r.get("slug")]
-    if len(slugs) != len(set(slugs)):
-        raise Conflict("slug: the list gives one slug to two checks")
+    first_with: dict[str, int] = {}
+    for index, row in enumerate(rows):
+        slug = row.get("slug")
+        if slug and slug in first_with:
+            raise Conflict(f"[{index}].slug: {slug!r} is also the slug of [{first_with[slug]}]")
+        if slug:
+            first_with[slug] = index
     uow = UnitOfWork.joining(conn)
     taken = await uow.checks.first_taken_slug(project_id, slugs)
     if taken is not None:
-        raise _slug_taken(taken)
+        where = f"[{first_with[taken]}]." if taken in first_with else ""
+        raise Conflict(f"{where}{_slug_taken(taken)}")
     try:
         ids = await uow.checks.insert_many(rows)
     except DuplicateKey:  # a concurrent transaction took a slug after our check

@@ -45,9 +45,10 @@ async def test_one_bad_check_in_a_list_creates_none_and_names_it(api: Api) -> No
     answer = await api.client.post("/api/v3/checks/", json=body, headers=api.headers)
     assert answer.status_code == 400
     assert answer.json()["error"].startswith("[1].schedule: "), answer.json()
-    twice = [{"name": "a", "slug": "same"}, {"name": "b", "slug": "same"}]
+    twice = [{"name": "a", "slug": "same"}, {"name": "c"}, {"name": "b", "slug": "same"}]
     answer = await api.client.post("/api/v3/checks/", json=twice, headers=api.headers)
-    assert answer.status_code == 409 and answer.json()["error"].startswith("slug: ")
+    assert answer.status_code == 409
+    assert answer.json() == {"error": "[2].slug: 'same' is also the slug of [0]"}
     answer = await api.client.post("/api/v3/checks/", json=[], headers=api.headers)
     assert answer.status_code == 400 and answer.json()["error"].startswith("body: ")
     answer = await api.client.post("/api/v3/checks/", json=[{"name": "x"}] * 1001, headers=api.headers)
@@ -57,6 +58,13 @@ async def test_one_bad_check_in_a_list_creates_none_and_names_it(api: Api) -> No
     )
     assert answer.status_code == 400 and answer.json()["error"].startswith("[0].unique: ")
     assert await _count(api) == 0
+    taken = await api.client.post("/api/v3/checks/", json={"name": "t", "slug": "taken"}, headers=api.headers)
+    assert taken.status_code == 201
+    clash = [{"name": "a", "slug": "free"}, {"name": "b", "slug": "taken"}]
+    answer = await api.client.post("/api/v3/checks/", json=clash, headers=api.headers)
+    assert answer.status_code == 409
+    assert answer.json() == {"error": "[1].slug: 'taken' is already used by another check in this project"}
+    assert await _count(api) == 1
 
 
 async def test_a_list_is_refused_for_a_read_only_key(api: Api) -> None:
