@@ -23,6 +23,7 @@ import httpx
 import pytest
 
 from monitor import cli
+from monitor.domain.shards import shard_of
 from monitor.storage import cluster
 from monitor.storage.engine import make_engine, migrate
 from tests.e2e.test_evaluation_ha import (
@@ -144,6 +145,8 @@ def test_mismatched_shard_counts_evaluate_every_check_once_and_reshard_while_run
     grown = _reshard(url, capsys, "6")
     assert (grown["shards_before"], grown["shards"], grown["leases_removed"]) == (RECORDED, 6, [])
     more = create_checks(http.base, 12, "grown")
+    while not {shard_of(u, 6) for u in more} & {4, 5}:  # 12 random uuids miss both 1 time in 130
+        more += create_checks(http.base, 1, f"grown{len(more)}")
     ping_all(http.base, more)
     wait_until(lambda: _held_by(url, pids, 6), timeout=10, interval=0.1, what="shard-0..5 held")
     later = assert_one_missed_alert_each(url, more, timeout=15)
