@@ -5,8 +5,10 @@ its work took: on a loaded machine an evaluator whose round (rebalance, sweep) t
 sweeps every 0.6 s instead of every 0.5 s, and the failover bound of DESIGN §6 / the README
 (``2 × MONITOR_EVALUATE_INTERVAL + MONITOR_LEASE_TTL``) no longer holds. :class:`Cadence`
 sleeps only until ``interval`` after the previous beat started, so the work's own time comes
-out of the wait; when the work overran the interval the next beat starts at once, and the
-schedule restarts from there (no burst of beats to catch up).
+out of the wait. When the work overran the interval, the next beat starts after a short rest
+(``min_rest``, a tenth of the interval by default) rather than at once: an overloaded evaluator
+does not run its rounds back to back, holding the SQLite writer and a core, and the schedule
+restarts from there (no burst of beats to catch up).
 """
 
 from __future__ import annotations
@@ -21,6 +23,8 @@ class Cadence:
 
     Args:
         interval: seconds between the starts of two beats (> 0).
+        min_rest: the least sleep between the end of an overrunning piece of work and the next
+            beat, in seconds (default ``interval / 10``; 0: none).
         monotonic: the clock, in seconds (default :func:`time.monotonic`; tests drive their own).
         sleep: ``await sleep(seconds)`` (default :func:`asyncio.sleep`).
     """
@@ -29,12 +33,14 @@ class Cadence:
         self,
         interval: float,
         *,
+        min_rest: float | None = None,
         monotonic: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], Awaitable[object]] = asyncio.sleep,
     ) -> None:
         if interval <= 0:
             raise ValueError(f"interval: {interval!r} must be positive (seconds)")
         self.interval = interval
+        self.min_rest = interval / 10 if min_rest is None else max(0.0, min_rest)
         self._monotonic = monotonic
         self._sleep = sleep
         self._last: float | None = None
@@ -44,10 +50,10 @@ class Cadence:
         self._last = self._monotonic()
 
     async def wait(self) -> None:
-        """Sleep until ``interval`` after the previous beat (at once if that has passed, or if
-        there was none), then count this instant as the next beat."""
+        """Sleep until ``interval`` after the previous beat (``min_rest`` if that has passed; not
+        at all if there was none), then count this instant as the next beat."""
         if self._last is not None:
-            remaining = self._last + self.interval - self._monotonic()
+            remaining = max(self._last + self.interval - self._monotonic(), self.min_rest)
             if remaining > 0:
                 await self._sleep(remaining)
         self._last = self._monotonic()

@@ -35,32 +35,45 @@ def test_the_work_between_beats_comes_out_of_the_wait() -> None:
 
     async def loop() -> None:
         cadence.start()
-        for work in (0.1, 0.3, 0.0, 0.49):
+        for work in (0.1, 0.3, 0.0, 0.45):
             clock.now += work
             await cadence.wait()
             beats.append(round(clock.now, 6))
 
     asyncio.run(loop())
     assert beats == [100.5, 101.0, 101.5, 102.0]
-    assert clock.slept == [0.4, 0.2, 0.5, 0.01]
+    assert clock.slept == [0.4, 0.2, 0.5, 0.05]
 
 
-def test_an_overrun_beats_at_once_and_the_schedule_restarts_from_there() -> None:
+def test_an_overrun_rests_a_tenth_of_the_interval_and_the_schedule_restarts_from_there() -> None:
     clock = DrivenClock()
     cadence = _cadence(clock)
     beats: list[float] = []
 
     async def loop() -> None:
         cadence.start()
-        for work in (1.7, 0.1):
+        for work in (1.7, 0.1, 0.48):
             clock.now += work
             await cadence.wait()
             beats.append(round(clock.now, 6))
 
     asyncio.run(loop())
-    # no catch-up burst of three beats after the 1.7 s overrun
-    assert beats == [101.7, 102.2]
-    assert clock.slept == [0.4]
+    # no catch-up burst of three beats after the 1.7 s overrun, and no beat back to back
+    assert beats == [101.75, 102.25, 102.78]
+    assert clock.slept == [0.05, 0.4, 0.05]
+
+
+def test_min_rest_zero_beats_at_once_after_an_overrun() -> None:
+    clock = DrivenClock()
+    cadence = Cadence(0.5, min_rest=0, monotonic=clock.monotonic, sleep=clock.sleep)
+
+    async def loop() -> None:
+        cadence.start()
+        clock.now += 1.7
+        await cadence.wait()
+
+    asyncio.run(loop())
+    assert (clock.now, clock.slept) == (101.7, [])
 
 
 def test_the_first_wait_without_a_start_does_not_sleep() -> None:
