@@ -325,6 +325,7 @@ def _sigkill_round(cluster: Cluster, round_: int, count: int) -> float:
     return takeover
 
 
+@pytest.mark.slow
 def test_sigkill_busiest_replica_mid_sweep_shards_taken_over_nothing_lost_or_doubled(
     cluster: Cluster,
 ) -> None:
@@ -337,6 +338,7 @@ def test_sigkill_busiest_replica_twenty_times(cluster: Cluster) -> None:
     print(f"takeover after SIGKILL: max {max(takeovers):.2f}s, mean {sum(takeovers) / len(takeovers):.2f}s")
 
 
+@pytest.mark.slow
 def test_sigstopped_leader_is_fenced_after_takeover(cluster: Cluster) -> None:
     cluster.balanced(3)
     uuids = create_checks(cluster.http.base, 60, "stall")
@@ -392,6 +394,7 @@ def test_sigstopped_leader_is_fenced_after_takeover(cluster: Cluster) -> None:
 # ---------------------------------------------------------------- SQLite
 
 
+@pytest.mark.slow
 def test_sqlite_two_evaluators_sigkill_holder_takeover_within_ttl(tmp_path: Path) -> None:
     url = f"sqlite+aiosqlite:///{tmp_path / 'monitor.db'}"
     http = _http_only_process(url, tmp_path)

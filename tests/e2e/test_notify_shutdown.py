@@ -14,12 +14,15 @@ import socket
 import time
 from pathlib import Path
 
+import pytest
+
 from tests.support.process import MonitorProcess, checkout_env, curl_api, curl_ping
 from tests.support.receivers import free_port
 
 API_KEY = "shutdown-test-key-0123456789"
 
 
+@pytest.mark.slow
 def test_sigterm_abandons_a_hung_smtp_delivery(tmp_path: Path) -> None:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as silent:
         silent.bind(("127.0.0.1", 0))

@@ -31,7 +31,7 @@ from monitor.storage.engine import make_engine, migrate
 from tests.support.process import MonitorProcess, checkout_env, throwaway_postgres, wait_until
 from tests.support.receivers import HttpReceiver
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
 
 async def _seed(database_url: str, receiver_url: str) -> None:

@@ -35,7 +35,7 @@ from tests.support.pg_cluster import PgCluster
 from tests.support.process import MonitorProcess, checkout_env, wait_until
 from tests.support.receivers import HttpReceiver, free_port
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
 API_KEY = "pg-restart-key-0123456789"
 TTL = 1.0

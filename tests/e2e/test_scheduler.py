@@ -65,6 +65,7 @@ def echo_job(name: str, out: Path, schedule: str = "*/2 * * * * *", **keys: str)
     )
 
 
+@pytest.mark.slow
 def test_three_replicas_run_every_tick_once_across_a_sigkill_of_the_holder(stack: Stack) -> None:
     out = stack.directory / "every2s.txt"
     replicas = [stack.scheduler("replica", echo_job("every2s", out)) for _ in range(3)]
@@ -155,6 +156,7 @@ def _overlapping(rows: list[dict[str, Any]]) -> bool:
     return any(b[0] < a[1] for a, b in itertools.pairwise(spans))
 
 
+@pytest.mark.slow
 def test_a_5s_job_on_a_2s_schedule_under_each_policy(stack: Stack) -> None:
     scheduler = stack.scheduler("policies", POLICY_JOBS, grace=0.5)
     try:
@@ -224,6 +226,7 @@ CATCHUP_JOBS = "".join(
 )
 
 
+@pytest.mark.slow
 def test_ten_ticks_of_downtime_under_each_catchup_setting(stack: Stack) -> None:
     jobs = CATCHUP_JOBS.replace("{dir}", str(stack.directory))
     outs = {m: stack.directory / f"catch-{m}.txt" for m in ("all", "latest", "none")}

@@ -33,7 +33,7 @@ from monitor.scheduler.runner import HOLDER_DIED, ROUND, STALE_REASON
 from tests.support.process import MonitorProcess, wait_until
 from tests.support.scheduler_stack import Stack, lines, parse, scheduler_stack
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
 API_KEY = "scheduler-failover-key-0123456789"
 TTL = 2.0

@@ -59,6 +59,7 @@ def job(name: str, out: Path, schedule: str, **keys: str) -> str:
     return f"{head}{extra}command = '{command}'\n"
 
 
+@pytest.mark.slow
 def test_a_replica_stopped_inside_a_fence_transaction_loses_its_lease_cleanly_and_goes_on(
     stack: Stack,
 ) -> None:

@@ -28,6 +28,7 @@ def test_ping_urls_follow_the_served_port_without_base_url(tmp_path: Path) -> No
         assert check["ping_url"] == f"http://127.0.0.1:{port}/ping/{check['uuid']}"
 
 
+@pytest.mark.slow
 def test_a_restart_longer_than_the_outage_gap_pages_once_not_a_storm(
     tmp_path: Path, http_receiver: HttpReceiver
 ) -> None:
