@@ -68,9 +68,10 @@ async def count_of_check(conn: AsyncConnection, check_id: int) -> None:
     kinds = await conn.execute(select(a.kind, func.count()).where(a.check_id == check_id).group_by(a.kind))
     await add(conn, ALERTS, {str(k): int(c) for k, c in kinds})
     results = await conn.execute(
-        select(at.ok)
+        select(at.ok, func.count())
         .join(t.notifications, n.id == at.notification_id)
         .join(t.alerts, a.id == n.alert_id)
         .where(a.check_id == check_id)
+        .group_by(at.ok)
     )
-    await add_labels(conn, ATTEMPTS, (result_label(ok) for (ok,) in results))
+    await add(conn, ATTEMPTS, {result_label(ok): int(c) for ok, c in results})

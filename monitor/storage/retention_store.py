@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import delete, exists, insert, or_, select, update
+from sqlalchemy import delete, exists, func, insert, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from monitor.storage import history_totals
@@ -173,10 +173,12 @@ class SqlRetentionStore:
         notification_ids = select(n.id).where(n.alert_id.in_(ids))
         attempts = t.notification_attempts.c
         results = await self.conn.execute(
-            select(attempts.ok).where(attempts.notification_id.in_(notification_ids))
+            select(attempts.ok, func.count())
+            .where(attempts.notification_id.in_(notification_ids))
+            .group_by(attempts.ok)
         )
-        await history_totals.add_labels(
-            self.conn, history_totals.ATTEMPTS, (history_totals.result_label(ok) for (ok,) in results)
+        await history_totals.add(
+            self.conn, history_totals.ATTEMPTS, {history_totals.result_label(ok): int(c) for ok, c in results}
         )
         await history_totals.add_labels(self.conn, history_totals.ALERTS, (str(kind) for _, kind in found))
         await self.conn.execute(
