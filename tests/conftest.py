@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import shutil
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from dataclasses import dataclass
@@ -84,12 +85,37 @@ async def _truncate(url: str) -> None:
         await conn.close()
 
 
+@pytest.fixture(scope="session")
+def sqlite_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A SQLite file migrated once for this test session (worker): each test's file is a copy
+    of it, a fraction of a millisecond instead of running every migration again (~0.3 s)."""
+    path = tmp_path_factory.mktemp("template") / "monitor.db"
+
+    async def setup() -> None:
+        engine = make_engine(f"sqlite+aiosqlite:///{path}")
+        try:
+            await migrate(engine)
+        finally:
+            await engine.dispose()  # the last connection's close checkpoints the WAL into the file
+
+    asyncio.run(setup())
+    return path
+
+
+def fresh_sqlite_url(template: Path, directory: Path) -> str:
+    """The URL of a new migrated, empty SQLite file in ``directory``, copied from ``template``."""
+    path = directory / "monitor.db"
+    shutil.copyfile(template, path)
+    return f"sqlite+aiosqlite:///{path}"
+
+
 @pytest.fixture(params=["sqlite", "postgres"])
 def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    """A migrated database with no rows: a fresh SQLite file, or the session's PostgreSQL
-    database emptied (TRUNCATE) before the test — much cheaper than a database per test."""
+    """A migrated database with no rows: a fresh SQLite file (a copy of the session's migrated
+    template), or the session's PostgreSQL database emptied (TRUNCATE) before the test — much
+    cheaper than a database per test."""
     if request.param == "sqlite":
-        yield f"sqlite+aiosqlite:///{tmp_path / 'monitor.db'}"
+        yield fresh_sqlite_url(request.getfixturevalue("sqlite_template"), tmp_path)
         return
     url = request.getfixturevalue("pg_shared")
     asyncio.run(_truncate(url))
@@ -110,8 +136,8 @@ def empty_database_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterat
 
 @pytest.fixture
 async def engine(database_url: str) -> AsyncIterator[AsyncEngine]:
+    """An engine on ``database_url`` (already migrated)."""
     engine = make_engine(database_url)
-    await migrate(engine)
     yield engine
     await engine.dispose()
 

@@ -13,14 +13,14 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import Api
+from tests.conftest import Api, fresh_sqlite_url
 
 
 @pytest.fixture
-def database_url(tmp_path: Path) -> Iterator[str]:
+def database_url(tmp_path: Path, sqlite_template: Path) -> Iterator[str]:
     """SQLite only: these pin HTTP behaviour that no SQL differs in, and the management API's
     own tests (tests/e2e/test_management_api.py) run every endpoint on PostgreSQL too."""
-    yield f"sqlite+aiosqlite:///{tmp_path / 'monitor.db'}"
+    yield fresh_sqlite_url(sqlite_template, tmp_path)
 
 
 OTHER_PROJECT_KEY = "bobs-project-api-key-0123456789"
