@@ -199,7 +199,7 @@ MakeApi = Callable[..., Awaitable[Api]]
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Group tests for ``pytest -n 2 --dist loadgroup`` (the README's test command).
+    """Group tests for ``pytest -n 3 --dist loadgroup`` (the README's test command).
 
     Every test under ``tests/e2e/`` that runs real processes runs on one worker, one after
     another: those tests run against real time (takeover within a TTL, ticks of seconds
