@@ -19,7 +19,8 @@ import weakref
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar, cast
 
-from sqlalchemy import Table, text
+from sqlalchemy import ColumnElement, Table, any_, bindparam, text
+from sqlalchemy.dialects import postgresql
 from sqlalchemy.engine import Dialect
 from sqlalchemy.ext.asyncio import AsyncConnection
 from sqlalchemy.sql.elements import TextClause
@@ -35,6 +36,20 @@ _Processors = tuple[Callable[[Any], Any] | None, ...]
 _cache: weakref.WeakKeyDictionary[Dialect, dict[tuple[Any, ...], Any]] = weakref.WeakKeyDictionary()
 """Per dialect, what :func:`_memo` built: the ingest writes the same few column lists in
 every batch, so their bind processors and statement texts are looked up once."""
+
+
+def member_of(column: ColumnElement[Any], name: str, *, postgres: bool) -> ColumnElement[bool]:
+    """``column`` is one of the list bound as parameter ``name``.
+
+    SQLite: ``column IN (…)`` with an expanding parameter. PostgreSQL: ``column = ANY(:name)``
+    with the list bound as one array of the column's type: the statement text stays the same
+    whatever the list's length (asyncpg prepares it once), and SQLAlchemy does not render and
+    cast one placeholder per value on every execution, which cost more than the query at a few
+    hundred ids (the sweep and the ingest run such lists in every batch).
+    """
+    if postgres:
+        return column == any_(bindparam(name, type_=postgresql.ARRAY(column.type)))
+    return column.in_(bindparam(name, expanding=True))
 
 
 def _memo(dialect: Dialect, key: tuple[Any, ...], build: Callable[[], T]) -> T:

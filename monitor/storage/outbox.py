@@ -199,13 +199,17 @@ async def raise_count(
     )
 
 
-_CHECK_ROUTES = (
-    select(t.check_channels.c.check_id, t.channels.c.id, t.channels.c.kinds)
-    .join(t.check_channels, t.check_channels.c.channel_id == t.channels.c.id)
-    .where(t.check_channels.c.check_id.in_(bindparam("ids", expanding=True)))
-    .order_by(t.check_channels.c.check_id, t.channels.c.id)
-)
-"""Built once: every sweep batch that alerts reads its checks' routes."""
+_CHECK_ROUTES = {
+    postgres: (
+        select(t.check_channels.c.check_id, t.channels.c.id, t.channels.c.kinds)
+        .join(t.check_channels, t.check_channels.c.channel_id == t.channels.c.id)
+        .where(bulk.member_of(t.check_channels.c.check_id, "ids", postgres=postgres))
+        .order_by(t.check_channels.c.check_id, t.channels.c.id)
+    )
+    for postgres in (False, True)
+}
+"""Built once per dialect (SQLite, PostgreSQL): every sweep batch that alerts reads its checks'
+routes."""
 
 
 async def check_routes(conn: AsyncConnection, check_ids: Collection[int]) -> dict[int, list[Route]]:
@@ -213,7 +217,8 @@ async def check_routes(conn: AsyncConnection, check_ids: Collection[int]) -> dic
     routes: dict[int, list[Route]] = defaultdict(list)
     if not check_ids:
         return routes
-    rows = await conn.execute(_CHECK_ROUTES, {"ids": sorted(set(check_ids))})
+    statement = _CHECK_ROUTES[conn.dialect.name == "postgresql"]
+    rows = await conn.execute(statement, {"ids": sorted(set(check_ids))})
     for check_id, channel_id, kinds in rows.all():
         routes[check_id].append(Route(channel_id=channel_id, kinds=kinds))
     return routes

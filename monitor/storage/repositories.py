@@ -197,7 +197,9 @@ async def load_books(
             or scheduled in tick_sets.get(cid, ())
         )
 
-    runs_query, marks_query = _book_selects(floor is not None, bool(all_rids), bool(all_ticks))
+    runs_query, marks_query = _book_selects(
+        floor is not None, bool(all_rids), bool(all_ticks), conn.dialect.name == "postgresql"
+    )
     params: dict[str, Any] = {}
     if floor is not None:
         params["floor"] = floor
@@ -224,19 +226,22 @@ async def load_books(
 
 
 @functools.cache
-def _book_selects(floor: bool, rids: bool, ticks: bool) -> tuple[Executable, Executable | None]:
+def _book_selects(
+    floor: bool, rids: bool, ticks: bool, postgres: bool
+) -> tuple[Executable, Executable | None]:
     """The SELECTs of :func:`load_books` (runs, tick marks or ``None``) for the conditions a
     batch has: a cutoff ``floor``, named ``rids``, named ``ticks``. Their parameters are
-    ``ids`` (a chunk of check ids, expanding), ``floor`` (aware UTC), ``rids`` and ``ticks``
-    (expanding). Built once per combination: the ingest loads books in every batch.
+    ``ids`` (a chunk of check ids), ``floor`` (aware UTC), ``rids`` and ``ticks`` (lists, bound
+    as :func:`monitor.storage.bulk.member_of` binds them on each dialect). Built once per
+    combination and dialect: the ingest loads books in every batch.
 
     One SELECT per condition, UNIONed: each arm uses its own index (the open-runs partial
     index, or a range on (check_id, scheduled)); an OR of them would scan every run of the
     checks, which grows with their history.
     """
     r, m = t.runs.c, t.tick_marks.c
-    in_chunk = r.check_id.in_(bindparam("ids", expanding=True))
-    marks_in_chunk = m.check_id.in_(bindparam("ids", expanding=True))
+    in_chunk = bulk.member_of(r.check_id, "ids", postgres=postgres)
+    marks_in_chunk = bulk.member_of(m.check_id, "ids", postgres=postgres)
     arms = [select(t.runs).where(in_chunk).where(r.outcome.is_(None))]
     mark_arms = []
     if floor:
@@ -247,13 +252,14 @@ def _book_selects(floor: bool, rids: bool, ticks: bool) -> tuple[Executable, Exe
             .where(m.scheduled >= bindparam("floor"))
         )
     if rids:
-        arms.append(select(t.runs).where(in_chunk).where(r.rid.in_(bindparam("rids", expanding=True))))
+        arms.append(select(t.runs).where(in_chunk).where(bulk.member_of(r.rid, "rids", postgres=postgres)))
     if ticks:
-        arms.append(select(t.runs).where(in_chunk).where(r.scheduled.in_(bindparam("ticks", expanding=True))))
+        on_ticks = bulk.member_of(r.scheduled, "ticks", postgres=postgres)
+        arms.append(select(t.runs).where(in_chunk).where(on_ticks))
         mark_arms.append(
             select(m.check_id, m.scheduled, m.outcome)
             .where(marks_in_chunk)
-            .where(m.scheduled.in_(bindparam("ticks", expanding=True)))
+            .where(bulk.member_of(m.scheduled, "ticks", postgres=postgres))
         )
     runs = union(*arms) if len(arms) > 1 else arms[0]
     marks = (union(*mark_arms) if len(mark_arms) > 1 else mark_arms[0]) if mark_arms else None

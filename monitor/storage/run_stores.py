@@ -12,7 +12,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Select, and_, bindparam, or_, select, union_all
+from sqlalchemy import Select, and_, or_, select, union_all
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from monitor.domain.runs import RunBook
@@ -32,11 +32,18 @@ inserted row leaves out."""
 
 
 def _lock_statements(column: Any) -> tuple[Select[Any], Select[Any]]:
-    """Whole check rows whose ``column`` is in the expanding parameter ``wanted``, in id order:
-    (SQLite, PostgreSQL ``FOR UPDATE``). Built once: the ingest locks every batch's checks,
-    and building the statement each time cost more than running it."""
-    plain = select(t.checks).where(column.in_(bindparam("wanted", expanding=True))).order_by(t.checks.c.id)
-    return plain, plain.with_for_update()
+    """Whole check rows whose ``column`` is in the list parameter ``wanted``, in id order:
+    (SQLite, PostgreSQL ``FOR UPDATE``), the list bound as :func:`monitor.storage.bulk.member_of`
+    binds it on each. Built once: the ingest locks every batch's checks, and building the
+    statement each time cost more than running it."""
+    plain = select(t.checks).where(bulk.member_of(column, "wanted", postgres=False)).order_by(t.checks.c.id)
+    locked = (
+        select(t.checks)
+        .where(bulk.member_of(column, "wanted", postgres=True))
+        .order_by(t.checks.c.id)
+        .with_for_update()
+    )
+    return plain, locked
 
 
 _BY_UUID = _lock_statements(t.checks.c.uuid)
