@@ -22,9 +22,9 @@ is one transaction:
    of the alerts, one read of the routes, one insert of the notifications).
 
 On a SQLite file a batch runs whole in one worker-thread call (:meth:`UnitOfWork.run`), not a
-thread hop per driver call. On PostgreSQL :data:`PIPELINES` batches are in flight at once,
-each on its own connection: one batch's statements run in the server while another is judged
-in Python.
+thread hop per driver call. On PostgreSQL, once a first batch came back full,
+:data:`PIPELINES` batches are in flight at once, each on its own connection: one batch's
+statements run in the server while another is judged in Python.
 
 Flips and alerts record the fencing token of the shard their check belongs to. The statements
 are in :mod:`monitor.storage.detection_stores` (the :class:`~monitor.storage.ports.DetectionStore`
@@ -149,8 +149,14 @@ async def evaluate_due(
         fence=fence,
     )
     if engine.dialect.name != "postgresql" or pipelines < 2:
-        return await sweep.batches(MAX_ROUNDS)
-    return await _in_pipelines(sweep.batches, pipelines)
+        judged, _ = await sweep.batches(MAX_ROUNDS)
+        return judged
+    # the first batch alone: most sweeps find fewer due checks than one batch holds, and the
+    # other pipelines' empty transactions (a fence and a select each) would only slow it
+    judged, more = await sweep.batches(1)
+    if not more:
+        return judged
+    return judged + await _in_pipelines(sweep.batches, pipelines, MAX_ROUNDS - 1)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -166,16 +172,16 @@ class _Sweep:
     shards: list[int] | None
     fence: Fence | None
 
-    async def batches(self, rounds: int) -> int:
+    async def batches(self, rounds: int) -> tuple[int, bool]:
         """Up to ``rounds`` batches, until one finds fewer than ``batch`` due checks; returns
-        how many checks they judged."""
+        how many checks they judged, and whether more may be due (the last batch was full)."""
         judged = 0
         for _ in range(rounds):
             found, fetched = await UnitOfWork.run(self.engine, self._one_batch)
             judged += found
             if fetched < self.batch:
-                break
-        return judged
+                return judged, False
+        return judged, True
 
     async def _one_batch(self, uow: UnitOfWork) -> tuple[int, int]:
         if self.fence is not None:
@@ -187,19 +193,22 @@ class _Sweep:
         return len(rows), fetched
 
 
-async def _in_pipelines(batches: Callable[[int], Awaitable[int]], pipelines: int) -> int:
-    """PostgreSQL: ``pipelines`` loops of batches at once, each transaction on its own
-    connection (``lock_due`` skips the rows another batch holds), so one batch's statements run
-    in the server while another is judged in Python. The first failure (a refused fence)
-    cancels the others, rolling their transactions back, and propagates as it is.
+async def _in_pipelines(
+    batches: Callable[[int], Awaitable[tuple[int, bool]]], pipelines: int, rounds: int
+) -> int:
+    """PostgreSQL: ``pipelines`` loops of batches at once (``rounds`` batches between them at
+    most), each transaction on its own connection (``lock_due`` skips the rows another batch
+    holds), so one batch's statements run in the server while another is judged in Python.
+    The first failure (a refused fence) cancels the others, rolling their transactions back,
+    and propagates as it is.
 
     Returns:
         How many checks the loops judged together.
     """
-    rounds = -(-MAX_ROUNDS // pipelines)
-    tasks = [asyncio.ensure_future(batches(rounds)) for _ in range(pipelines)]
+    each = -(-rounds // pipelines)
+    tasks = [asyncio.ensure_future(batches(each)) for _ in range(pipelines)]
     try:
-        return sum(await asyncio.gather(*tasks))
+        return sum(judged for judged, _ in await asyncio.gather(*tasks))
     except BaseException:
         for task in tasks:
             task.cancel()
