@@ -46,6 +46,10 @@ class SilentListener:
             self._held.append(conn)
 
     def close(self) -> None:
+        # shutdown first: close() alone does not wake the thread blocked in accept() (Linux),
+        # and the join below then waited its whole 5 s on every listener
+        with contextlib.suppress(OSError):
+            self._server.shutdown(socket.SHUT_RDWR)
         self._server.close()
         for conn in self._held:
             conn.close()
