@@ -39,6 +39,18 @@ MONITOR_RUN = str(Path(sys.executable).parent / "monitor-run")
 SLACK = 2.0
 """Seconds allowed beyond the documented bound: the interpreter's start and a loaded machine."""
 
+# Each silent-monitor test below must tell the new behaviour (the finish gets S =
+# SILENT_FINISH_TIMEOUT = 1 s) from the old one (the finish got another whole timeout T), within
+# the slack it allows (SLACK = 2 s for the wrappers, 0.5 s for the Python clients):
+# * start timeout, quick command: new ~ T + S, old ~ 2T; bound T + S + slack; old fails when
+#   T > S + slack: wrappers T > 3 (T = 4: bound 7 s, old 8 s), clients T > 1.5 (T = 2: bound 3.5 s,
+#   old 4 s).
+# * long command (R > T, the start times out during it): new ~ R + S, old ~ R + T; bound
+#   R + S + SLACK; old fails when T > 3: T = 4, R = 5 (bound 8 s, old 9 s).
+WRAPPER_TIMEOUT = 4
+LONG_COMMAND = 5
+CLIENT_TIMEOUT = 2
+
 
 def parse(text: str) -> datetime:
     return datetime.fromisoformat(text.replace("Z", "+00:00"))
@@ -138,19 +150,20 @@ def _monitor_run(listener: SilentListener, timeout: float, *command: str) -> tup
 
 def test_monitor_run_against_a_silent_monitor_exits_soon_after_a_long_command() -> None:
     with SilentListener() as listener:
-        status, elapsed = _monitor_run(listener, 5, "sh", "-c", "sleep 6; exit 5")
+        status, elapsed = _monitor_run(listener, WRAPPER_TIMEOUT, "sh", "-c", f"sleep {LONG_COMMAND}; exit 5")
         assert listener.accepted >= 2  # the start and the finish both reached the socket
     assert status == 5
-    # the start timed out during the command; the finish had SILENT_FINISH_TIMEOUT, not 5 s more
-    assert elapsed < 6 + SILENT_FINISH_TIMEOUT + SLACK, elapsed
+    # the start timed out during the command; the finish had SILENT_FINISH_TIMEOUT, not
+    # WRAPPER_TIMEOUT more
+    assert elapsed < LONG_COMMAND + SILENT_FINISH_TIMEOUT + SLACK, elapsed
 
 
 def test_monitor_run_against_a_silent_monitor_exits_soon_after_its_start_timeout() -> None:
     with SilentListener() as listener:
-        status, elapsed = _monitor_run(listener, 5, "true")
+        status, elapsed = _monitor_run(listener, WRAPPER_TIMEOUT, "true")
     assert status == 0
     # waits for the start's own timeout (so the pings stay in order), then 1 s for the finish
-    assert elapsed < 5 + SILENT_FINISH_TIMEOUT + SLACK, elapsed
+    assert elapsed < WRAPPER_TIMEOUT + SILENT_FINISH_TIMEOUT + SLACK, elapsed
 
 
 def test_monitor_run_stores_the_commands_end_when_a_background_child_holds_its_output(
@@ -223,7 +236,11 @@ DASH = shutil.which("dash") or "/bin/dash"
 
 def test_shell_wrapper_under_dash_against_a_silent_monitor_exits_soon_after_its_start_timeout() -> None:
     with SilentListener() as listener:
-        env = {"MONITOR_BASE_URL": listener.base, "PATH": "/usr/bin:/bin", "MONITOR_TIMEOUT": "3"}
+        env = {
+            "MONITOR_BASE_URL": listener.base,
+            "PATH": "/usr/bin:/bin",
+            "MONITOR_TIMEOUT": str(WRAPPER_TIMEOUT),
+        }
         started = time.monotonic()
         proc = subprocess.run(
             [DASH, SHELL_WRAPPER, str(uuid.uuid4()), "sh", "-c", "exit 4"],
@@ -235,17 +252,22 @@ def test_shell_wrapper_under_dash_against_a_silent_monitor_exits_soon_after_its_
         elapsed = time.monotonic() - started
         assert listener.accepted >= 2  # the start and the finish both reached the socket
     assert proc.returncode == 4, proc.stderr
-    # the start's own 3 s (so the pings stay in order), then 1 s for the finish, not 3 s more
-    assert elapsed < 3 + SILENT_FINISH_TIMEOUT + SLACK, (elapsed, proc.stderr)
+    # the start's own timeout (so the pings stay in order), then 1 s for the finish, not the
+    # timeout again
+    assert elapsed < WRAPPER_TIMEOUT + SILENT_FINISH_TIMEOUT + SLACK, (elapsed, proc.stderr)
     assert proc.stderr.count(b"not delivered") == 1, proc.stderr  # one warning per run
 
 
 def test_shell_wrapper_under_dash_against_a_silent_monitor_exits_soon_after_a_long_command() -> None:
     with SilentListener() as listener:
-        env = {"MONITOR_BASE_URL": listener.base, "PATH": "/usr/bin:/bin", "MONITOR_TIMEOUT": "2"}
+        env = {
+            "MONITOR_BASE_URL": listener.base,
+            "PATH": "/usr/bin:/bin",
+            "MONITOR_TIMEOUT": str(WRAPPER_TIMEOUT),
+        }
         started = time.monotonic()
         proc = subprocess.run(
-            [DASH, SHELL_WRAPPER, str(uuid.uuid4()), "sh", "-c", "sleep 4; exit 5"],
+            [DASH, SHELL_WRAPPER, str(uuid.uuid4()), "sh", "-c", f"sleep {LONG_COMMAND}; exit 5"],
             env=env,
             capture_output=True,
             timeout=60,
@@ -253,11 +275,11 @@ def test_shell_wrapper_under_dash_against_a_silent_monitor_exits_soon_after_a_lo
         )
         elapsed = time.monotonic() - started
     assert proc.returncode == 5, proc.stderr
-    assert elapsed < 4 + SILENT_FINISH_TIMEOUT + SLACK, (elapsed, proc.stderr)
+    assert elapsed < LONG_COMMAND + SILENT_FINISH_TIMEOUT + SLACK, (elapsed, proc.stderr)
 
 
 def test_python_client_run_against_a_silent_monitor_adds_at_most_its_timeout_and_a_second() -> None:
-    with SilentListener() as listener, Client(listener.base, timeout=3, retries=0) as client:
+    with SilentListener() as listener, Client(listener.base, timeout=CLIENT_TIMEOUT, retries=0) as client:
         began = time.monotonic()
         with client.run(str(uuid.uuid4())) as run:
             body_started = time.monotonic() - began
@@ -265,13 +287,13 @@ def test_python_client_run_against_a_silent_monitor_adds_at_most_its_timeout_and
         assert listener.accepted >= 2
     assert not run.started.ok and not run.finished.ok  # type: ignore[union-attr]
     assert run.started.status is None  # type: ignore[union-attr]
-    # the start blocks the body for its timeout; the finish then has 1 s, not 3 s more
-    assert 2.5 < body_started < 3 + 0.5, body_started
-    assert elapsed < 3 + SILENT_FINISH_TIMEOUT + 0.5, elapsed
+    # the start blocks the body for its timeout; the finish then has 1 s, not the timeout again
+    assert CLIENT_TIMEOUT - 0.5 < body_started < CLIENT_TIMEOUT + 0.5, body_started
+    assert elapsed < CLIENT_TIMEOUT + SILENT_FINISH_TIMEOUT + 0.5, elapsed
 
 
 def test_python_client_decorator_against_a_silent_monitor_adds_at_most_its_timeout_and_a_second() -> None:
-    with SilentListener() as listener, Client(listener.base, timeout=3) as client:
+    with SilentListener() as listener, Client(listener.base, timeout=CLIENT_TIMEOUT) as client:
 
         @client.monitored(str(uuid.uuid4()))
         def job() -> int:
@@ -281,12 +303,12 @@ def test_python_client_decorator_against_a_silent_monitor_adds_at_most_its_timeo
         with pytest.raises(SystemExit):
             job()
         elapsed = time.monotonic() - began
-    assert elapsed < 3 + SILENT_FINISH_TIMEOUT + 0.5, elapsed
+    assert elapsed < CLIENT_TIMEOUT + SILENT_FINISH_TIMEOUT + 0.5, elapsed
 
 
 def test_async_client_run_against_a_silent_monitor_adds_at_most_its_timeout_and_a_second() -> None:
     async def main() -> float:
-        async with AsyncClient(listener.base, timeout=3) as client:
+        async with AsyncClient(listener.base, timeout=CLIENT_TIMEOUT) as client:
             began = time.monotonic()
             async with client.run(str(uuid.uuid4())):
                 pass
@@ -294,7 +316,7 @@ def test_async_client_run_against_a_silent_monitor_adds_at_most_its_timeout_and_
 
     with SilentListener() as listener:
         elapsed = asyncio.run(main())
-    assert elapsed < 3 + SILENT_FINISH_TIMEOUT + 0.5, elapsed
+    assert elapsed < CLIENT_TIMEOUT + SILENT_FINISH_TIMEOUT + 0.5, elapsed
 
 
 def test_python_client_finish_keeps_its_whole_timeout_after_a_quick_refusal() -> None:
@@ -309,10 +331,13 @@ def test_python_client_finish_keeps_its_whole_timeout_after_a_quick_refusal() ->
 
 def test_python_client_run_by_slug_lookup_against_a_silent_monitor_adds_at_most_timeout_and_1s() -> None:
     # an API key and a slug: each ping looks the slug's uuid up first, within the ping's bound
-    with SilentListener() as listener, Client(listener.base, api_key="k" * 20, timeout=3) as client:
+    with (
+        SilentListener() as listener,
+        Client(listener.base, api_key="k" * 20, timeout=CLIENT_TIMEOUT) as client,
+    ):
         began = time.monotonic()
         with client.run("nightly-billing"):
             body_started = time.monotonic() - began
         elapsed = time.monotonic() - began
-    assert body_started < 3 + 0.5, body_started
-    assert elapsed < 3 + SILENT_FINISH_TIMEOUT + 0.5, elapsed
+    assert body_started < CLIENT_TIMEOUT + 0.5, body_started
+    assert elapsed < CLIENT_TIMEOUT + SILENT_FINISH_TIMEOUT + 0.5, elapsed
