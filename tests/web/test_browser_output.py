@@ -12,15 +12,24 @@ import httpx
 from playwright.sync_api import Browser, expect
 
 from tests.support import dashboard as scenario
-from tests.web.test_browser_management import NARROW, audit, axe, browser, log_in, site
+from tests.web.test_browser_management import (
+    Sessions,
+    audit,
+    audited_context,
+    axe,
+    browser,
+    open_checks,
+    sessions,
+    site,
+)
 
-__all__ = ["axe", "browser", "site"]  # fixtures, imported for pytest
+__all__ = ["axe", "browser", "sessions", "site"]  # fixtures, imported for pytest
 
 LONG_LINE = "ERROR: " + " ".join(f"table_{n}" for n in range(24)) + " could not be vacuumed: disk full"
 
 
 def test_a_cut_last_output_line_opens_to_the_whole_line_on_a_phone(
-    browser: Browser, site: scenario.Dashboard, axe: str
+    browser: Browser, site: scenario.Dashboard, sessions: Sessions, axe: str
 ) -> None:
     made = httpx.post(
         f"{site.base}/api/v3/checks/",
@@ -29,9 +38,9 @@ def test_a_cut_last_output_line_opens_to_the_whole_line_on_a_phone(
     ).json()
     sent = httpx.post(f"{site.base}/ping/{made['uuid']}/fail", content=(LONG_LINE + "\n").encode())
     assert sent.status_code == 200
-    context = browser.new_context(viewport=NARROW["narrow"], bypass_csp=True)  # type: ignore[arg-type]
+    context = audited_context(browser, sessions, axe, "narrow")
     page = context.new_page()
-    log_in(page, site)
+    open_checks(page, site)
     row = page.locator("#check-rows tr").filter(has=page.get_by_role("link", name="vacuum", exact=True))
     line = row.locator(".output code")
     expect(line).to_have_text(LONG_LINE)
@@ -57,11 +66,11 @@ def test_a_cut_last_output_line_opens_to_the_whole_line_on_a_phone(
 
 
 def test_a_failing_live_refresh_says_the_rows_are_stale_and_since_when(
-    browser: Browser, site: scenario.Dashboard, axe: str
+    browser: Browser, site: scenario.Dashboard, sessions: Sessions, axe: str
 ) -> None:
-    context = browser.new_context(viewport=NARROW["narrow"], bypass_csp=True)  # type: ignore[arg-type]
+    context = audited_context(browser, sessions, axe, "narrow")
     page = context.new_page()
-    log_in(page, site)
+    open_checks(page, site)
     lost = page.locator("#live-lost")
     expect(lost).to_be_hidden()
     shown_at = page.locator("#live-meta").get_attribute("data-at")
@@ -78,16 +87,16 @@ def test_a_failing_live_refresh_says_the_rows_are_stale_and_since_when(
 
 
 def test_a_failing_live_refresh_of_a_check_page_says_its_header_is_stale(
-    browser: Browser, site: scenario.Dashboard, axe: str
+    browser: Browser, site: scenario.Dashboard, sessions: Sessions, axe: str
 ) -> None:
     made = httpx.post(
         f"{site.base}/api/v3/checks/",
         json={"name": "watched", "schedule": "0 4 * * *", "grace": 600},
         headers={"X-Api-Key": scenario.API_KEY},
     ).json()
-    context = browser.new_context(viewport=NARROW["narrow"], bypass_csp=True)  # type: ignore[arg-type]
+    context = audited_context(browser, sessions, axe, "narrow")
     page = context.new_page()
-    log_in(page, site)
+    open_checks(page, site)
     page.goto(f"{site.base}/checks/{made['uuid']}")
     lost = page.locator("#live-lost")
     expect(lost).to_be_hidden()
