@@ -25,6 +25,12 @@ from tests.web.test_browser_management import (
 
 __all__ = ["axe", "browser", "sessions", "site"]  # fixtures, imported for pytest
 
+REFRESH = 5000
+"""The pages' live refresh interval (ms, their data-interval). Each test installs Playwright's
+clock in its browser context before the pages load and moves it on by one interval where the
+test waited for the next refresh (up to 5-10 s of real time each); the fetches, the server
+and the page's scripts stay real."""
+
 LONG_LINE = "ERROR: " + " ".join(f"table_{n}" for n in range(24)) + " could not be vacuumed: disk full"
 
 
@@ -40,6 +46,7 @@ def test_a_cut_last_output_line_opens_to_the_whole_line_on_a_phone(
     assert sent.status_code == 200
     context = audited_context(browser, sessions, axe, "narrow")
     page = context.new_page()
+    page.clock.install()  # REFRESH
     open_checks(page, site)
     row = page.locator("#check-rows tr").filter(has=page.get_by_role("link", name="vacuum", exact=True))
     line = row.locator(".output code")
@@ -57,9 +64,11 @@ def test_a_cut_last_output_line_opens_to_the_whole_line_on_a_phone(
     opened = line.evaluate("e => ({height: e.clientHeight, cut: e.scrollWidth > e.clientWidth})")
     assert not opened["cut"] and opened["height"] > cut["height"] * 2, (cut, opened)
     audit(page, axe)
-    # the 5-second refresh keeps it open
-    page.wait_for_timeout(6000)
-    expect(row.locator("details.output")).to_have_attribute("open", "")
+    # the 5-second refresh keeps it open: the refreshed row's element (not the one marked
+    # before) is open
+    row.locator("details.output").evaluate("e => e.setAttribute('data-before-refresh', '')")
+    page.clock.run_for(REFRESH)
+    expect(row.locator("details.output:not([data-before-refresh])")).to_have_attribute("open", "")
     page.keyboard.press("Enter")  # the focus stayed on the summary: Enter closes it again
     expect(row.locator("details.output")).not_to_have_attribute("open", "")
     context.close()
@@ -70,19 +79,22 @@ def test_a_failing_live_refresh_says_the_rows_are_stale_and_since_when(
 ) -> None:
     context = audited_context(browser, sessions, axe, "narrow")
     page = context.new_page()
+    page.clock.install()  # REFRESH
     open_checks(page, site)
     lost = page.locator("#live-lost")
     expect(lost).to_be_hidden()
     shown_at = page.locator("#live-meta").get_attribute("data-at")
     assert shown_at
     page.route("**/fragments/checks*", lambda route: route.abort())
-    expect(lost).to_be_visible(timeout=12_000)
+    page.clock.run_for(REFRESH)
+    expect(lost).to_be_visible()
     expect(lost).to_have_text(
         re.compile(rf"^Connection lost — showing data from {shown_at[11:16]}\. Retrying every few seconds\.$")
     )
     audit(page, axe)
     page.unroute("**/fragments/checks*")
-    expect(lost).to_be_hidden(timeout=12_000)
+    page.clock.run_for(REFRESH)
+    expect(lost).to_be_hidden()
     context.close()
 
 
@@ -96,6 +108,7 @@ def test_a_failing_live_refresh_of_a_check_page_says_its_header_is_stale(
     ).json()
     context = audited_context(browser, sessions, axe, "narrow")
     page = context.new_page()
+    page.clock.install()  # REFRESH
     open_checks(page, site)
     page.goto(f"{site.base}/checks/{made['uuid']}")
     lost = page.locator("#live-lost")
@@ -103,11 +116,13 @@ def test_a_failing_live_refresh_of_a_check_page_says_its_header_is_stale(
     shown_at = page.locator("#head-meta").get_attribute("data-at")
     assert shown_at
     page.route("**/fragments/checks/*/header", lambda route: route.abort())
-    expect(lost).to_be_visible(timeout=12_000)
+    page.clock.run_for(REFRESH)
+    expect(lost).to_be_visible()
     expect(lost).to_have_text(
         re.compile(rf"^Connection lost — showing data from {shown_at[11:16]}\. Retrying every few seconds\.$")
     )
     audit(page, axe)
     page.unroute("**/fragments/checks/*/header")
-    expect(lost).to_be_hidden(timeout=12_000)
+    page.clock.run_for(REFRESH)
+    expect(lost).to_be_hidden()
     context.close()
