@@ -10,20 +10,24 @@ from __future__ import annotations
 
 import re
 import subprocess
+from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
 
 import pytest
 from prometheus_client import exposition
 from sqlalchemy import select, update
+from sqlalchemy.ext.asyncio import AsyncEngine
 
 from monitor.domain.checks import PingKind
+from monitor.domain.clock import FrozenClock
 from monitor.http.metrics import PUBLIC_CHECK_METRICS_WARNING, PUBLIC_METRICS_WARNING
 from monitor.services import dashboard, users
 from monitor.services.ingest import PingRequest, ingest_pings
+from monitor.settings import Settings
 from monitor.storage import tables as t
 from tests.conftest import Api
-from tests.support.app import create_check
+from tests.support.app import create_check, open_api
 from tests.support.process import CURL, REPO_ROOT, MonitorProcess, checkout_env
 from tests.support.receivers import HttpReceiver, free_port
 from tests.web.test_dashboard import START, csrf_of, log_in, make_user
@@ -261,19 +265,23 @@ def test_serve_warns_when_metrics_are_public_and_answers_head(tmp_path: Path) ->
         assert again.terminate() == 0
 
 
-async def test_a_test_send_to_a_target_that_never_answers_says_it_timed_out(api: Api) -> None:
-    await make_user(api)
-    await log_in(api)
-    with HttpReceiver(hang_s=30) as silent:  # takes the connection, never answers
-        created = await api.client.post(
-            "/api/v3/channels/", json={"name": "silent", "url": silent.url}, headers=api.headers
-        )
-        channel = created.json()["id"]
-        page = await api.client.get("/channels")
-        tested = await api.client.post(
-            f"/channels/{channel}/test", data={"csrf_token": csrf_of(page.text)}, follow_redirects=True
-        )
-        silent.hang_s = 0
+async def test_a_test_send_to_a_target_that_never_answers_says_it_timed_out(
+    engine: AsyncEngine, clock: FrozenClock, settings_factory: Callable[..., Settings]
+) -> None:
+    # a 1 s send timeout (the suite's is 5 s): the test waits it out in full
+    async with open_api(engine, clock, settings_factory(notify_timeout=1.0)) as api:
+        await make_user(api)
+        await log_in(api)
+        with HttpReceiver(hang_s=30) as silent:  # takes the connection, never answers
+            created = await api.client.post(
+                "/api/v3/channels/", json={"name": "silent", "url": silent.url}, headers=api.headers
+            )
+            channel = created.json()["id"]
+            page = await api.client.get("/channels")
+            tested = await api.client.post(
+                f"/channels/{channel}/test", data={"csrf_token": csrf_of(page.text)}, follow_redirects=True
+            )
+            silent.hang_s = 0
     said = re.search(r'id="channel-message">([^<]*)<', tested.text)
     assert said is not None, tested.text[:500]
     # it connected: the news is that the target did not answer in time, not "cannot connect"
