@@ -71,16 +71,64 @@ def pg_shared() -> Iterator[str]:
     asyncio.run(_admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
 
 
+_EMPTYING: dict[str, str] = {}
+"""Per database URL: the SQL that empties it (:func:`_truncate`), found once per session."""
+
+
+def _children_first(tables: list[str], parents: dict[str, set[str]]) -> list[str]:
+    """``tables`` ordered so that every table comes before the tables its foreign keys refer to
+    (``parents``: table → the tables it refers to)."""
+    ordered: list[str] = []
+    seen: set[str] = set()
+
+    def visit(table: str) -> None:
+        if table in seen:
+            return
+        seen.add(table)
+        for child in sorted(c for c in tables if table in parents.get(c, set()) and c != table):
+            visit(child)
+        ordered.append(table)
+
+    for table in sorted(tables):
+        visit(table)
+    return ordered  # post-order: each table after every table that refers to it
+
+
+async def _emptying_sql(conn: asyncpg.Connection) -> str:
+    tables = [
+        row["tablename"]
+        for row in await conn.fetch("SELECT tablename FROM pg_tables WHERE schemaname = 'public'")
+        if row["tablename"] != "alembic_version"
+    ]
+    parents: dict[str, set[str]] = {}
+    for row in await conn.fetch(
+        "SELECT conrelid::regclass::text AS child, confrelid::regclass::text AS parent"
+        " FROM pg_constraint WHERE contype = 'f' AND connamespace = 'public'::regnamespace"
+    ):
+        parents.setdefault(row["child"], set()).add(row["parent"])
+    sequences = [
+        row["sequencename"]
+        for row in await conn.fetch("SELECT sequencename FROM pg_sequences WHERE schemaname = 'public'")
+    ]
+    ordered = _children_first(tables, parents)
+    if set(ordered) != set(tables) or len(ordered) != len(tables):
+        raise AssertionError(f"cannot order the tables for deleting: {tables} {parents}")
+    return "; ".join(
+        [f"DELETE FROM {table}" for table in ordered]
+        + [f"ALTER SEQUENCE {name} RESTART" for name in sequences]
+    )
+
+
 async def _truncate(url: str) -> None:
+    """Empty the database at ``url`` and restart its sequences, as ``TRUNCATE … RESTART IDENTITY``
+    would: DELETE, children before parents, in one round trip. TRUNCATE of every table cost
+    ~70 ms a test (each table gets new files), DELETE of the few rows a test leaves ~2 ms."""
     conn = await asyncpg.connect(_dsn(url), timeout=10)
     try:
-        tables = [
-            row["tablename"]
-            for row in await conn.fetch("SELECT tablename FROM pg_tables WHERE schemaname = 'public'")
-            if row["tablename"] != "alembic_version"
-        ]
-        if tables:
-            await conn.execute(f"TRUNCATE {', '.join(tables)} RESTART IDENTITY CASCADE")
+        if url not in _EMPTYING:
+            _EMPTYING[url] = await _emptying_sql(conn)
+        if _EMPTYING[url]:
+            await conn.execute(_EMPTYING[url])
     finally:
         await conn.close()
 
@@ -112,7 +160,7 @@ def fresh_sqlite_url(template: Path, directory: Path) -> str:
 @pytest.fixture(params=["sqlite", "postgres"])
 def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
     """A migrated database with no rows: a fresh SQLite file (a copy of the session's migrated
-    template), or the session's PostgreSQL database emptied (TRUNCATE) before the test — much
+    template), or the session's PostgreSQL database emptied (DELETE, see _truncate) before the test — much
     cheaper than a database per test."""
     if request.param == "sqlite":
         yield fresh_sqlite_url(request.getfixturevalue("sqlite_template"), tmp_path)
