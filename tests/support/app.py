@@ -21,7 +21,9 @@ async def open_api(engine: AsyncEngine, clock: FrozenClock, settings: Settings) 
     """Like the ``api`` fixture, but with the given settings."""
     async with engine.begin() as conn:
         project = await projects.create_project(conn, "test", clock.now(), api_key=API_KEY)
-    app = create_app(settings, clock=clock, evaluator=False, notify=False, liveness=False)
+    app = create_app(
+        settings, clock=clock, evaluator=False, notify=False, liveness=False, migrate_on_start=False
+    )
     async with AsyncTestClient(app) as client:
         yield Api(client=client, clock=clock, engine=engine, settings=settings, project=project)
 
