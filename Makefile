@@ -26,7 +26,7 @@ test: install
 	bash scripts/ensure-chromium.sh
 	bash scripts/ensure-node-packages.sh
 	bash scripts/ensure-rabbitmq.sh
-	$(BIN)/python -m pytest -m "not slow" -q -n 3 --dist loadgroup
+	$(BIN)/python -m pytest -m "not slow" -q -n 3 --dist loadscope
 
 ## The long loops (repetitions, failover); .ci/run runs them after `make test`.
 test-slow: install

@@ -248,20 +248,3 @@ async def api(
 
 
 MakeApi = Callable[..., Awaitable[Api]]
-
-
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Group tests for ``pytest -n 3 --dist loadgroup`` (the README's test command).
-
-    Every test under ``tests/e2e/`` that runs real processes runs on one worker, one after
-    another: those tests run against real time (takeover within a TTL, ticks of seconds
-    schedules), so two of them never compete for the cores. An e2e test that goes through the
-    in-process app (it asks for the ``api`` fixture) drives an injected clock and stays with the
-    rest of its module, as every other module does, whole on one worker, so a module-scoped
-    server or browser starts once. Without xdist the markers change nothing.
-    """
-    for item in items:
-        path = item.path.as_posix()
-        in_process = "api" in getattr(item, "fixturenames", ())
-        group = "processes" if "/tests/e2e/" in path and not in_process else path
-        item.add_marker(pytest.mark.xdist_group(group))
