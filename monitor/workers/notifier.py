@@ -120,6 +120,10 @@ class _ClaimPacing:
             and time.monotonic() - self.at < CLAIM_RECHECK
         )
 
+    def recheck_in(self) -> float:
+        """Seconds until :data:`CLAIM_RECHECK` has passed since the last claim (0 once it has)."""
+        return max(0.0, self.at + CLAIM_RECHECK - time.monotonic())
+
     def claimed(self, full: set[str], *, found: int) -> None:
         self.idle_skip = frozenset(full) if found == 0 else None
         self.at = time.monotonic()
@@ -243,6 +247,7 @@ async def run_notifier(
     try:
         while True:
             started = 0
+            paced = False  # this round's claim was skipped as not worth it (_ClaimPacing)
             slots.freed.clear()  # before claiming: a slot freed from here on wakes the wait below
             if time.monotonic() - last_sweep >= IDLE_POLL:
                 last_sweep = time.monotonic()
@@ -257,7 +262,8 @@ async def run_notifier(
             try:
                 full = _full_channels(channel_targets, slots, settings.notify_per_host)
                 accepted: list[tuple[Delivery, str]] = []
-                if claims.worth_claiming(full):
+                paced = not claims.worth_claiming(full)
+                if not paced:
                     keep = _Room(channel_targets, slots, settings.notify_per_host)
                     jobs = await claim_due(
                         engine,
@@ -289,11 +295,16 @@ async def run_notifier(
                 claims.news()
                 continue
             wake.clear()
+            timeout = await claims.idle_for(engine, clock)
+            if paced:
+                # a delivery ended just after a claim that found nothing: the next notification
+                # of its check and channel (held back until this one was recorded) is claimable
+                # now, so claim once the pacing window has passed, not at the next poll (a
+                # backlog for one check went out one a second)
+                timeout = min(timeout, claims.recheck_in())
             waiters = {asyncio.create_task(wake.wait()), asyncio.create_task(slots.freed.wait())}
             try:
-                await asyncio.wait(
-                    waiters, timeout=await claims.idle_for(engine, clock), return_when=asyncio.FIRST_COMPLETED
-                )
+                await asyncio.wait(waiters, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
             finally:
                 for waiter in waiters:
                     waiter.cancel()

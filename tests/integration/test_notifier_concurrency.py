@@ -65,6 +65,30 @@ async def _run_until(
             await asyncio.gather(loop, return_exceptions=True)
 
 
+async def test_a_backlog_for_one_check_goes_out_without_waiting_a_poll_per_notice(
+    api: Api, make_http_receiver: Callable[..., HttpReceiver]
+) -> None:
+    # each notice of a check and channel waits for the one before it to be recorded; once that
+    # delivery ends, the next is claimed within the claim pacing window (0.1 s), not at the
+    # notifier's next poll (1 s): 8 notices took 8 s
+    receiver = make_http_receiver()
+    channel = await _channel(api, receiver.url)
+    uuid = await _check(api, channel)
+    settings = api.settings.replace(notify_rate_limit=100, notify_concurrency=64)
+    now = SystemClock().now()
+    for i, kind in enumerate([PingKind.FAIL, PingKind.SUCCESS] * 4):  # every notice due by now
+        await ingest_pings(
+            api.engine,
+            [PingRequest(kind=kind, received=now - timedelta(seconds=10 - i), uuid=uuid)],
+            settings=settings,
+        )
+    began = time.monotonic()
+    await _run_until(api, settings, lambda: len(receiver.requests) >= 8)
+    elapsed = time.monotonic() - began
+    assert len(receiver.requests) == 8
+    assert elapsed < 5.0, elapsed  # one poll a notice: 7 s and more
+
+
 async def test_a_burst_for_one_check_is_delivered_in_the_order_raised_through_retries(
     api: Api, make_http_receiver: Callable[..., HttpReceiver]
 ) -> None:
