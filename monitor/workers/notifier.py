@@ -105,8 +105,10 @@ class _Room:
 class _ClaimPacing:
     """Skips claims that cannot find anything: after a claim found no row, another one is
     pointless until the set of skipped channels changes, the loop is woken (new rows) or its
-    poll times out, or :data:`CLAIM_RECHECK` has passed (a delivery ending alone changes
-    none of these; a burst to one target used to cost an empty claim per delivery)."""
+    poll times out, or :data:`CLAIM_RECHECK` has passed. A delivery ending within that window
+    does not claim at once (a burst to one target used to cost an empty claim per delivery) but
+    once the window has passed: it may have released the next notice of its check and
+    channel."""
 
     def __init__(self) -> None:
         self.idle_skip: frozenset[str] | None = None
