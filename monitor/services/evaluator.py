@@ -148,15 +148,9 @@ async def evaluate_due(
         shards=sorted(held) if held is not None else ([shard[0]] if shard is not None else None),
         fence=fence,
     )
-    if engine.dialect.name != "postgresql" or pipelines < 2:
-        judged, _ = await sweep.batches(MAX_ROUNDS)
-        return judged
-    # the first batch alone: most sweeps find fewer due checks than one batch holds, and the
-    # other pipelines' empty transactions (a fence and a select each) would only slow it
-    judged, more = await sweep.batches(1)
-    if not more:
-        return judged
-    return judged + await _in_pipelines(sweep.batches, pipelines, MAX_ROUNDS - 1)
+    if engine.dialect.name == "postgresql" and pipelines > 1:
+        return await _first_then_pipelines(sweep, pipelines)
+    return (await sweep.batches(MAX_ROUNDS))[0]
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -191,6 +185,16 @@ class _Sweep:
         if rows:
             await _judge(uow, rows, self.now, settings=self.settings, token=self.token, tokens=self.tokens)
         return len(rows), fetched
+
+
+async def _first_then_pipelines(sweep: _Sweep, pipelines: int) -> int:
+    """PostgreSQL: the first batch alone, then, if it came back full, :func:`_in_pipelines`.
+    Most sweeps find fewer due checks than one batch holds, and the other pipelines' empty
+    transactions (a fence and a select each) would only slow them."""
+    judged, more = await sweep.batches(1)
+    if not more:
+        return judged
+    return judged + await _in_pipelines(sweep.batches, pipelines, MAX_ROUNDS - 1)
 
 
 async def _in_pipelines(

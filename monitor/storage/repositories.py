@@ -197,12 +197,9 @@ async def load_books(
             or scheduled in tick_sets.get(cid, ())
         )
 
-    runs_query, marks_query = _book_selects(
-        floor is not None, bool(all_rids), bool(all_ticks), conn.dialect.name == "postgresql"
-    )
-    params: dict[str, Any] = {}
-    if floor is not None:
-        params["floor"] = floor
+    postgres = conn.dialect.name == "postgresql"
+    runs_query, marks_query = _book_selects(floor is not None, bool(all_rids), bool(all_ticks), postgres)
+    params: dict[str, Any] = {"floor": floor} if floor is not None else {}
     if all_rids:
         params["rids"] = list(all_rids)
     if all_ticks:
