@@ -256,6 +256,9 @@ _FACT_FIELDS = tuple(
 )
 """(name, default or ``_REQUIRED``, is an instant) of each :class:`AlertFacts` field."""
 _FACT_NAMES = frozenset(name for name, _, _ in _FACT_FIELDS)
+_FACT_PLACES = {name: (place, default, instant) for place, (name, default, instant) in enumerate(_FACT_FIELDS)}
+"""name → (position among the fields, default or ``_REQUIRED``, is an instant)."""
+_REQUIRED_FACTS = frozenset(name for name, default, _ in _FACT_FIELDS if default is _REQUIRED)
 _FACTS_ENCODER = json.JSONEncoder(ensure_ascii=False)
 
 
@@ -271,28 +274,31 @@ def facts_to_json(facts: AlertFacts) -> str:
 def encode_facts(values: Mapping[str, Any]) -> str:
     """:func:`facts_to_json` of the facts ``values`` names (field → value; a field it leaves
     out holds its default), without building the :class:`AlertFacts` first: what a sweep
-    stores per alert.
+    stores per alert. The keys come out in the fields' order, whatever the order of ``values``.
 
     Raises:
         ValueError: ``values`` names a field :class:`AlertFacts` does not have, or leaves out
             one without a default.
     """
-    unknown = values.keys() - _FACT_NAMES
-    if unknown:
-        raise ValueError(f"facts: no such field {sorted(unknown)[0]!r}")
-    data: dict[str, Any] = {}
-    for name, default, instant in _FACT_FIELDS:
-        value = values.get(name, default)
-        if value is _REQUIRED:
-            raise ValueError(f"facts: {name} is required")
+    # walks the dozen values a sweep's alert gives, not the thirty fields a fact may have
+    kept: list[tuple[int, str, Any]] = []
+    for name, value in values.items():
+        place = _FACT_PLACES.get(name)
+        if place is None:
+            raise ValueError(f"facts: no such field {sorted(values.keys() - _FACT_NAMES)[0]!r}")
+        index, default, instant = place
         if value is default or (default is not _REQUIRED and value == default):
             continue
         if instant and value is not None:
             value = format_utc(value)
         elif type(value) is tuple:
             value = list(value)
-        data[name] = value
-    return _FACTS_ENCODER.encode(data)
+        kept.append((index, name, value))
+    missing = _REQUIRED_FACTS - values.keys()
+    if missing:
+        raise ValueError(f"facts: {min(missing, key=lambda n: _FACT_PLACES[n][0])} is required")
+    kept.sort()
+    return _FACTS_ENCODER.encode({name: value for _, name, value in kept})
 
 
 def facts_from_json(text: str) -> AlertFacts:

@@ -387,6 +387,8 @@ def test_facts_encoded_from_fields_equal_the_encoded_facts() -> None:
     assert messages.encode_facts(values) == messages.facts_to_json(facts)
     defaults_left_out = {k: v for k, v in values.items() if k not in ("count", "held", "superseded")}
     assert messages.encode_facts(defaults_left_out) == messages.facts_to_json(facts)
+    backwards = dict(reversed(list(defaults_left_out.items())))
+    assert messages.encode_facts(backwards) == messages.facts_to_json(facts)
 
 
 def test_facts_encoded_from_fields_refuse_an_unknown_or_missing_field() -> None:
