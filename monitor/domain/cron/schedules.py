@@ -76,9 +76,16 @@ class _Spec:
     # two days of slack for offsets) so that no search walks centuries of offset segments
     lo_ts: int
     hi_ts: int
-    # the last answered gap between two consecutive ticks, (tick, next tick) in epoch seconds:
-    # every run ping of every check on this schedule until the next tick asks the same question
+    # the last answered gaps between two consecutive ticks, (tick, next tick) in epoch seconds,
+    # newest first (at most SPANS): every run ping of every check on this schedule until the
+    # next tick asks the same questions, of its tick's gap and of the next one's
     span: list[tuple[int, int]] = field(default_factory=list, compare=False)
+
+
+SPANS = 4
+"""Gaps between ticks a schedule remembers. One was not enough: a ping binds to its tick (the
+gap before the next tick) and moves ``next_due`` past the next tick (the gap after it), so a
+single remembered gap alternated between the two and two of every three lookups searched."""
 
 
 def _compile(expression: str, dialect: Dialect, zone: ZoneInfo) -> _Spec:
@@ -253,32 +260,34 @@ class CronSchedule:
     # ------------------------------------------------------------------ instants (DST rule)
 
     def _next_ts(self, c: int) -> int | None:
-        """The first tick at or after epoch second ``c`` (from the remembered span when inside it)."""
-        span = self._spec.span
-        if span:
-            p, n = span[0]
+        """The first tick at or after epoch second ``c`` (from a remembered gap when inside one)."""
+        spans = tuple(self._spec.span)  # another thread may replace them; each one stays true
+        for p, n in spans:
             if p < c <= n:
                 return n
             if c == p:
                 return p
         ts = self._next_ts_search(c)
-        if ts is not None and span and span[0][1] == c - 1:
-            self._spec.span[:] = [(c - 1, ts)]  # walking forward: the previous answer is the tick before
+        if ts is not None and any(n == c - 1 for _, n in spans):
+            self._remember(c - 1, ts)  # walking forward: c - 1 is a tick, ts the one after it
         return ts
 
     def _prev_ts(self, c: int) -> int | None:
-        """The last tick at or before epoch second ``c`` (from the remembered span when inside it)."""
-        span = self._spec.span
-        if span:
-            p, n = span[0]
+        """The last tick at or before epoch second ``c`` (from a remembered gap when inside one)."""
+        for p, n in tuple(self._spec.span):
             if p <= c < n:
                 return p
         ts = self._prev_ts_search(c)
         if ts is not None:
             after = self._next_ts_search(ts + 1)
             if after is not None and after > c:
-                self._spec.span[:] = [(ts, after)]
+                self._remember(ts, after)
         return ts
+
+    def _remember(self, tick: int, following: int) -> None:
+        """Keep the gap ``(tick, following)`` first, and at most :data:`SPANS` gaps in all."""
+        spans = self._spec.span
+        spans[:] = [(tick, following), *(s for s in spans if s[0] != tick)][:SPANS]
 
     def _next_ts_search(self, c: int) -> int | None:
         """The first tick at or after epoch second ``c``."""

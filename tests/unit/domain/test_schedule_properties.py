@@ -22,7 +22,7 @@ from cronsim import CronSim, CronSimError
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from monitor.domain.cron.schedules import parse_cron
+from monitor.domain.cron.schedules import CronSchedule, Dialect, parse_cron
 from monitor.domain.errors import ScheduleError
 
 ZONES = [
@@ -484,3 +484,45 @@ def test_engine_agrees_with_cronsim(data: st.DataObject, tz: str) -> None:
     changes = [t for y in (start.year - 1, start.year, start.year + 1) for t in transitions(zone, y)]
     first_diff = next(a for a, b in zip(ours, theirs, strict=False) if a != b)
     assert any(abs(first_diff - t) < timedelta(days=2) for t in changes), (expr, tz, start)
+
+
+def _fresh(expr: str, dialect: str, tz: str) -> CronSchedule:
+    """The schedule without anything remembered (parse_cron's are shared and remember gaps)."""
+    from monitor.domain.cron.schedules import _compile
+    from monitor.domain.cron.zones import validate_zone
+
+    return CronSchedule(expr, Dialect(dialect), tz, _compile(expr, Dialect(dialect), validate_zone(tz)))
+
+
+@settings(SETTINGS, max_examples=100)
+@given(data=st.data(), dialect=st.sampled_from(["unix", "seconds", "quartz"]), tz=st.sampled_from(ZONES))
+def test_remembered_gaps_answer_as_a_fresh_search(data: st.DataObject, dialect: str, tz: str) -> None:
+    """Interleaved questions about nearby instants, as pings and sweeps ask them of one shared
+    schedule, get the answers a schedule that remembers nothing gives."""
+    expr, _ = data.draw(expressions(dialect, dst=data.draw(st.booleans())))
+    start = data.draw(starts(tz, near_change=data.draw(st.booleans())))
+    try:
+        shared = _fresh(expr, dialect, tz)
+    except ScheduleError:
+        return
+    ticks = shared.next_ticks(start - timedelta(days=1), 8) or [start]
+    near = st.tuples(
+        st.sampled_from(ticks),
+        st.sampled_from([timedelta(0), timedelta(seconds=1), timedelta(microseconds=1)]),
+        st.sampled_from([1, -1]),
+    ).map(lambda t: t[0] + t[1] * t[2])
+    anywhere = st.integers(-3 * 86400, 3 * 86400).map(lambda s: start + timedelta(seconds=s, microseconds=s % 3))
+    questions = data.draw(
+        st.lists(
+            st.tuples(st.sampled_from(["next_tick", "prev_tick", "tick_at_or_before"]), near | anywhere),
+            min_size=1,
+            max_size=24,
+        )
+    )
+    for name, instant in questions:
+        assert getattr(shared, name)(instant) == getattr(_fresh(expr, dialect, tz), name)(instant), (
+            expr,
+            tz,
+            name,
+            instant,
+        )
