@@ -52,7 +52,7 @@ from sqlalchemy import Column, MetaData, Table, delete, func, select, text, upda
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from benchmarks.databases import database
-from benchmarks.harness import load_average
+from benchmarks.harness import cpu_probe, load_average
 from monitor.domain import detection
 from monitor.domain.checks import PingKind
 from monitor.domain.runs import needed_since
@@ -384,6 +384,7 @@ async def run_size(
             times: dict[str, list[float]] = {name: [] for name in implementations}
             alert_times: dict[str, list[float]] = {name: [] for name in implementations}
             loads: dict[str, list[float]] = {name: [] for name in implementations}
+            probes: dict[str, list[float]] = {name: [] for name in implementations}
             for name in implementations:  # warm-up, not timed: an evaluator sweeps every interval
                 await reset(engine, values, due, due_max)
                 await sweep(engine, url, name)
@@ -398,6 +399,7 @@ async def run_size(
                     times[name].append(elapsed)
                     alert_times[name].append(in_alerts)
                     loads[name].append(os.getloadavg()[0])
+                    probes[name].append(cpu_probe())
             for name in implementations:
                 median = statistics.median(times[name])
                 rows.append(
@@ -411,6 +413,7 @@ async def run_size(
                         "per_due_us": median / due * 1e6,
                         "alerts_s": statistics.median(alert_times[name]),
                         "load": statistics.median(loads[name]),
+                        "probe_ms": statistics.median(probes[name]),
                         "rounds": len(times[name]),
                     }
                 )
@@ -429,8 +432,8 @@ async def run_size(
 def table(rows: list[dict[str, Any]]) -> str:
     lines = [
         "| backend | checks | due | evaluator | sweep (median) | per due check | of which record_alerts"
-        " | vs row-by-row | load (1 min) |",
-        "|---|---:|---:|---|---:|---:|---:|---:|---:|",
+        " | vs row-by-row | load (1 min) | CPU probe |",
+        "|---|---:|---:|---|---:|---:|---:|---:|---:|---:|",
     ]
     for r in rows:
         base = next(
@@ -447,7 +450,7 @@ def table(rows: list[dict[str, Any]]) -> str:
             f"| {r['backend']} | {r['size']:,} | {r['due']:,} ({r['setting']}) | {r['implementation']}"
             f" | {r['sweep_s'] * 1000:.0f} ms | {r['per_due_us']:.0f} µs"
             f" | {r['alerts_s'] / r['due'] * 1e6:.0f} µs"
-            f" | {ratio} | {r['load']:.2f} |"
+            f" | {ratio} | {r['load']:.2f} | {r['probe_ms']:.0f} ms |"
         )
     return "\n".join(lines)
 

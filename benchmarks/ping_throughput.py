@@ -43,6 +43,7 @@ from typing import Any
 
 import httpx
 from databases import database
+from harness import cpu_probe
 
 HERE = Path(__file__).resolve().parent
 REPO_ROOT = HERE.parent
@@ -96,6 +97,7 @@ class Run:
     p99_ms: float
     max_ms: float
     load: float = 0.0
+    probe_ms: float = 0.0
 
     @property
     def ok(self) -> int:
@@ -213,6 +215,7 @@ def to_run(target: str, round_: int, raw: dict[str, Any]) -> Run:
         p99_ms=raw["p99_us"] / 1000,
         max_ms=raw["max_us"] / 1000,
         load=os.getloadavg()[0],
+        probe_ms=cpu_probe(),
     )
 
 
@@ -267,7 +270,7 @@ def report(results: list[dict[str, Any]], connections: int) -> bool:
     good = True
     header = (
         f"{'backend':9} {'target':8} {'round':>5} {'2xx/s':>9} {'p50 ms':>8} {'p99 ms':>8} {'max ms':>8} "
-        f"{'non-2xx':>8} {'sock err':>8} {'load':>6}"
+        f"{'non-2xx':>8} {'sock err':>8} {'load':>6} {'probe':>6}"
     )
     print()
     print(header)
@@ -277,7 +280,7 @@ def report(results: list[dict[str, Any]], connections: int) -> bool:
             print(
                 f"{result['backend']:9} {run.target:8} {run.round:>5} {run.ok_per_s:>9,.0f} "
                 f"{run.p50_ms:>8.2f} {run.p99_ms:>8.2f} {run.max_ms:>8.1f} "
-                f"{run.non2xx:>8} {run.socket_errors:>8} {run.load:>6.2f}"
+                f"{run.non2xx:>8} {run.socket_errors:>8} {run.load:>6.2f} {run.probe_ms:>4.0f}ms"
             )
     print()
     summary = (
@@ -312,12 +315,14 @@ def report(results: list[dict[str, Any]], connections: int) -> bool:
         ratio = statistics.median(r.ok_per_s for r in mon) / statistics.median(r.ok_per_s for r in noop)
         p99 = statistics.median(r.p99_ms for r in mon)
         load = statistics.median(r.load for r in mon)
+        probe = statistics.median(r.probe_ms for r in mon)
         for label, met, figure in (
             ("durable pings/s ÷ no-op ≥ 0.30", ratio >= GOAL_RATIO, f"{ratio:.3f}"),
             ("p99 < 50 ms", p99 < GOAL_P99_MS, f"{p99:.1f} ms"),
         ):
             print(
-                f"goal {result['backend']}: {label}: {figure} (load {load:.2f}/{os.cpu_count()} cores):"
+                f"goal {result['backend']}: {label}: {figure} (load {load:.2f}/{os.cpu_count()} cores,"
+                f" probe {probe:.0f} ms):"
                 f" {'met' if met else 'NOT met'}"
             )
             good = good and met

@@ -256,7 +256,9 @@ _FACT_FIELDS = tuple(
 )
 """(name, default or ``_REQUIRED``, is an instant) of each :class:`AlertFacts` field."""
 _FACT_NAMES = frozenset(name for name, _, _ in _FACT_FIELDS)
-_FACT_PLACES = {name: (place, default, instant) for place, (name, default, instant) in enumerate(_FACT_FIELDS)}
+_FACT_PLACES = {
+    name: (place, default, instant) for place, (name, default, instant) in enumerate(_FACT_FIELDS)
+}
 """name → (position among the fields, default or ``_REQUIRED``, is an instant)."""
 _REQUIRED_FACTS = frozenset(name for name, default, _ in _FACT_FIELDS if default is _REQUIRED)
 _FACTS_ENCODER = json.JSONEncoder(ensure_ascii=False)

@@ -511,7 +511,9 @@ def test_remembered_gaps_answer_as_a_fresh_search(data: st.DataObject, dialect: 
         st.sampled_from([timedelta(0), timedelta(seconds=1), timedelta(microseconds=1)]),
         st.sampled_from([1, -1]),
     ).map(lambda t: t[0] + t[1] * t[2])
-    anywhere = st.integers(-3 * 86400, 3 * 86400).map(lambda s: start + timedelta(seconds=s, microseconds=s % 3))
+    anywhere = st.integers(-3 * 86400, 3 * 86400).map(
+        lambda s: start + timedelta(seconds=s, microseconds=s % 3)
+    )
     questions = data.draw(
         st.lists(
             st.tuples(st.sampled_from(["next_tick", "prev_tick", "tick_at_or_before"]), near | anywhere),
