@@ -121,7 +121,8 @@ class RunBook:
     """The runs and tick marks of one check that a decision may need.
 
     Callers load at least: every open run, every run bound to a tick after the check's
-    ``judged_until``, and every run bound to a tick a ping names explicitly.
+    ``judged_until``, every run bound to a tick a ping names explicitly, and, when a decision
+    may be about a tick before what they load (:func:`holds_older`), the newest succeeded run.
     """
 
     runs: dict[str, Run] = field(default_factory=dict)
@@ -192,6 +193,36 @@ def needed_since(spec: CheckSpec, state: CheckState) -> datetime | None:
     if isinstance(schedule, SimpleSchedule) and state.last_run_ping_at is not None:
         marks.append(state.last_run_ping_at + schedule.period)
     return max(marks) if marks else None
+
+
+def holds_older(book: RunBook, cutoff: datetime | None, ticks: Iterable[datetime] = ()) -> bool:
+    """Whether a decision on ``book`` (loaded from ``cutoff`` on, plus open and named runs) may
+    be about a tick before ``cutoff`` (any tick, with no cutoff): the book holds a run or mark of
+    one, or a ping names one (``ticks``). Such a tick is compared with the newest succeeded run
+    (supersession, DESIGN §5, :meth:`RunBook.latest_success_tick`), which may be older than the
+    cutoff: the loader adds that run to such a book."""
+    if cutoff is None:
+        return bool(book.runs or book.marks or any(True for _ in ticks))
+    return (
+        any(r.scheduled < cutoff for r in book.runs.values())
+        or any(t < cutoff for t in book.marks)
+        or any(t < cutoff for t in ticks)
+    )
+
+
+def ping_needed_since(spec: CheckSpec, state: CheckState, earliest: datetime) -> datetime | None:
+    """The earliest tick whose runs and marks deciding pings of this check may look at, for pings
+    whose instants (arrival, ``finished=``, ``started=``) are ``earliest`` or later: what
+    :func:`needed_since` needs, and the tick each of those pings falls in.
+
+    Besides the runs from here on, a decision needs every open run, the runs a ping names by
+    ``rid`` and the runs and marks of a tick a ping names by ``scheduled``; the loader adds those.
+    ``None``: only those are needed (a new check with no tick yet).
+    """
+    candidates = [since] if (since := needed_since(spec, state)) is not None else []
+    if (previous := tick_at_or_before(spec, state, earliest)) is not None:
+        candidates.append(previous)
+    return min(candidates) if candidates else None
 
 
 # -- ticks of a check ------------------------------------------------------------------------

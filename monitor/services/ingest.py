@@ -23,7 +23,7 @@ from monitor.domain import detection, keywords
 from monitor.domain.checks import CheckSpec, CheckState, FlipReason, PingKind, SimpleSchedule
 from monitor.domain.errors import ValidationError
 from monitor.domain.pings import IDEMPOTENCY_WINDOW
-from monitor.domain.runs import RunBook, needed_since, tick_at_or_before
+from monitor.domain.runs import RunBook, ping_needed_since
 from monitor.domain.shards import shard_of
 from monitor.failures import FailureLog
 from monitor.services import outages
@@ -446,14 +446,7 @@ async def _load_books(
                 tick = None
             if tick is not None:
                 ticks[cid].add(tick)
-    cutoffs: dict[int, datetime | None] = {}
-    for cid, ctx in contexts.items():
-        since = needed_since(ctx.spec, ctx.state)
-        candidates = [since] if since is not None else []
-        previous = tick_at_or_before(ctx.spec, ctx.state, earliest[cid])
-        if previous is not None:
-            candidates.append(previous)
-        cutoffs[cid] = min(candidates) if candidates else None
+    cutoffs = {cid: ping_needed_since(ctx.spec, ctx.state, earliest[cid]) for cid, ctx in contexts.items()}
     books = await uow.runs.books(cutoffs, rids=rids, ticks=ticks)
     for cid, book in books.items():
         contexts[cid].book = book

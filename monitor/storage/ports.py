@@ -703,7 +703,9 @@ class RunStore(Protocol):
         """Per check id of ``cutoffs``, its :class:`~monitor.domain.runs.RunBook`: every open run;
         the runs and marks bound to a tick at or after the check's cutoff (``None``: none by
         tick); the runs carrying one of its ``rids``; the runs and marks on one of its
-        ``ticks`` (instants aware UTC)."""
+        ``ticks`` (instants aware UTC); and the check's newest succeeded run when the book holds
+        a tick before the cutoff or a named tick is before it
+        (:func:`monitor.domain.runs.holds_older`)."""
 
 
 # --------------------------------------------------------------------------- detection and reminders

@@ -13,14 +13,14 @@ from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import Executable, Table, bindparam, select, union
+from sqlalchemy import Executable, Table, and_, bindparam, not_, or_, select, union
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from monitor.domain import keywords
 from monitor.domain.checks import CheckSpec, CheckState, Outcome, PingKind, SimpleSchedule
 from monitor.domain.cron import schedules
-from monitor.domain.runs import Run, RunBook, TickMark
+from monitor.domain.runs import Run, RunBook, TickMark, holds_older
 from monitor.storage import bulk
 from monitor.storage import tables as t
 
@@ -172,7 +172,7 @@ async def load_books(
 
     For each check: every open run; every run and mark bound to a tick ``>= cutoff`` (with a
     ``None`` cutoff only open runs and the named ones); runs carrying one of ``rids``; runs and
-    marks on one of ``ticks``.
+    marks on one of ``ticks``; and the newest succeeded run where :func:`_add_newest_successes` says.
 
     One query per table for the whole batch (``check_id IN …`` with the loosest cutoff), then
     each check's own rule is applied here: building a per-check SQL expression for hundreds of
@@ -219,7 +219,51 @@ async def load_books(
         for cid, scheduled, outcome in (await conn.execute(marks_query, params)).all():
             if wanted(cid, scheduled):
                 books[cid].marks[scheduled] = TickMark(scheduled=scheduled, outcome=Outcome(outcome))
+    await _add_newest_successes(conn, books, cutoffs, tick_sets, postgres)
     return books
+
+
+async def _add_newest_successes(
+    conn: AsyncConnection,
+    books: dict[int, RunBook],
+    cutoffs: Mapping[int, datetime | None],
+    tick_sets: Mapping[int, set[datetime]],
+    postgres: bool,
+) -> None:
+    """A decision about a tick before the cutoff compares it with the newest succeeded run
+    (supersession), which may be older than the cutoff too: the books that may decide such a
+    tick (:func:`monitor.domain.runs.holds_older`) get that run, one query for all of them."""
+    older = [cid for cid, book in books.items() if holds_older(book, cutoffs[cid], tick_sets.get(cid, ()))]
+    for chunk in _chunks(older, 500):
+        result = await conn.execute(_newest_success_select(postgres), {"ids": list(chunk)})
+        keys = list(result.keys())
+        for values in result.all():
+            row = dict(zip(keys, values, strict=True))
+            books[row["check_id"]].add(run_of(row))
+
+
+@functools.cache
+def _newest_success_select(postgres: bool) -> Executable:
+    """The newest succeeded run (:attr:`monitor.domain.runs.Run.succeeded`: finished with
+    success, not timed out, not early, not too fast) of each check in ``ids``, if it has one:
+    one probe of ``ix_runs_check_scheduled`` per check, newest tick first."""
+    r = t.runs.alias("newest")
+    succeeded = and_(
+        r.c.finish_kind == PingKind.SUCCESS.value,
+        not_(r.c.timed_out),
+        not_(r.c.early),
+        or_(r.c.outcome.is_(None), r.c.outcome != Outcome.TOO_FAST.value),
+    )
+    newest = (
+        select(r.c.id)
+        .where(r.c.check_id == t.checks.c.id)
+        .where(succeeded)
+        .order_by(r.c.scheduled.desc(), r.c.first_ping_at.desc())
+        .limit(1)
+        .scalar_subquery()
+    )
+    of_checks = select(newest).where(bulk.member_of(t.checks.c.id, "ids", postgres=postgres))
+    return select(t.runs).where(t.runs.c.id.in_(of_checks))
 
 
 @functools.cache

@@ -426,3 +426,29 @@ async def test_a_batch_whose_checks_changed_different_state_writes_it_in_one_sta
     assert rows[started_id].n_pings == 1 and rows[done_id].n_pings == 1
     assert rows[done_id].next_due == T0 + timedelta(seconds=120)  # period + grace after the success
     assert rows[started_id].next_due is not None
+
+
+async def test_a_failure_of_a_tick_older_than_a_success_does_not_flip_the_check_down(
+    engine: AsyncEngine, project_id: int, writer: IngestWriter
+) -> None:
+    # DESIGN §5, supersession: the 01:55 run failing after the 02:00 run succeeded changes no
+    # status. The ingest loads runs from the check's cursor (02:05) on; the 02:00 success is
+    # older, and the book still has to hold it to tell.
+    check_id, uuid = await make_check(engine, project_id, name="nightly", schedule="*/5 * * * *")
+    for request in (
+        ping(uuid, T0 + timedelta(seconds=1), PingKind.SUCCESS),
+        ping(uuid, T0 + timedelta(minutes=5, seconds=1), PingKind.START),
+        ping(uuid, T0 + timedelta(minutes=5, seconds=2), PingKind.FAIL, scheduled=T0 - timedelta(minutes=5)),
+    ):
+        assert (await writer.submit(request)).status == 200
+    async with engine.connect() as conn:
+        downs = (
+            await conn.execute(
+                select(func.count())
+                .select_from(t.flips)
+                .where(t.flips.c.check_id == check_id, t.flips.c.up == 0)
+            )
+        ).scalar_one()
+        runs = (await conn.execute(select(t.runs.c.scheduled).where(t.runs.c.check_id == check_id))).scalars()
+        assert sorted(runs) == [T0 - timedelta(minutes=5), T0, T0 + timedelta(minutes=5)]
+    assert downs == 0

@@ -93,3 +93,37 @@ async def test_books_with_cutoff_rids_and_ticks_together_keep_each_checks_own(uo
         tick: Outcome.LATE,
     }
     assert books[other].marks == {}
+
+
+async def test_books_holding_an_older_tick_get_the_newest_succeeded_run(uow: UnitOfWork) -> None:
+    # supersession compares a tick before the cutoff with the newest succeeded run, which may
+    # be before the cutoff too; a book that holds no such tick does not need it
+    project = await add_project(uow)
+    running, named, recent_only = [await add_check(uow, project) for _ in range(3)]
+    hour = timedelta(hours=1)
+
+    async def succeeded(check: int, scheduled: datetime, **flags: object) -> str:
+        run_id = await add_run(uow, check, scheduled, outcome=str(flags.pop("outcome", "on_time")))
+        values = {"finish_kind": "success", **flags}
+        await uow.connection.execute(t.runs.update().where(t.runs.c.id == run_id).values(values))
+        return run_id
+
+    for check in (running, named, recent_only):
+        await succeeded(check, NOW - 9 * hour)
+    open_old = await add_run(uow, running, NOW - 8 * hour, outcome=None)
+    newest = await succeeded(running, NOW - 6 * hour)
+    await succeeded(running, NOW - 5 * hour, timed_out=True)  # none of these succeeded
+    await succeeded(running, NOW - 4 * hour, early=True)
+    await succeeded(running, NOW - 3 * hour, outcome="too_fast")
+    failed = await add_run(uow, running, NOW - 3 * hour + timedelta(minutes=1), outcome="failed")
+    newest_named = await succeeded(named, NOW - 5 * hour)
+    recent = await succeeded(recent_only, NOW - hour)
+    books = await uow.runs.books(
+        {running: NOW - 2 * hour, named: NOW - 2 * hour, recent_only: NOW - 2 * hour},
+        ticks={named: [NOW - 7 * hour]},
+    )
+    assert {r.id for r in books[running].runs.values()} == {open_old, newest}
+    assert failed not in {r.id for r in books[running].runs.values()}
+    assert {r.id for r in books[named].runs.values()} == {newest_named}
+    assert {r.id for r in books[recent_only].runs.values()} == {recent}
+    assert books[running].latest_success_tick() == NOW - 6 * hour

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+import itertools
 from datetime import UTC, datetime, timedelta
 
 from hypothesis import HealthCheck, given, settings
@@ -11,7 +13,7 @@ from monitor.domain import detection
 from monitor.domain.checks import CheckSpec, CheckState, PingKind, SimpleSchedule, Status
 from monitor.domain.cron import schedules
 from monitor.domain.errors import ValidationError
-from monitor.domain.runs import RunBook
+from monitor.domain.runs import Run, RunBook, holds_older, needed_since, ping_needed_since
 
 T0 = datetime(2026, 3, 28, 23, 0, tzinfo=UTC)
 RIDS = [None, "a0000000-0000-4000-8000-00000000000a", "b0000000-0000-4000-8000-00000000000b"]
@@ -113,3 +115,136 @@ def test_random_sequences_never_raise_one_key_twice_and_replay_identically(
     first = run(SPECS[name](), steps)
     second = run(SPECS[name](), steps)
     assert first == second
+
+
+def _loaded(
+    full: RunBook,
+    cutoff: datetime | None,
+    rids: set[str] = frozenset(),  # type: ignore[assignment]
+    ticks: set[datetime] = frozenset(),  # type: ignore[assignment]
+) -> RunBook:
+    """What the storage loads for a decision (``monitor.storage.repositories.load_books``):
+    every open run, the runs and marks bound to a tick ``>= cutoff``, the runs carrying one of
+    ``rids``, the runs and marks of one of ``ticks``; and, when those hold a run or mark older
+    than the cutoff or a named tick is older, the newest succeeded run (supersession compares
+    older ticks with it)."""
+
+    def wanted(scheduled: datetime) -> bool:
+        return (cutoff is not None and scheduled >= cutoff) or scheduled in ticks
+
+    book = RunBook(
+        runs={
+            i: r
+            for i, r in full.runs.items()
+            if r.outcome is None or wanted(r.scheduled) or (r.rid is not None and r.rid in rids)
+        },
+        marks={t: m for t, m in full.marks.items() if wanted(t)},
+    )
+    if holds_older(book, cutoff, ticks):
+        succeeded = [r for r in full.runs.values() if r.succeeded]
+        if succeeded:
+            book.add(max(succeeded, key=lambda r: (r.scheduled, r.first_ping_at)))
+    return book
+
+
+def _seen(fx: detection.Effects, state: CheckState) -> tuple[object, ...]:
+    """What a decision did: its effects and the state it left."""
+
+    def run(r: Run | None) -> tuple[object, ...] | None:
+        return None if r is None else dataclasses.astuple(r)
+
+    return (
+        fx.tick,
+        fx.stored_kind,
+        run(fx.run),
+        sorted((run(r) for r in fx.new_runs), key=repr),
+        sorted((run(r) for r in fx.changed_runs.values()), key=repr),
+        [(m.scheduled, m.outcome) for m in fx.new_marks],
+        [(a.key, a.kind, a.scheduled, a.count, a.new, a.superseded) for a in fx.alerts],
+        [dataclasses.astuple(f) for f in fx.flips],
+        dataclasses.astuple(state),
+    )
+
+
+def trace(
+    spec: CheckSpec, steps: list[tuple[int, str, str | None, int | None, bool]], *, loaded: bool
+) -> list[tuple[object, ...]]:
+    """Each step's decisions, with the whole history in the book or (``loaded``) only what the
+    evaluator (:func:`needed_since`) and the ingest (:func:`ping_needed_since`) load for it.
+    Run ids are numbered (they name the runs in alert keys), not random."""
+    numbers = itertools.count()
+    random_ids = detection.new_run_id
+    detection.new_run_id = lambda: f"run-{next(numbers)}"
+    try:
+        return _trace(spec, steps, loaded=loaded)
+    finally:
+        detection.new_run_id = random_ids
+
+
+def _trace(
+    spec: CheckSpec, steps: list[tuple[int, str, str | None, int | None, bool]], *, loaded: bool
+) -> list[tuple[object, ...]]:
+    state, full = CheckState(), RunBook()
+    now = T0
+    seen: list[tuple[object, ...]] = []
+
+    def book_for(cutoff: datetime | None, rids: set[str], ticks: set[datetime]) -> RunBook:
+        return _loaded(full, cutoff, rids, ticks) if loaded else full
+
+    def keep(book: RunBook) -> None:
+        full.runs.update(book.runs)
+        full.marks.update(book.marks)
+
+    def evaluate(at: datetime) -> None:
+        book = book_for(needed_since(spec, state), set(), set())
+        seen.append(_seen(detection.evaluate(spec, state, book, at), state))
+        keep(book)
+
+    for delta, action, rid, scheduled, caught_up in steps:
+        now += timedelta(seconds=delta)
+        # the evaluator has judged whatever became due, or (an evaluator behind) it has not
+        for _ in range(10_000 if caught_up else 0):
+            if state.next_due is None or not state.next_due < now:
+                break
+            evaluate(state.next_due + timedelta(milliseconds=1))
+        if action == "evaluate":
+            evaluate(now)
+            continue
+        if action in ("pause", "resume"):
+            if action == "pause" or state.paused:
+                fx = detection.pause(state, now) if action == "pause" else detection.resume(state, now)
+                seen.append(_seen(fx, state))
+            continue
+        kind = PingKind.FAIL if action == "3" else PingKind(action)
+        if kind is PingKind.SKIP and scheduled is None:
+            continue
+        at = now + timedelta(seconds=scheduled) if scheduled is not None else None
+        ticks: set[datetime] = set()
+        if at is not None and not isinstance(spec.schedule, SimpleSchedule):
+            tick = spec.schedule.tick_at_or_before(at)
+            if tick is not None:
+                ticks.add(tick)
+        book = book_for(ping_needed_since(spec, state, now), {rid} if rid else set(), ticks)
+        ping = detection.PingIn(
+            kind=kind, received=now, rid=rid, scheduled=at, exit_status=3 if action == "3" else None
+        )
+        try:
+            seen.append(_seen(detection.apply_ping(spec, state, book, ping), state))
+        except ValidationError as error:
+            seen.append(("refused", error.field, dataclasses.astuple(state)))
+        keep(book)
+    return seen
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    name=st.sampled_from(sorted(SPECS)),
+    steps=st.lists(st.tuples(step, st.booleans()).map(lambda t: (*t[0], t[1])), min_size=1, max_size=40),
+)
+def test_decisions_on_the_loaded_runs_equal_decisions_on_the_whole_history(
+    name: str, steps: list[tuple[int, str, str | None, int | None, bool]]
+) -> None:
+    """The evaluator and the ingest load only the runs and marks from ``needed_since`` /
+    ``ping_needed_since`` on (plus open and named runs): every decision is the one the whole
+    history gives."""
+    assert trace(SPECS[name](), steps, loaded=True) == trace(SPECS[name](), steps, loaded=False)
