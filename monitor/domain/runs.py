@@ -212,14 +212,20 @@ def holds_older(book: RunBook, cutoff: datetime | None, ticks: Iterable[datetime
 
 def ping_needed_since(spec: CheckSpec, state: CheckState, earliest: datetime) -> datetime | None:
     """The earliest tick whose runs and marks deciding pings of this check may look at, for pings
-    whose instants (arrival, ``finished=``, ``started=``) are ``earliest`` or later: what
-    :func:`needed_since` needs, and the tick each of those pings falls in.
+    whose instants (arrival, ``finished=``, ``started=``) are ``earliest`` or later: the ticks
+    after the cursor of a cron check (its cursor tick is judged: :func:`needed_since` also keeps
+    that one, a run per check per ping that nothing reads), all of :func:`needed_since` for a
+    ``simple`` check, and the tick each of those pings falls in.
 
     Besides the runs from here on, a decision needs every open run, the runs a ping names by
     ``rid`` and the runs and marks of a tick a ping names by ``scheduled``; the loader adds those.
     ``None``: only those are needed (a new check with no tick yet).
     """
-    candidates = [since] if (since := needed_since(spec, state)) is not None else []
+    since = needed_since(spec, state)
+    if since is not None and not isinstance(spec.schedule, SimpleSchedule):
+        # the cursor's own tick is judged: detection looks at the ticks after it
+        since = spec.schedule.next_tick(since) or since
+    candidates = [since] if since is not None else []
     if (previous := tick_at_or_before(spec, state, earliest)) is not None:
         candidates.append(previous)
     return min(candidates) if candidates else None
