@@ -6,7 +6,7 @@ Pure: no I/O and no clock; every function takes the instants it needs.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
@@ -195,14 +195,14 @@ def needed_since(spec: CheckSpec, state: CheckState) -> datetime | None:
     return max(marks) if marks else None
 
 
-def holds_older(book: RunBook, cutoff: datetime | None, ticks: Iterable[datetime] = ()) -> bool:
+def holds_older(book: RunBook, cutoff: datetime | None, ticks: Collection[datetime] = ()) -> bool:
     """Whether a decision on ``book`` (loaded from ``cutoff`` on, plus open and named runs) may
     be about a tick before ``cutoff`` (any tick, with no cutoff): the book holds a run or mark of
     one, or a ping names one (``ticks``). Such a tick is compared with the newest succeeded run
     (supersession, DESIGN §5, :meth:`RunBook.latest_success_tick`), which may be older than the
     cutoff: the loader adds that run to such a book."""
     if cutoff is None:
-        return bool(book.runs or book.marks or any(True for _ in ticks))
+        return bool(book.runs or book.marks or ticks)
     return (
         any(r.scheduled < cutoff for r in book.runs.values())
         or any(t < cutoff for t in book.marks)
