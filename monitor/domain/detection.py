@@ -698,7 +698,8 @@ def _bad_run(
     """A run's bad outcome (failed, too fast, timed out). DESIGN §5, supersession: when a run
     of a newer tick has already succeeded (a retry or backfill of an old tick failed), it never
     opens or reopens an episode nor changes the status: it is counted in the open episode, or
-    raises its alert marked ``superseded`` and the check stays up."""
+    in the episode the newer run closed when that was open at the run's tick, or raises its
+    alert marked ``superseded`` and the check stays up."""
     latest_success = book.latest_success_tick()
     if latest_success is None or latest_success <= run.scheduled or isinstance(spec.schedule, SimpleSchedule):
         _bad(spec, state, fx, kind, reason, run=run, now=now)
@@ -706,6 +707,13 @@ def _bad_run(
     if state.is_down and state.episode_key is not None:
         state.episode_count += 1
         fx.alerts.append(_bump(state.episode_key, state.episode_count))
+        return
+    if _in_closed_episode(state, run.scheduled):
+        # the episode that the newer run closed was open at this run's tick: counted in it,
+        # as a tick judged there is (_superseded)
+        assert state.closed_key is not None
+        state.closed_count += 1
+        fx.alerts.append(_bump(state.closed_key, state.closed_count))
         return
     fx.alerts.append(
         AlertDraft(
@@ -945,13 +953,9 @@ def _superseded(spec: CheckSpec, state: CheckState, fx: Effects, tick: datetime,
         state.episode_count += 1
         fx.alerts.append(_bump(state.episode_key, state.episode_count))
         return
-    if (
-        state.closed_key is not None
-        and state.closed_from is not None
-        and state.closed_to is not None
-        and state.closed_from <= tick < state.closed_to
-    ):
+    if _in_closed_episode(state, tick):
         # the episode that the newer run closed was open at this tick: counted in it
+        assert state.closed_key is not None
         state.closed_count += 1
         fx.alerts.append(_bump(state.closed_key, state.closed_count))
         return
@@ -976,6 +980,16 @@ def _superseded(spec: CheckSpec, state: CheckState, fx: Effects, tick: datetime,
             new=state.superseded_count == spec.failure_threshold,
             superseded=True,
         )
+    )
+
+
+def _in_closed_episode(state: CheckState, tick: datetime) -> bool:
+    """Whether the down episode that a newer run closed was open at ``tick`` (DESIGN §5)."""
+    return (
+        state.closed_key is not None
+        and state.closed_from is not None
+        and state.closed_to is not None
+        and state.closed_from <= tick < state.closed_to
     )
 
 

@@ -102,6 +102,21 @@ class TestSupersession:
         assert fx.flips == []
         assert detection.status(state, T0 + s(2 * 3600 + 1801)) is Status.UP
 
+    def test_an_old_ticks_failure_inside_the_episode_a_newer_run_closed_counts_there(self) -> None:
+        # 11:00 missed (down), 12:00's run closed the episode; then 11:00's backfill fails: it
+        # is counted in that closed episode, as a tick judged there would be, and raises nothing
+        spec, state, book = hourly(), CheckState(), RunBook()
+        detection.apply_ping(spec, state, book, ping("success", T0 + s(5)))
+        missed = detection.evaluate(spec, state, book, T0 + s(3600 + 301))
+        assert [a.kind for a in new(missed)] == [AlertKind.MISSED]
+        closed = detection.apply_ping(spec, state, book, ping("success", T0 + s(7200 + 5)))
+        assert [a.kind for a in new(closed)] == [AlertKind.RECOVERED]
+        backfill = detection.PingIn(kind=PingKind.FAIL, received=T0 + s(7200 + 60), scheduled=T0 + s(3600))
+        fx = detection.apply_ping(spec, state, book, backfill)
+        assert new(fx) == [] and fx.flips == []
+        assert [(a.key, a.count) for a in fx.alerts] == [(new(missed)[0].key, 2)]
+        assert detection.status(state, T0 + s(7200 + 61)) is Status.UP
+
     def test_superseded_misses_page_only_from_failure_threshold_ticks_in_a_row(self) -> None:
         spec = hourly(grace=s(3 * 3600), failure_threshold=3)
         state, book = CheckState(), RunBook()
