@@ -487,7 +487,7 @@ def _new_run(
     guard: OutageGuard | None = None,
     early: bool = False,
 ) -> Run:
-    run = Run(id=new_run_id(), rid=rid, scheduled=tick, first_ping_at=now, early=early)
+    run = Run(id=new_run_id(now), rid=rid, scheduled=tick, first_ping_at=now, early=early)
     if early:
         # bound to the next tick from outside the early window (rule 4c): stored and shown
         # with that tick, satisfies nothing and raises nothing by itself (DESIGN §5)

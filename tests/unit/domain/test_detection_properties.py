@@ -174,7 +174,7 @@ def trace(
     Run ids are numbered (they name the runs in alert keys), not random."""
     numbers = itertools.count()
     random_ids = detection.new_run_id
-    detection.new_run_id = lambda: f"run-{next(numbers)}"
+    detection.new_run_id = lambda at: f"run-{next(numbers)}"
     try:
         return _trace(spec, steps, loaded=loaded)
     finally:
