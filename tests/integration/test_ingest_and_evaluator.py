@@ -88,15 +88,22 @@ class CommitCounter:
     """Counts committed transactions on an engine (a real event listener, not a mock)."""
 
     def __init__(self, engine: AsyncEngine) -> None:
+        from monitor.storage import sqlite_batch
+
         self.count = 0
-        event.listen(engine.sync_engine, "commit", self._on_commit)
-        self._engine = engine
+        # on a SQLite file the ingest commits on its worker thread's own engine
+        self._targets = [engine.sync_engine]
+        if sqlite_batch.runs_in_thread(engine):
+            self._targets.append(sqlite_batch._sync_engine(engine))
+        for target in self._targets:
+            event.listen(target, "commit", self._on_commit)
 
     def _on_commit(self, _conn: Any) -> None:
         self.count += 1
 
     def close(self) -> None:
-        event.remove(self._engine.sync_engine, "commit", self._on_commit)
+        for target in self._targets:
+            event.remove(target, "commit", self._on_commit)
 
 
 # --------------------------------------------------------------------------- ingest
@@ -452,3 +459,4 @@ async def test_a_failure_of_a_tick_older_than_a_success_does_not_flip_the_check_
         runs = (await conn.execute(select(t.runs.c.scheduled).where(t.runs.c.check_id == check_id))).scalars()
         assert sorted(runs) == [T0 - timedelta(minutes=5), T0, T0 + timedelta(minutes=5)]
     assert downs == 0
+
