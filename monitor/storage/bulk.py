@@ -14,12 +14,13 @@ rows are stored exactly as a Core ``insert``/``update`` would store them.
 
 from __future__ import annotations
 
+import json
 import sqlite3
 import weakref
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar, cast
 
-from sqlalchemy import ColumnElement, Table, any_, bindparam, text
+from sqlalchemy import ColumnElement, FromClause, Table, and_, any_, bindparam, func, text
 from sqlalchemy.dialects import postgresql
 from sqlalchemy.engine import Dialect
 from sqlalchemy.ext.asyncio import AsyncConnection
@@ -50,6 +51,47 @@ def member_of(column: ColumnElement[Any], name: str, *, postgres: bool) -> Colum
     if postgres:
         return column == any_(bindparam(name, type_=postgresql.ARRAY(column.type)))
     return column.in_(bindparam(name, expanding=True))
+
+
+def at_or_after_own_bound(
+    key: ColumnElement[Any], column: ColumnElement[Any], name: str, *, postgres: bool
+) -> tuple[FromClause, ColumnElement[bool]]:
+    """A list of (key, bound) pairs to join on, and the join condition: the row's ``key`` is a
+    pair's key and its ``column`` is at or after that pair's bound. Bind the pairs with
+    :func:`own_bounds` (same ``name``).
+
+    Each key gets its own lower bound in one statement: with one bound for all (the smallest),
+    a batch mixing a weekly check with a check run every minute read a week of the latter's
+    rows. PostgreSQL: ``unnest`` of two arrays; SQLite: ``json_each`` of one JSON text (both
+    planners probe the ``(key, column)`` index once per pair).
+    """
+    if postgres:
+        pairs = (
+            func.unnest(
+                bindparam(f"{name}_keys", type_=postgresql.ARRAY(key.type)),
+                bindparam(f"{name}_bounds", type_=postgresql.ARRAY(column.type)),
+            )
+            .table_valued("key", "bound")
+            .render_derived(name=name)
+        )
+        return pairs, and_(key == pairs.c.key, column >= pairs.c.bound)
+    pairs = func.json_each(bindparam(name)).table_valued("value").alias(name)
+    return pairs, and_(
+        key == func.json_extract(pairs.c.value, "$[0]"),
+        column >= func.json_extract(pairs.c.value, "$[1]"),
+    )
+
+
+def own_bounds(
+    name: str, bounds: Mapping[Any, Any], column: ColumnElement[Any], dialect: Dialect
+) -> dict[str, Any]:
+    """The parameters of :func:`at_or_after_own_bound`'s pairs: key → bound, each bound a
+    Python value of ``column``'s type (bound as ``column`` binds it: SQLite's datetime text)."""
+    if dialect.name == "postgresql":
+        return {f"{name}_keys": list(bounds), f"{name}_bounds": list(bounds.values())}
+    process = column.type.dialect_impl(dialect).bind_processor(dialect)
+    pairs = [[key, bound if process is None else process(bound)] for key, bound in bounds.items()]
+    return {name: json.dumps(pairs)}
 
 
 def _memo(dialect: Dialect, key: tuple[Any, ...], build: Callable[[], T]) -> T:

@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import Executable, Table, and_, bindparam, not_, or_, select, union
+from sqlalchemy import Executable, Table, and_, not_, or_, select, union
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncConnection
 
@@ -174,17 +174,14 @@ async def load_books(
     ``None`` cutoff only open runs and the named ones); runs carrying one of ``rids``; runs and
     marks on one of ``ticks``; and the newest succeeded run where :func:`_add_newest_successes` says.
 
-    One query per table for the whole batch (``check_id IN …`` with the loosest cutoff), then
-    each check's own rule is applied here: building a per-check SQL expression for hundreds of
-    checks cost more than the rows it saved.
+    One query per table for the whole batch (each check's own cutoff joined as a pair); the
+    named runs found for the batch are then kept only for the checks that named them.
     """
     books: dict[int, RunBook] = {cid: RunBook() for cid in cutoffs}
     if not cutoffs:
         return books
     rid_sets = {cid: set(values) for cid, values in (rids or {}).items()}
     tick_sets = {cid: set(values) for cid, values in (ticks or {}).items()}
-    known = [c for c in cutoffs.values() if c is not None]
-    floor = min(known) if known else None
     all_rids = set().union(*rid_sets.values()) if rid_sets else set()
     all_ticks = set().union(*tick_sets.values()) if tick_sets else set()
 
@@ -198,15 +195,18 @@ async def load_books(
         )
 
     postgres = conn.dialect.name == "postgresql"
-    runs_query, marks_query = _book_selects(floor is not None, bool(all_rids), bool(all_ticks), postgres)
-    params: dict[str, Any] = {"floor": floor} if floor is not None else {}
+    params: dict[str, Any] = {}
     if all_rids:
         params["rids"] = list(all_rids)
     if all_ticks:
         params["ticks"] = list(all_ticks)
     for chunk in _chunks(list(cutoffs), 500):
-        params["ids"] = list(chunk)
-        result = await conn.execute(runs_query, params)
+        own = {cid: cutoffs[cid] for cid in chunk if cutoffs[cid] is not None}
+        runs_query, marks_query = _book_selects(bool(own), bool(all_rids), bool(all_ticks), postgres)
+        chunk_params = {**params, "ids": list(chunk)}
+        if own:
+            chunk_params.update(bulk.own_bounds("cutoffs", own, t.runs.c.scheduled, conn.dialect))
+        result = await conn.execute(runs_query, chunk_params)
         keys = list(result.keys())
         for values in result.all():
             row = dict(zip(keys, values, strict=True))
@@ -216,7 +216,7 @@ async def load_books(
                 books[cid].add(run_of(row))
         if marks_query is None:
             continue
-        for cid, scheduled, outcome in (await conn.execute(marks_query, params)).all():
+        for cid, scheduled, outcome in (await conn.execute(marks_query, chunk_params)).all():
             if wanted(cid, scheduled):
                 books[cid].marks[scheduled] = TickMark(scheduled=scheduled, outcome=Outcome(outcome))
     await _add_newest_successes(conn, books, cutoffs, tick_sets, postgres)
@@ -268,11 +268,12 @@ def _newest_success_select(postgres: bool) -> Executable:
 
 @functools.cache
 def _book_selects(
-    floor: bool, rids: bool, ticks: bool, postgres: bool
+    cutoffs: bool, rids: bool, ticks: bool, postgres: bool
 ) -> tuple[Executable, Executable | None]:
     """The SELECTs of :func:`load_books` (runs, tick marks or ``None``) for the conditions a
-    batch has: a cutoff ``floor``, named ``rids``, named ``ticks``. Their parameters are
-    ``ids`` (a chunk of check ids), ``floor`` (aware UTC), ``rids`` and ``ticks`` (lists, bound
+    batch has: ``cutoffs`` (checks with a cutoff), named ``rids``, named ``ticks``. Their
+    parameters are ``ids`` (a chunk of check ids), ``cutoffs`` (each check's own, as
+    :func:`monitor.storage.bulk.own_bounds` binds them), ``rids`` and ``ticks`` (lists, bound
     as :func:`monitor.storage.bulk.member_of` binds them on each dialect). Built once per
     combination and dialect: the ingest loads books in every batch.
 
@@ -285,13 +286,11 @@ def _book_selects(
     marks_in_chunk = bulk.member_of(m.check_id, "ids", postgres=postgres)
     arms = [select(t.runs).where(in_chunk).where(r.outcome.is_(None))]
     mark_arms = []
-    if floor:
-        arms.append(select(t.runs).where(in_chunk).where(r.scheduled >= bindparam("floor")))
-        mark_arms.append(
-            select(m.check_id, m.scheduled, m.outcome)
-            .where(marks_in_chunk)
-            .where(m.scheduled >= bindparam("floor"))
-        )
+    if cutoffs:
+        pairs, after = bulk.at_or_after_own_bound(r.check_id, r.scheduled, "cutoffs", postgres=postgres)
+        arms.append(select(t.runs).join_from(pairs, t.runs, after))
+        pairs, after = bulk.at_or_after_own_bound(m.check_id, m.scheduled, "cutoffs", postgres=postgres)
+        mark_arms.append(select(m.check_id, m.scheduled, m.outcome).join_from(pairs, t.tick_marks, after))
     if rids:
         arms.append(select(t.runs).where(in_chunk).where(bulk.member_of(r.rid, "rids", postgres=postgres)))
     if ticks:

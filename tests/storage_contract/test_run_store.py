@@ -127,3 +127,39 @@ async def test_books_holding_an_older_tick_get_the_newest_succeeded_run(uow: Uni
     assert {r.id for r in books[named].runs.values()} == {newest_named}
     assert {r.id for r in books[recent_only].runs.values()} == {recent}
     assert books[running].latest_success_tick() == NOW - 6 * hour
+
+
+async def test_books_read_each_checks_runs_from_its_own_cutoff(uow: UnitOfWork) -> None:
+    # a weekly check (cutoff a week back) batched with one run every minute: the query reads
+    # the latter's runs from its own cutoff on, not a week of them
+    from monitor.storage import bulk
+    from monitor.storage.repositories import _book_selects
+
+    project = await add_project(uow)
+    weekly, minutely = await add_check(uow, project), await add_check(uow, project)
+    week_ago = NOW - timedelta(days=7)
+    await add_run(uow, weekly, week_ago, outcome="on_time")
+    await add_mark(uow, weekly, week_ago)
+    for minutes in range(1, 31):
+        at = NOW - timedelta(minutes=minutes)
+        await add_run(uow, minutely, at, outcome="on_time")
+        await add_mark(uow, minutely, at)
+    cutoffs = {weekly: week_ago, minutely: NOW - timedelta(minutes=2)}
+    postgres = uow.connection.dialect.name == "postgresql"
+    runs_query, marks_query = _book_selects(True, False, False, postgres)
+    params = {
+        "ids": [weekly, minutely],
+        **bulk.own_bounds("cutoffs", cutoffs, t.runs.c.scheduled, uow.connection.dialect),
+    }
+    read = [(row.check_id, row.scheduled) for row in (await uow.connection.execute(runs_query, params)).all()]
+    assert marks_query is not None
+    marks = [tuple(row) for row in (await uow.connection.execute(marks_query, params)).all()]
+    expected = {
+        (weekly, week_ago),
+        (minutely, NOW - timedelta(minutes=1)),
+        (minutely, NOW - timedelta(minutes=2)),
+    }
+    assert set(read) == expected and len(read) == 3
+    assert {(cid, at) for cid, at, _ in marks} == expected and len(marks) == 3
+    books = await uow.runs.books(cutoffs)
+    assert len(books[minutely].runs) == 2 and len(books[minutely].marks) == 2
