@@ -14,7 +14,7 @@ import contextlib
 import logging
 import uuid as uuid_module
 from collections import defaultdict, deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -88,6 +88,9 @@ OK = PingAnswer(200, "OK")
 CREATED = PingAnswer(201, "Created")
 NOT_FOUND = PingAnswer(404, "not found")
 QUEUE_FULL = PingAnswer(503, "busy: too many pings waiting to be stored, retry", retry_after=1)
+BATCHES_IN_FLIGHT = 2
+SPLIT_MIN = 4
+"""PostgreSQL: ingest transactions one process runs at once (:class:`IngestWriter`)."""
 
 
 class RateLimiter:
@@ -132,16 +135,23 @@ async def ingest_pings(
     *,
     settings: Settings,
     limiter: RateLimiter | None = None,
+    on_locked: Callable[[], None] | None = None,
 ) -> list[PingAnswer]:
     """Process ``requests`` in order in one transaction; answers only after commit.
 
     On SQLite the transaction runs whole in one worker-thread call (:meth:`UnitOfWork.run`).
 
+    Args:
+        on_locked: called once the batch's checks are read and, on PostgreSQL, locked
+            (``FOR UPDATE``, id order): from then on a later transaction touching one of them
+            waits for this one's commit.
+
     Raises:
         sqlalchemy.exc.SQLAlchemyError: the transaction failed (nothing was stored).
     """
     return await UnitOfWork.run(
-        engine, lambda uow: _ingest(uow, requests, settings=settings, limiter=limiter)
+        engine,
+        lambda uow: _ingest(uow, requests, settings=settings, limiter=limiter, on_locked=on_locked),
     )
 
 
@@ -252,6 +262,7 @@ async def _ingest(
     *,
     settings: Settings,
     limiter: RateLimiter | None,
+    on_locked: Callable[[], None] | None = None,
 ) -> list[PingAnswer]:
     """
     Long because a batch's transaction resolves, binds, judges and writes in one sequence whose
@@ -260,6 +271,8 @@ async def _ingest(
     now = max(r.received for r in requests)
     conn = uow.connection
     targets, rows, created = await _resolve(uow, requests, now, shards=settings.shards)
+    if on_locked is not None:
+        on_locked()
     answers: list[PingAnswer | None] = [None] * len(requests)
 
     # Idempotency-Key: scope (check, kind), remembered 7 days; a repeat stores nothing.
@@ -453,7 +466,15 @@ async def _load_books(
 
 
 class IngestWriter:
-    """The process's ingest queue and its single writer task (group commit)."""
+    """The process's ingest queue and its writer task (group commit).
+
+    On SQLite one batch is processed at a time (one writer). On PostgreSQL up to
+    :data:`BATCHES_IN_FLIGHT` batches run at once, each in its own transaction: a batch waits
+    for the database during most of its transaction, and the next batch is collected and
+    started meanwhile — but only once the previous one holds its checks' rows, so a later ping
+    of the same check waits for the earlier one's commit and pings of a check are still
+    processed in arrival order.
+    """
 
     def __init__(self, engine: Engine, settings: Settings) -> None:
         self.engine = engine
@@ -462,6 +483,9 @@ class IngestWriter:
         self._queue: asyncio.Queue[tuple[PingRequest, asyncio.Future[PingAnswer]]] = asyncio.Queue()
         self._task: asyncio.Task[None] | None = None
         self._failures = FailureLog(logger, "ping ingest", action="ingest_batch_failed")
+        self._in_flight_limit = BATCHES_IN_FLIGHT if engine.dialect.name == "postgresql" else 1
+        self._in_flight: set[asyncio.Task[None]] = set()
+        self._carry: list[tuple[PingRequest, asyncio.Future[PingAnswer]]] = []
 
     async def start(self) -> None:
         if self._task is None:
@@ -472,6 +496,8 @@ class IngestWriter:
         if self._task is None:
             return
         await self._queue.join()
+        if self._in_flight:
+            await asyncio.wait(self._in_flight)
         self._task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await self._task
@@ -493,33 +519,74 @@ class IngestWriter:
         return await future
 
     async def _run(self) -> None:
-        batch_size = self.settings.ingest_batch
-        wait = self.settings.ingest_wait
         loop = asyncio.get_running_loop()
         while True:
-            batch = [await self._queue.get()]
-            deadline = loop.time() + wait
-            while len(batch) < batch_size:
-                if not self._queue.empty():
-                    batch.append(self._queue.get_nowait())
-                    continue
-                remaining = deadline - loop.time()
-                if remaining <= 0:
-                    break
-                try:
-                    batch.append(await asyncio.wait_for(self._queue.get(), remaining))
-                except TimeoutError:
-                    break
-            try:
-                await self._process(batch)
-            finally:
-                for _ in batch:
-                    self._queue.task_done()
+            batch = await self._collect()
+            if self._in_flight_limit == 1:
+                await self._finish(batch, None)
+                continue
+            while len(self._in_flight) >= self._in_flight_limit:
+                await asyncio.wait(self._in_flight, return_when=asyncio.FIRST_COMPLETED)
+            locked: asyncio.Future[None] = loop.create_future()
 
-    async def _process(self, batch: list[tuple[PingRequest, asyncio.Future[PingAnswer]]]) -> None:
+            def mark_locked(locked: asyncio.Future[None] = locked) -> None:
+                if not locked.done():
+                    locked.set_result(None)
+
+            task = asyncio.create_task(self._finish(batch, mark_locked))
+            self._in_flight.add(task)
+            task.add_done_callback(self._in_flight.discard)
+            task.add_done_callback(lambda _: mark_locked())
+            await locked  # the next batch starts once this one holds its checks' rows
+
+    async def _collect(self) -> list[tuple[PingRequest, asyncio.Future[PingAnswer]]]:
+        """What is queued, up to ``ingest_batch`` pings, and what arrives within ``ingest_wait``
+        of the first."""
+        loop = asyncio.get_running_loop()
+        if self._carry:
+            batch, self._carry = self._carry, []
+            while len(batch) < self.settings.ingest_batch and not self._queue.empty():
+                batch.append(self._queue.get_nowait())
+            return batch
+        batch = [await self._queue.get()]
+        deadline = loop.time() + self.settings.ingest_wait
+        while len(batch) < self.settings.ingest_batch:
+            if not self._queue.empty():
+                batch.append(self._queue.get_nowait())
+                continue
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                break
+            try:
+                batch.append(await asyncio.wait_for(self._queue.get(), remaining))
+            except TimeoutError:
+                break
+        if self._in_flight_limit > 1 and not self._in_flight and len(batch) >= 2 * SPLIT_MIN:
+            half = len(batch) // 2
+            batch, self._carry = batch[:half], batch[half:]
+        return batch
+
+    async def _finish(
+        self,
+        batch: list[tuple[PingRequest, asyncio.Future[PingAnswer]]],
+        on_locked: Callable[[], None] | None,
+    ) -> None:
+        try:
+            await self._process(batch, on_locked)
+        finally:
+            for _ in batch:
+                self._queue.task_done()
+
+    async def _process(
+        self,
+        batch: list[tuple[PingRequest, asyncio.Future[PingAnswer]]],
+        on_locked: Callable[[], None] | None,
+    ) -> None:
         requests = [r for r, _ in batch]
         try:
-            answers = await ingest_pings(self.engine, requests, settings=self.settings, limiter=self.limiter)
+            answers = await ingest_pings(
+                self.engine, requests, settings=self.settings, limiter=self.limiter, on_locked=on_locked
+            )
         except Exception as error:
             # retried ping by ping; a database outage logs one traceback, then a counted
             # line every 30 s (F4), not one per ping

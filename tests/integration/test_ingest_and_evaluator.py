@@ -460,3 +460,93 @@ async def test_a_failure_of_a_tick_older_than_a_success_does_not_flip_the_check_
         assert sorted(runs) == [T0 - timedelta(minutes=5), T0, T0 + timedelta(minutes=5)]
     assert downs == 0
 
+
+
+# ----------------------------------------------------------- PostgreSQL: two batches in flight
+
+
+@pytest.fixture
+async def pg_engine(pg_shared: str) -> AsyncIterator[AsyncEngine]:
+    from tests.conftest import _truncate
+
+    await _truncate(pg_shared)
+    engine = make_engine(pg_shared)
+    yield engine
+    await engine.dispose()
+
+
+async def _stall_ping_inserts(engine: AsyncEngine) -> Any:
+    """An open transaction holding ``pings`` in SHARE mode: every ingest transaction blocks at
+    its ping insert, after it locked its checks. Roll it back to let them through."""
+    conn = await engine.connect()
+    await conn.begin()
+    await conn.execute(text("LOCK TABLE pings IN SHARE MODE"))
+    return conn
+
+
+async def _ingests_blocked_on_pings(engine: AsyncEngine, count: int) -> None:
+    query = text(
+        "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+        "AND wait_event_type = 'Lock' AND query LIKE 'INSERT INTO pings%'"
+    )
+    for _ in range(300):
+        async with engine.connect() as conn:
+            if (await conn.execute(query)).scalar_one() == count:
+                return
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"never saw {count} ingest transactions waiting at the ping insert")
+
+
+async def test_on_postgresql_the_next_batch_runs_while_one_waits_for_the_database(
+    pg_engine: AsyncEngine,
+) -> None:
+    async with pg_engine.begin() as conn:
+        project_id = int((await create_project(conn, "p", T0))["id"])  # type: ignore[call-overload]
+    _, first = await make_check(pg_engine, project_id, name="first", timeout=60)
+    _, second = await make_check(pg_engine, project_id, name="second", timeout=60)
+    writer = IngestWriter(pg_engine, Settings(database_url=str(pg_engine.url)))
+    await writer.start()
+    stall = await _stall_ping_inserts(pg_engine)
+    try:
+        one = asyncio.ensure_future(writer.submit(ping(first, T0)))
+        await _ingests_blocked_on_pings(pg_engine, 1)
+        two = asyncio.ensure_future(writer.submit(ping(second, T0)))
+        # the second batch got as far as the first: both wait at their ping insert
+        await _ingests_blocked_on_pings(pg_engine, 2)
+    finally:
+        await stall.rollback()
+        await stall.close()
+    assert [(await one).status, (await two).status] == [200, 200]
+    await writer.stop()
+    assert await scalar(pg_engine, select(func.sum(t.checks.c.n_pings))) == 2
+
+
+async def test_on_postgresql_a_later_batch_waits_for_an_earlier_ping_of_the_same_check(
+    pg_engine: AsyncEngine,
+) -> None:
+    async with pg_engine.begin() as conn:
+        project_id = int((await create_project(conn, "p", T0))["id"])  # type: ignore[call-overload]
+    check_id, uuid = await make_check(pg_engine, project_id, name="job", timeout=60)
+    writer = IngestWriter(pg_engine, Settings(database_url=str(pg_engine.url)))
+    await writer.start()
+    stall = await _stall_ping_inserts(pg_engine)
+    try:
+        start = asyncio.ensure_future(writer.submit(ping(uuid, T0, PingKind.START)))
+        await _ingests_blocked_on_pings(pg_engine, 1)
+        success = asyncio.ensure_future(writer.submit(ping(uuid, T0 + timedelta(seconds=5))))
+        await asyncio.sleep(0.3)  # the second batch is waiting for the check's row, not the table
+        await _ingests_blocked_on_pings(pg_engine, 1)
+    finally:
+        await stall.rollback()
+        await stall.close()
+    assert [(await start).status, (await success).status] == [200, 200]
+    await writer.stop()
+    async with pg_engine.connect() as conn:
+        kinds = (
+            await conn.execute(
+                select(t.pings.c.kind).where(t.pings.c.check_id == check_id).order_by(t.pings.c.n)
+            )
+        ).scalars().all()
+        outcome = (await conn.execute(select(t.runs.c.outcome, t.runs.c.started_at))).one()
+    assert kinds == ["start", "success"]
+    assert outcome.outcome == "on_time" and outcome.started_at == T0  # one run, started then finished
