@@ -30,6 +30,7 @@ from monitor.services import outages
 from monitor.services.effects import CheckIdentity, PendingWrites, record_alerts
 from monitor.settings import Settings
 from monitor.storage import cluster, repositories
+from monitor.storage.ports import DuplicateKey
 from monitor.storage.unit_of_work import Connection, Engine, UnitOfWork
 
 logger = logging.getLogger(__name__)
@@ -177,14 +178,35 @@ async def _resolve(
             project_id = await uow.pings.project_by_ping_key(request.ping_key)
             if project_id is None:
                 continue
-            check_id = await create_slug_check(uow.connection, project_id, request.slug, now, shards=shards)
+            check_id, made = await _create_or_find(uow, project_id, key, now, shards=shards)
             by_slug[key] = check_id
-            created.add(check_id)
+            if made:
+                created.add(check_id)
     targets = [
         by_uuid.get(r.uuid) if r.uuid else by_slug.get((r.ping_key or "", r.slug or "")) for r in requests
     ]
     rows = await uow.pings.lock(cid for cid in targets if cid is not None)
     return targets, rows, created
+
+
+async def _create_or_find(
+    uow: UnitOfWork, project_id: int, key: tuple[str, str], now: datetime, *, shards: int
+) -> tuple[int, bool]:
+    """The id of the check ``key`` (ping key, slug) auto-provisions, and whether this call
+    created it. Another transaction may have created the same slug since this one looked (two
+    batches in flight, or two processes): the insert then waits for it and conflicts, and the
+    check it committed is used instead of failing the whole batch.
+
+    Raises:
+        DuplicateKey: the insert conflicted and no such check is visible.
+    """
+    try:
+        return await create_slug_check(uow.connection, project_id, key[1], now, shards=shards), True
+    except DuplicateKey:  # the insert's own savepoint is rolled back; the batch goes on
+        found = await uow.pings.ids_by_slug([key])
+        if key not in found:
+            raise
+        return found[key], False
 
 
 async def create_slug_check(
@@ -519,7 +541,6 @@ class IngestWriter:
         return await future
 
     async def _run(self) -> None:
-        loop = asyncio.get_running_loop()
         while True:
             batch = await self._collect()
             if self._in_flight_limit == 1:
@@ -527,17 +548,22 @@ class IngestWriter:
                 continue
             while len(self._in_flight) >= self._in_flight_limit:
                 await asyncio.wait(self._in_flight, return_when=asyncio.FIRST_COMPLETED)
-            locked: asyncio.Future[None] = loop.create_future()
+            await self._launch(batch)  # the next batch starts once this one holds its rows
 
-            def mark_locked(locked: asyncio.Future[None] = locked) -> None:
-                if not locked.done():
-                    locked.set_result(None)
+    def _launch(self, batch: list[tuple[PingRequest, asyncio.Future[PingAnswer]]]) -> asyncio.Future[None]:
+        """Start ``batch`` in a task of its own; the returned future completes once that batch
+        holds its checks' rows, or has ended (failed or committed) — that batch's, no other's."""
+        locked: asyncio.Future[None] = asyncio.get_running_loop().create_future()
 
-            task = asyncio.create_task(self._finish(batch, mark_locked))
-            self._in_flight.add(task)
-            task.add_done_callback(self._in_flight.discard)
-            task.add_done_callback(lambda _: mark_locked())
-            await locked  # the next batch starts once this one holds its checks' rows
+        def mark_locked() -> None:
+            if not locked.done():
+                locked.set_result(None)
+
+        task = asyncio.create_task(self._finish(batch, mark_locked))
+        self._in_flight.add(task)
+        task.add_done_callback(self._in_flight.discard)
+        task.add_done_callback(lambda _: mark_locked())
+        return locked
 
     async def _collect(self) -> list[tuple[PingRequest, asyncio.Future[PingAnswer]]]:
         """What is queued, up to ``ingest_batch`` pings, and what arrives within ``ingest_wait``

@@ -550,3 +550,84 @@ async def test_on_postgresql_a_later_batch_waits_for_an_earlier_ping_of_the_same
         outcome = (await conn.execute(select(t.runs.c.outcome, t.runs.c.started_at))).one()
     assert kinds == ["start", "success"]
     assert outcome.outcome == "on_time" and outcome.started_at == T0  # one run, started then finished
+
+
+async def _hold_row(engine: AsyncEngine, check_id: int) -> Any:
+    """An open transaction holding one check's row (``FOR UPDATE``); roll it back to release."""
+    conn = await engine.connect()
+    await conn.begin()
+    await conn.execute(text("SELECT id FROM checks WHERE id = :id FOR UPDATE"), {"id": check_id})
+    return conn
+
+
+async def test_on_postgresql_a_batch_still_waiting_for_its_rows_holds_back_the_next_one(
+    pg_engine: AsyncEngine,
+) -> None:
+    # B waits for X's row (held elsewhere) before it can lock Y; C pings Y later. When A, the
+    # batch in flight before B, ends, C must still wait for B's rows: C locking Y first would
+    # store Y's later ping before its earlier one (found by a breaker session: a batch's end
+    # released the newest batch instead of its own follower)
+    async with pg_engine.begin() as conn:
+        project_id = int((await create_project(conn, "p", T0))["id"])  # type: ignore[call-overload]
+    other_id, other = await make_check(pg_engine, project_id, name="a", timeout=60)
+    x_id, x = await make_check(pg_engine, project_id, name="x", timeout=60)
+    y_id, y = await make_check(pg_engine, project_id, name="y", timeout=60)
+    assert other_id < x_id < y_id
+    writer = IngestWriter(pg_engine, Settings(database_url=str(pg_engine.url)))
+    await writer.start()
+    stall = await _stall_ping_inserts(pg_engine)
+    held = await _hold_row(pg_engine, x_id)
+    try:
+        a = asyncio.ensure_future(writer.submit(ping(other, T0)))
+        await _ingests_blocked_on_pings(pg_engine, 1)
+        b = [
+            asyncio.ensure_future(writer.submit(ping(x, T0))),
+            asyncio.ensure_future(writer.submit(ping(y, T0, PingKind.START))),
+        ]
+        await asyncio.sleep(0.3)  # B is waiting for X's row
+        c = asyncio.ensure_future(writer.submit(ping(y, T0 + timedelta(seconds=5))))
+        await asyncio.sleep(0.1)
+        await stall.rollback()  # A ends
+        assert (await a).status == 200
+        await asyncio.wait({c}, timeout=1.0)  # C must not get past B meanwhile
+        assert not c.done()
+    finally:
+        await stall.rollback()
+        await stall.close()
+        await held.rollback()
+        await held.close()
+    assert [(await f).status for f in (*b, c)] == [200, 200, 200]
+    await writer.stop()
+    async with pg_engine.connect() as conn:
+        kinds = (
+            await conn.execute(select(t.pings.c.kind).where(t.pings.c.check_id == y_id).order_by(t.pings.c.n))
+        ).scalars().all()
+    assert kinds == ["start", "success"]
+
+
+async def test_on_postgresql_two_batches_creating_one_slug_make_one_check_and_both_succeed(
+    pg_engine: AsyncEngine, caplog: pytest.LogCaptureFixture
+) -> None:
+    async with pg_engine.begin() as conn:
+        project = await create_project(conn, "p", T0)
+    ping_key = str(project["ping_key"])
+    writer = IngestWriter(pg_engine, Settings(database_url=str(pg_engine.url)))
+    await writer.start()
+    stall = await _stall_ping_inserts(pg_engine)
+
+    def auto(at: datetime) -> PingRequest:
+        return PingRequest(kind=PingKind.SUCCESS, received=at, ping_key=ping_key, slug="nightly", create=True)
+
+    try:
+        first = asyncio.ensure_future(writer.submit(auto(T0)))
+        await _ingests_blocked_on_pings(pg_engine, 1)  # A created the check, not yet committed
+        second = asyncio.ensure_future(writer.submit(auto(T0 + timedelta(seconds=1))))
+        await asyncio.sleep(0.3)  # B's insert of the same slug waits for A
+    finally:
+        await stall.rollback()
+        await stall.close()
+    assert [(await first).status, (await second).status] == [201, 200]
+    await writer.stop()
+    assert await scalar(pg_engine, select(func.count()).select_from(t.checks)) == 1
+    assert await scalar(pg_engine, select(func.sum(t.checks.c.n_pings))) == 2
+    assert "ping ingest failed" not in caplog.text
