@@ -321,6 +321,7 @@ async def _ingest(
     outage_guard = await outages.load_ingest_guard(conn, now, timedelta(seconds=settings.lease_ttl))
 
     ping_rows: list[dict[str, Any]] = []
+    announced: set[int] = set()
     pending = PendingWrites.empty()
     alert_work: list[tuple[_Context, detection.Effects, str | None]] = []
     for index, (request, cid) in enumerate(zip(requests, targets, strict=True)):
@@ -332,7 +333,8 @@ async def _ingest(
             wait = limiter.retry_after(cid, request.received)
             answers[index] = PingAnswer(429, f"rate limited: retry after {wait} s", retry_after=wait)
             continue
-        success = CREATED if cid in created else OK
+        # 201 answers the ping that created the check (Healthchecks), not its batch-mates
+        success = CREATED if cid in created and cid not in announced else OK
         if request.idempotency_key:
             memo = (cid, request.kind.value, request.idempotency_key)
             if memo in remembered:
@@ -409,6 +411,7 @@ async def _ingest(
             tail = request.body.decode("utf-8", "replace") if request.body else None
             alert_work.append((ctx, fx, tail))
         answers[index] = success
+        announced.add(cid)
 
     await uow.pings.insert(ping_rows)
     await pending.write(conn)

@@ -631,3 +631,22 @@ async def test_on_postgresql_two_batches_creating_one_slug_make_one_check_and_bo
     assert await scalar(pg_engine, select(func.count()).select_from(t.checks)) == 1
     assert await scalar(pg_engine, select(func.sum(t.checks.c.n_pings))) == 2
     assert "ping ingest failed" not in caplog.text
+
+
+async def test_only_the_ping_that_created_a_slug_check_is_answered_created(
+    engine: AsyncEngine, writer: IngestWriter
+) -> None:
+    async with engine.begin() as conn:
+        project = await create_project(conn, "slugs", T0)
+    requests = [
+        PingRequest(
+            kind=PingKind.SUCCESS,
+            received=T0 + timedelta(seconds=i),
+            ping_key=str(project["ping_key"]),
+            slug="backup",
+            create=True,
+        )
+        for i in range(3)
+    ]
+    answers = await asyncio.gather(*(writer.submit(r) for r in requests))  # one batch
+    assert [a.status for a in answers] == [201, 200, 200]
