@@ -20,7 +20,7 @@ import weakref
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar, cast
 
-from sqlalchemy import ColumnElement, FromClause, Table, and_, any_, bindparam, func, text
+from sqlalchemy import ColumnElement, Select, Table, and_, any_, bindparam, func, select, text, true
 from sqlalchemy.dialects import postgresql
 from sqlalchemy.engine import Dialect
 from sqlalchemy.ext.asyncio import AsyncConnection
@@ -54,31 +54,47 @@ def member_of(column: ColumnElement[Any], name: str, *, postgres: bool) -> Colum
 
 
 def at_or_after_own_bound(
-    key: ColumnElement[Any], column: ColumnElement[Any], name: str, *, postgres: bool
-) -> tuple[FromClause, ColumnElement[bool]]:
-    """A list of (key, bound) pairs to join on, and the join condition: the row's ``key`` is a
-    pair's key and its ``column`` is at or after that pair's bound. Bind the pairs with
-    :func:`own_bounds` (same ``name``).
+    table: Table, key: str, column: str, name: str, *, postgres: bool, columns: Sequence[str] | None = None
+) -> Select[Any]:
+    """The rows of ``table`` (its ``columns``, default all) whose ``key`` is one of a list of
+    (key, bound) pairs and whose ``column`` is at or after that pair's bound. Bind the pairs
+    with :func:`own_bounds` (same ``name``).
 
     Each key gets its own lower bound in one statement: with one bound for all (the smallest),
     a batch mixing a weekly check with a check run every minute read a week of the latter's
-    rows. PostgreSQL: ``unnest`` of two arrays; SQLite: ``json_each`` of one JSON text (both
-    planners probe the ``(key, column)`` index once per pair).
+    rows. Both forms probe the ``(key, column)`` index once per pair:
+
+    - PostgreSQL: ``unnest`` of two arrays, each pair's rows a ``LATERAL`` subquery kept
+      apart by ``OFFSET 0``: as a plain join the planner, misled by a freshly grown table's
+      stale statistics, chose a hash join over a sequential scan (3-5 ms instead of 0.3 ms for
+      16 pairs among 24 000 runs);
+    - SQLite: ``json_each`` of one JSON text, joined (SQLite's nested loop puts it outside).
     """
+    wanted = [table.c[c] for c in columns] if columns is not None else list(table.c)
     if postgres:
         pairs = (
             func.unnest(
-                bindparam(f"{name}_keys", type_=postgresql.ARRAY(key.type)),
-                bindparam(f"{name}_bounds", type_=postgresql.ARRAY(column.type)),
+                bindparam(f"{name}_keys", type_=postgresql.ARRAY(table.c[key].type)),
+                bindparam(f"{name}_bounds", type_=postgresql.ARRAY(table.c[column].type)),
             )
             .table_valued("key", "bound")
             .render_derived(name=name)
         )
-        return pairs, and_(key == pairs.c.key, column >= pairs.c.bound)
+        each = (
+            select(*wanted)
+            .where(table.c[key] == pairs.c.key, table.c[column] >= pairs.c.bound)
+            .offset(0)
+            .lateral(f"{name}_{table.name}")
+        )
+        return select(*each.c).select_from(pairs).join(each, true())
     pairs = func.json_each(bindparam(name)).table_valued("value").alias(name)
-    return pairs, and_(
-        key == func.json_extract(pairs.c.value, "$[0]"),
-        column >= func.json_extract(pairs.c.value, "$[1]"),
+    return select(*wanted).join_from(
+        pairs,
+        table,
+        and_(
+            table.c[key] == func.json_extract(pairs.c.value, "$[0]"),
+            table.c[column] >= func.json_extract(pairs.c.value, "$[1]"),
+        ),
     )
 
 

@@ -287,10 +287,17 @@ def _book_selects(
     arms = [select(t.runs).where(in_chunk).where(r.outcome.is_(None))]
     mark_arms = []
     if cutoffs:
-        pairs, after = bulk.at_or_after_own_bound(r.check_id, r.scheduled, "cutoffs", postgres=postgres)
-        arms.append(select(t.runs).join_from(pairs, t.runs, after))
-        pairs, after = bulk.at_or_after_own_bound(m.check_id, m.scheduled, "cutoffs", postgres=postgres)
-        mark_arms.append(select(m.check_id, m.scheduled, m.outcome).join_from(pairs, t.tick_marks, after))
+        arms.append(bulk.at_or_after_own_bound(t.runs, "check_id", "scheduled", "cutoffs", postgres=postgres))
+        mark_arms.append(
+            bulk.at_or_after_own_bound(
+                t.tick_marks,
+                "check_id",
+                "scheduled",
+                "cutoffs",
+                postgres=postgres,
+                columns=("check_id", "scheduled", "outcome"),
+            )
+        )
     if rids:
         arms.append(select(t.runs).where(in_chunk).where(bulk.member_of(r.rid, "rids", postgres=postgres)))
     if ticks:
