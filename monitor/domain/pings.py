@@ -45,6 +45,11 @@ def parse_logical_time(text: str | int | float, field: str = "scheduled") -> dat
             parsed = datetime.fromisoformat(value.replace("Z", "+00:00").replace("z", "+00:00"))
         except ValueError:
             raise ValidationError(field, "not ISO 8601, unix seconds or unix milliseconds") from None
+        if not re.search(r"\d[Tt ]\d", value):
+            # Python reads "2026-07-19Z" as a naive midnight, dropping the zone it was given
+            raise ValidationError(
+                field, "needs a time of day and a UTC offset or Z (e.g. 2026-07-19T03:00:00Z)"
+            )
         if parsed.tzinfo is None:
             raise ValidationError(field, "needs a UTC offset or Z (e.g. 2026-07-19T03:00:00Z)")
         try:

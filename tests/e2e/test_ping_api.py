@@ -636,3 +636,14 @@ async def test_trusted_proxy_forwarded_for(
             await client.get(f"/api/v3/checks/{check['uuid']}/pings/", headers={"X-Api-Key": API_KEY})
         ).json()["pings"]
         assert pings[0]["remote_addr"] == "203.0.113.9"
+
+
+async def test_a_scheduled_date_without_a_time_of_day_says_so(api: Api) -> None:
+    # Python's fromisoformat reads "2026-07-18Z" as a naive midnight: the answer said the Z
+    # (which was there) was missing
+    check = await create_check(api, name="daily", schedule="0 2 * * *")
+    for raw in ("2026-07-18Z", "2026-07-18+02:00", "2026-07-18", "20260718Z"):
+        r = await ping(api, check["uuid"], params={"scheduled": raw})
+        assert r.status_code == 400, (raw, r.text)
+        assert r.text.startswith("scheduled: needs a time of day and a UTC offset or Z"), r.text
+    assert (await get_check(api, check["uuid"]))["n_pings"] == 0
