@@ -333,9 +333,18 @@ def _bind_or_restore(
     spec: CheckSpec, state: CheckState, book: RunBook, kind: PingKind, ping: PingIn, snapshot: CheckState
 ) -> Binding:
     """Bind the ping; when it is rejected, put ``state`` back as ``snapshot`` (it changes nothing)."""
+    began = _began(ping)
     try:
         return bind(
-            spec, state, book, kind=kind, received=_began(ping), scheduled=ping.scheduled, rid=ping.rid
+            spec,
+            state,
+            book,
+            kind=kind,
+            received=began,
+            scheduled=ping.scheduled,
+            rid=ping.rid,
+            # a late start binds at its real start: an error names that instant, not the arrival
+            received_is="started (the run's start)" if began < ping.received else "the ping's arrival",
         )
     except ValidationError:
         for name in CheckState.__dataclass_fields__:  # a rejected ping changes nothing

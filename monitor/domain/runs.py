@@ -314,6 +314,7 @@ def bind(
     received: datetime,
     scheduled: datetime | None,
     rid: str | None,
+    received_is: str = "the ping's arrival",
 ) -> Binding:
     """Bind a ping to a tick by DESIGN §5's rules 1-4.
 
@@ -333,6 +334,8 @@ def bind(
         received: arrival instant (aware UTC).
         scheduled: the client's logical run time (already parsed, aware), or ``None``.
         rid: client run id (canonical UUID text), or ``None``.
+        received_is: what ``received`` is, as the ``scheduled`` error names it (a late start
+            binds at its ``started`` instant, not at its arrival).
 
     Returns:
         The tick (``None`` when the schedule has no tick to offer), the run the ping continues,
@@ -345,7 +348,7 @@ def bind(
     """
     named = book.by_rid(rid) if rid else None
     if scheduled is not None and scheduled > received + spec.early_limit:
-        raise ValidationError("scheduled", "is later than the ping's arrival plus the early tolerance")
+        raise ValidationError("scheduled", f"is later than {received_is} plus the early tolerance")
     if isinstance(spec.schedule, SimpleSchedule):
         return _bind_simple(spec, state, book, kind=kind, received=received, named=named, rid=rid)
 

@@ -84,3 +84,18 @@ async def test_a_bad_started_is_400_and_stores_nothing(api: Api) -> None:
         assert r.text.startswith(text), r.text
     assert await list_of(api, uuid, "pings") == []
     assert await list_of(api, uuid, "runs") == []
+
+
+async def test_a_scheduled_tick_after_a_late_starts_real_start_names_started(api: Api) -> None:
+    # the start binds at its real start (02:00:30), so a scheduled= of 02:05 is in its future
+    # although the ping arrived at 02:10: the answer names started, not the arrival
+    check = await create_check(api, name="five", schedule="*/5 * * * *", grace=20)
+    uuid = check["uuid"]
+    api.clock.advance(600)
+    r = await ping(api, f"{uuid}/start", started=at("02:00:30"), scheduled=at("02:05:00"))
+    assert (r.status_code, r.text) == (
+        400,
+        "scheduled: is later than started (the run's start) plus the early tolerance",
+    )
+    r = await ping(api, f"{uuid}/start", scheduled=at("02:05:00"))
+    assert r.status_code == 200, r.text
