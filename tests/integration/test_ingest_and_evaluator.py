@@ -7,6 +7,7 @@ over, and the evaluator is driven with explicit instants.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import uuid as uuid_module
 from collections.abc import AsyncIterator, Callable
 from datetime import UTC, datetime, timedelta
@@ -475,13 +476,45 @@ async def pg_engine(pg_shared: str) -> AsyncIterator[AsyncEngine]:
     await engine.dispose()
 
 
-async def _stall_ping_inserts(engine: AsyncEngine) -> Any:
-    """An open transaction holding ``pings`` in SHARE mode: every ingest transaction blocks at
-    its ping insert, after it locked its checks. Roll it back to let them through."""
+@contextlib.asynccontextmanager
+async def _holding(engine: AsyncEngine, statement: str, **params: Any) -> AsyncIterator[Any]:
+    """An open transaction that ran ``statement`` (a lock) and holds it until the block ends
+    or the caller rolls the yielded connection back."""
     conn = await engine.connect()
-    await conn.begin()
-    await conn.execute(text("LOCK TABLE pings IN SHARE MODE"))
-    return conn
+    try:
+        await conn.begin()
+        await conn.execute(text(statement), params)
+        yield conn
+    finally:
+        await conn.rollback()
+        await conn.close()
+
+
+def _stall_ping_inserts(engine: AsyncEngine) -> contextlib.AbstractAsyncContextManager[Any]:
+    """``pings`` held in SHARE mode: every ingest transaction blocks at its ping insert, after
+    it locked its checks. Roll it back to let them through."""
+    return _holding(engine, "LOCK TABLE pings IN SHARE MODE")
+
+
+@pytest.fixture
+async def pg_project(pg_engine: AsyncEngine) -> dict[str, Any]:
+    async with pg_engine.begin() as conn:
+        return dict(await create_project(conn, "p", T0))
+
+
+@pytest.fixture
+async def pg_writer(pg_engine: AsyncEngine) -> AsyncIterator[IngestWriter]:
+    writer = IngestWriter(pg_engine, Settings(database_url=str(pg_engine.url)))
+    await writer.start()
+    yield writer
+    await writer.stop()
+
+
+async def _kinds_in_order(engine: AsyncEngine, check_id: int) -> list[str]:
+    """The kinds of a check's stored pings, by their number ``n``."""
+    async with engine.connect() as conn:
+        query = select(t.pings.c.kind).where(t.pings.c.check_id == check_id).order_by(t.pings.c.n)
+        return list((await conn.execute(query)).scalars().all())
 
 
 async def _ingests_blocked_on_pings(engine: AsyncEngine, count: int) -> None:
@@ -498,136 +531,86 @@ async def _ingests_blocked_on_pings(engine: AsyncEngine, count: int) -> None:
 
 
 async def test_on_postgresql_the_next_batch_runs_while_one_waits_for_the_database(
-    pg_engine: AsyncEngine,
+    pg_engine: AsyncEngine, pg_project: dict[str, Any], pg_writer: IngestWriter
 ) -> None:
-    async with pg_engine.begin() as conn:
-        project_id = int((await create_project(conn, "p", T0))["id"])  # type: ignore[call-overload]
-    _, first = await make_check(pg_engine, project_id, name="first", timeout=60)
-    _, second = await make_check(pg_engine, project_id, name="second", timeout=60)
-    writer = IngestWriter(pg_engine, Settings(database_url=str(pg_engine.url)))
-    await writer.start()
-    stall = await _stall_ping_inserts(pg_engine)
-    try:
-        one = asyncio.ensure_future(writer.submit(ping(first, T0)))
+    _, first = await make_check(pg_engine, pg_project["id"], name="first", timeout=60)
+    _, second = await make_check(pg_engine, pg_project["id"], name="second", timeout=60)
+    async with _stall_ping_inserts(pg_engine):
+        one = asyncio.ensure_future(pg_writer.submit(ping(first, T0)))
         await _ingests_blocked_on_pings(pg_engine, 1)
-        two = asyncio.ensure_future(writer.submit(ping(second, T0)))
+        two = asyncio.ensure_future(pg_writer.submit(ping(second, T0)))
         # the second batch got as far as the first: both wait at their ping insert
         await _ingests_blocked_on_pings(pg_engine, 2)
-    finally:
-        await stall.rollback()
-        await stall.close()
     assert [(await one).status, (await two).status] == [200, 200]
-    await writer.stop()
     assert await scalar(pg_engine, select(func.sum(t.checks.c.n_pings))) == 2
 
 
 async def test_on_postgresql_a_later_batch_waits_for_an_earlier_ping_of_the_same_check(
-    pg_engine: AsyncEngine,
+    pg_engine: AsyncEngine, pg_project: dict[str, Any], pg_writer: IngestWriter
 ) -> None:
-    async with pg_engine.begin() as conn:
-        project_id = int((await create_project(conn, "p", T0))["id"])  # type: ignore[call-overload]
-    check_id, uuid = await make_check(pg_engine, project_id, name="job", timeout=60)
-    writer = IngestWriter(pg_engine, Settings(database_url=str(pg_engine.url)))
-    await writer.start()
-    stall = await _stall_ping_inserts(pg_engine)
-    try:
-        start = asyncio.ensure_future(writer.submit(ping(uuid, T0, PingKind.START)))
+    check_id, uuid = await make_check(pg_engine, pg_project["id"], name="job", timeout=60)
+    async with _stall_ping_inserts(pg_engine):
+        start = asyncio.ensure_future(pg_writer.submit(ping(uuid, T0, PingKind.START)))
         await _ingests_blocked_on_pings(pg_engine, 1)
-        success = asyncio.ensure_future(writer.submit(ping(uuid, T0 + timedelta(seconds=5))))
+        success = asyncio.ensure_future(pg_writer.submit(ping(uuid, T0 + timedelta(seconds=5))))
         await asyncio.sleep(0.3)  # the second batch is waiting for the check's row, not the table
         await _ingests_blocked_on_pings(pg_engine, 1)
-    finally:
-        await stall.rollback()
-        await stall.close()
     assert [(await start).status, (await success).status] == [200, 200]
-    await writer.stop()
+    assert await _kinds_in_order(pg_engine, check_id) == ["start", "success"]
     async with pg_engine.connect() as conn:
-        kinds = (
-            await conn.execute(
-                select(t.pings.c.kind).where(t.pings.c.check_id == check_id).order_by(t.pings.c.n)
-            )
-        ).scalars().all()
         outcome = (await conn.execute(select(t.runs.c.outcome, t.runs.c.started_at))).one()
-    assert kinds == ["start", "success"]
     assert outcome.outcome == "on_time" and outcome.started_at == T0  # one run, started then finished
 
 
-async def _hold_row(engine: AsyncEngine, check_id: int) -> Any:
-    """An open transaction holding one check's row (``FOR UPDATE``); roll it back to release."""
-    conn = await engine.connect()
-    await conn.begin()
-    await conn.execute(text("SELECT id FROM checks WHERE id = :id FOR UPDATE"), {"id": check_id})
-    return conn
-
-
 async def test_on_postgresql_a_batch_still_waiting_for_its_rows_holds_back_the_next_one(
-    pg_engine: AsyncEngine,
+    pg_engine: AsyncEngine, pg_project: dict[str, Any], pg_writer: IngestWriter
 ) -> None:
     # B waits for X's row (held elsewhere) before it can lock Y; C pings Y later. When A, the
     # batch in flight before B, ends, C must still wait for B's rows: C locking Y first would
     # store Y's later ping before its earlier one (found by a breaker session: a batch's end
     # released the newest batch instead of its own follower)
-    async with pg_engine.begin() as conn:
-        project_id = int((await create_project(conn, "p", T0))["id"])  # type: ignore[call-overload]
-    other_id, other = await make_check(pg_engine, project_id, name="a", timeout=60)
-    x_id, x = await make_check(pg_engine, project_id, name="x", timeout=60)
-    y_id, y = await make_check(pg_engine, project_id, name="y", timeout=60)
+    other_id, other = await make_check(pg_engine, pg_project["id"], name="a", timeout=60)
+    x_id, x = await make_check(pg_engine, pg_project["id"], name="x", timeout=60)
+    y_id, y = await make_check(pg_engine, pg_project["id"], name="y", timeout=60)
     assert other_id < x_id < y_id
-    writer = IngestWriter(pg_engine, Settings(database_url=str(pg_engine.url)))
-    await writer.start()
-    stall = await _stall_ping_inserts(pg_engine)
-    held = await _hold_row(pg_engine, x_id)
-    try:
-        a = asyncio.ensure_future(writer.submit(ping(other, T0)))
+    async with (
+        _holding(pg_engine, "SELECT id FROM checks WHERE id = :id FOR UPDATE", id=x_id),
+        _stall_ping_inserts(pg_engine) as stall,
+    ):
+        a = asyncio.ensure_future(pg_writer.submit(ping(other, T0)))
         await _ingests_blocked_on_pings(pg_engine, 1)
         b = [
-            asyncio.ensure_future(writer.submit(ping(x, T0))),
-            asyncio.ensure_future(writer.submit(ping(y, T0, PingKind.START))),
+            asyncio.ensure_future(pg_writer.submit(ping(x, T0))),
+            asyncio.ensure_future(pg_writer.submit(ping(y, T0, PingKind.START))),
         ]
         await asyncio.sleep(0.3)  # B is waiting for X's row
-        c = asyncio.ensure_future(writer.submit(ping(y, T0 + timedelta(seconds=5))))
+        c = asyncio.ensure_future(pg_writer.submit(ping(y, T0 + timedelta(seconds=5))))
         await asyncio.sleep(0.1)
         await stall.rollback()  # A ends
         assert (await a).status == 200
         await asyncio.wait({c}, timeout=1.0)  # C must not get past B meanwhile
         assert not c.done()
-    finally:
-        await stall.rollback()
-        await stall.close()
-        await held.rollback()
-        await held.close()
     assert [(await f).status for f in (*b, c)] == [200, 200, 200]
-    await writer.stop()
-    async with pg_engine.connect() as conn:
-        kinds = (
-            await conn.execute(select(t.pings.c.kind).where(t.pings.c.check_id == y_id).order_by(t.pings.c.n))
-        ).scalars().all()
-    assert kinds == ["start", "success"]
+    assert await _kinds_in_order(pg_engine, y_id) == ["start", "success"]
 
 
 async def test_on_postgresql_two_batches_creating_one_slug_make_one_check_and_both_succeed(
-    pg_engine: AsyncEngine, caplog: pytest.LogCaptureFixture
+    pg_engine: AsyncEngine,
+    pg_project: dict[str, Any],
+    pg_writer: IngestWriter,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
-    async with pg_engine.begin() as conn:
-        project = await create_project(conn, "p", T0)
-    ping_key = str(project["ping_key"])
-    writer = IngestWriter(pg_engine, Settings(database_url=str(pg_engine.url)))
-    await writer.start()
-    stall = await _stall_ping_inserts(pg_engine)
+    ping_key = str(pg_project["ping_key"])
 
     def auto(at: datetime) -> PingRequest:
         return PingRequest(kind=PingKind.SUCCESS, received=at, ping_key=ping_key, slug="nightly", create=True)
 
-    try:
-        first = asyncio.ensure_future(writer.submit(auto(T0)))
+    async with _stall_ping_inserts(pg_engine):
+        first = asyncio.ensure_future(pg_writer.submit(auto(T0)))
         await _ingests_blocked_on_pings(pg_engine, 1)  # A created the check, not yet committed
-        second = asyncio.ensure_future(writer.submit(auto(T0 + timedelta(seconds=1))))
+        second = asyncio.ensure_future(pg_writer.submit(auto(T0 + timedelta(seconds=1))))
         await asyncio.sleep(0.3)  # B's insert of the same slug waits for A
-    finally:
-        await stall.rollback()
-        await stall.close()
     assert [(await first).status, (await second).status] == [201, 200]
-    await writer.stop()
     assert await scalar(pg_engine, select(func.count()).select_from(t.checks)) == 1
     assert await scalar(pg_engine, select(func.sum(t.checks.c.n_pings))) == 2
     assert "ping ingest failed" not in caplog.text
