@@ -84,7 +84,7 @@ class SqlDetectionStore(_Store):
         result = await self.conn.execute(statement, params)
         # plain dicts: the sweep reads each row's fifty columns several times (spec, state, what
         # changed, the alert's identity), and a dict lookup costs a fraction of a RowMapping's
-        rows = [dict(zip(columns, values, strict=True)) for values in result.tuples()]
+        rows = [dict(zip(columns, values, strict=True)) for values in result]
         if self._postgres:
             rows.sort(key=lambda r: r["id"])  # by id, as SQLite's
         still_due: list[Mapping[str, Any]] = [
@@ -160,7 +160,7 @@ class SqlDetectionStore(_Store):
         query = select(latest.c.check_id, latest.c.scheduled, latest.c.first_ping_at).where(
             latest.c.rank <= per_check
         )
-        return [(int(cid), tick, arrived) for cid, tick, arrived in (await self.conn.execute(query)).tuples()]
+        return [(int(cid), tick, arrived) for cid, tick, arrived in (await self.conn.execute(query))]
 
     async def checks_named(
         self, *, uuid: str | None = None, slug: str | None = None, limit: int = 2
@@ -276,4 +276,4 @@ class SqlReminderStore(_Store):
             .where(c.paused.is_(False))
             .order_by(c.name, c.id)
         )
-        return [(name, str(uuid)) for name, uuid in rows.tuples()]
+        return [(name, str(uuid)) for name, uuid in rows]

@@ -47,7 +47,7 @@ class SqlOutageStore:
 
     async def spans_since(self, since: datetime) -> list[tuple[datetime, datetime]]:
         rows = await self.conn.execute(_SPANS_SINCE, {"since": since})
-        return [(started, ended) for started, ended in rows.tuples()]
+        return [(started, ended) for started, ended in rows]
 
     async def mergeable(self, started: datetime, ended_since: datetime) -> tuple[int, datetime] | None:
         o = t.outages.c

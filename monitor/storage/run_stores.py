@@ -99,7 +99,7 @@ class SqlPingStore(_Store):
             .join(t.checks, t.checks.c.project_id == t.projects.c.id)
             .where(or_(*[and_(t.projects.c.ping_key == k, t.checks.c.slug == s) for k, s in wanted]))
         )
-        return {(str(key), str(slug)): int(cid) for key, slug, cid in found.tuples()}
+        return {(str(key), str(slug)): int(cid) for key, slug, cid in found}
 
     async def project_by_ping_key(self, ping_key: str) -> int | None:
         found = await self.conn.execute(select(t.projects.c.id).where(t.projects.c.ping_key == ping_key))

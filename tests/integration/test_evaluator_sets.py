@@ -68,7 +68,7 @@ async def test_sweep_over_several_shards_records_each_checks_shard_token(
     assert await evaluate_due(engine, at, settings=settings, held=tokens, batch=5) == 12
 
     async with engine.connect() as conn:
-        shard_of = dict((await conn.execute(select(t.checks.c.id, t.checks.c.shard))).tuples().all())
+        shard_of = dict((await conn.execute(select(t.checks.c.id, t.checks.c.shard))).all())
         alerts = (await conn.execute(select(t.alerts.c.check_id, t.alerts.c.token, t.alerts.c.kind))).all()
         flips = (
             await conn.execute(
@@ -98,9 +98,7 @@ async def test_sweep_of_only_some_shards_leaves_the_others_due(
     at = T0 + timedelta(seconds=121)
     async with engine.connect() as conn:
         per_shard = dict(
-            (await conn.execute(select(t.checks.c.shard, func.count()).group_by(t.checks.c.shard)))
-            .tuples()
-            .all()
+            (await conn.execute(select(t.checks.c.shard, func.count()).group_by(t.checks.c.shard))).all()
         )
     mine = {0: 7, 2: 9}
 
@@ -236,6 +234,44 @@ async def test_concurrent_batches_judge_every_due_check_once(
     assert await evaluate_due(engine, at, settings=settings, held=dict.fromkeys(range(SHARDS), 1)) == 0
 
 
+async def test_a_fence_refused_in_one_of_concurrent_batches_stops_the_sweep_and_loses_nothing(
+    engine: AsyncEngine, settings_factory: Callable[..., Settings]
+) -> None:
+    """The lease is taken over while a sweep runs: the first transaction's fence passes, a
+    later one's is refused. The sweep raises, and whatever it committed before stays; every due
+    check is then judged exactly once, by that sweep or by the next."""
+    settings = settings_factory(shards=SHARDS)
+    ids = await _checks_pinged(engine, settings, 13)
+    at = T0 + timedelta(seconds=121)
+    fences = 0
+
+    async def fence(conn: AsyncConnection) -> None:
+        nonlocal fences
+        fences += 1
+        if fences > 1:
+            raise StaleLease("shard-0", 1, 2, "taken over")
+
+    with pytest.raises(StaleLease):
+        await evaluate_due(
+            engine,
+            at,
+            settings=settings,
+            held=dict.fromkeys(range(SHARDS), 1),
+            batch=2,
+            pipelines=3,
+            fence=fence,
+        )
+    await evaluate_due(
+        engine, at, settings=settings, held=dict.fromkeys(range(SHARDS), 1), batch=2, pipelines=3
+    )
+
+    async with engine.connect() as conn:
+        alerts = (await conn.execute(select(t.alerts.c.check_id))).scalars().all()
+        marks = (await conn.execute(select(t.tick_marks.c.check_id))).scalars().all()
+    assert sorted(alerts) == sorted(ids)
+    assert sorted(marks) == sorted(ids)
+
+
 async def test_a_check_another_transaction_holds_is_left_for_the_next_sweep(
     engine: AsyncEngine, settings_factory: Callable[..., Settings]
 ) -> None:
@@ -290,7 +326,7 @@ async def _missed_alerts(engine: AsyncEngine) -> list[tuple[datetime, int, str |
             .where(t.alerts.c.kind == "missed")
             .order_by(t.alerts.c.id)
         )
-        return [(scheduled, count, facts) for scheduled, count, facts in rows.tuples().all()]
+        return [(scheduled, count, facts) for scheduled, count, facts in rows.all()]
 
 
 async def test_sweep_that_opens_an_episode_and_counts_more_ticks_in_it_stores_the_whole_count(

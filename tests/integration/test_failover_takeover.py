@@ -60,7 +60,7 @@ async def missed_of(engine: AsyncEngine) -> dict[int, set[str]]:
             .where(t.alerts.c.kind == "missed")
         )
         found: dict[int, set[str]] = {}
-        for shard, uuid in rows.tuples():
+        for shard, uuid in rows:
             found.setdefault(int(shard), set()).add(uuid)
         return found
 

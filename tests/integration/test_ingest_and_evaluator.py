@@ -153,7 +153,7 @@ async def test_bad_pings_in_a_batch_do_not_sink_the_others(
     assert answers[1].text.startswith("scheduled: ")
     assert answers[2].text == "not found"
     async with engine.connect() as conn:
-        counts = dict((await conn.execute(select(t.checks.c.uuid, t.checks.c.n_pings))).tuples().all())
+        counts = dict((await conn.execute(select(t.checks.c.uuid, t.checks.c.n_pings))).all())
     assert counts == {good: 2, cron: 1}
     # The writer is still alive.
     assert (await writer.submit(ping(good, at + timedelta(seconds=1)))).status == 200

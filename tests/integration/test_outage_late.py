@@ -48,7 +48,7 @@ async def _check_alerts(api: Api, uuid: str) -> list[str]:
 
 async def _marks(api: Api) -> dict[datetime, str]:
     async with api.engine.connect() as conn:
-        rows = (await conn.execute(select(t.tick_marks.c.scheduled, t.tick_marks.c.outcome))).tuples().all()
+        rows = (await conn.execute(select(t.tick_marks.c.scheduled, t.tick_marks.c.outcome))).all()
     return {s.replace(tzinfo=None): o for s, o in rows}
 
 
@@ -106,7 +106,7 @@ async def test_a_flapping_monitor_pages_once_per_episode(api: Api) -> None:
         api.clock.advance(25)
         await _up_for(api, 3, sweep=False)
     async with api.engine.connect() as conn:
-        spans = (await conn.execute(select(t.outages.c.started_at, t.outages.c.ended_at))).tuples().all()
+        spans = (await conn.execute(select(t.outages.c.started_at, t.outages.c.ended_at))).all()
         unavailable = (
             (await conn.execute(select(t.alerts.c.id).where(t.alerts.c.kind == "monitor_unavailable")))
             .scalars()

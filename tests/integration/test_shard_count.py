@@ -55,7 +55,7 @@ async def _create(engine: AsyncEngine, project_id: int, count: int, *, shards: i
 
 async def _shards(engine: AsyncEngine) -> dict[str, int]:
     async with engine.connect() as conn:
-        return {u: s for u, s in (await conn.execute(select(t.checks.c.uuid, t.checks.c.shard))).tuples()}
+        return {u: s for u, s in (await conn.execute(select(t.checks.c.uuid, t.checks.c.shard)))}
 
 
 async def _lease_names(engine: AsyncEngine) -> list[str]:

@@ -47,13 +47,13 @@ async def runs_of(uow: UnitOfWork, check_id: int) -> list[dict[str, Any]]:
 async def marks_of(uow: UnitOfWork, check_id: int) -> list[tuple[datetime, str]]:
     m = t.tick_marks.c
     query = select(m.scheduled, m.outcome).where(m.check_id == check_id).order_by(m.scheduled)
-    return [(s, o) for s, o in (await uow.connection.execute(query)).tuples()]
+    return [(s, o) for s, o in (await uow.connection.execute(query))]
 
 
 async def flips_of(uow: UnitOfWork, check_id: int) -> list[tuple[datetime, int | None, str, int | None]]:
     f = t.flips.c
     query = select(f.created_at, f.up, f.reason, f.token).where(f.check_id == check_id).order_by(f.id)
-    return [tuple(r) for r in (await uow.connection.execute(query)).tuples()]  # type: ignore[misc]
+    return [tuple(r) for r in (await uow.connection.execute(query))]
 
 
 async def test_lock_due_takes_the_earliest_deadlines_first_and_returns_them_by_id(uow: UnitOfWork) -> None:

@@ -38,7 +38,7 @@ async def test_instants_read_back_as_the_same_aware_utc_instant_whichever_way_wr
             ["next_due"],
         )
     async with engine.connect() as conn:
-        read = dict((await conn.execute(select(t.checks.c.id, t.checks.c.next_due))).tuples().all())
+        read = dict((await conn.execute(select(t.checks.c.id, t.checks.c.next_due))).all())
         for ids in (core, bulked):
             assert [read[cid] for cid in ids] == INSTANTS
             assert all(read[cid].utcoffset() == timedelta(0) for cid in ids)
@@ -60,7 +60,7 @@ async def test_instants_are_stored_naive_utc_as_a_plain_datetime_column_stores_t
         project = await add_project(uow)
         ids = [await uow.checks.insert(check_values(project, next_due=i)) for i in INSTANTS]
     async with engine.connect() as conn:
-        stored = dict((await conn.execute(text("SELECT id, next_due FROM checks"))).tuples().all())
+        stored = dict((await conn.execute(text("SELECT id, next_due FROM checks"))).all())
     assert [stored[cid] for cid in ids] == [plain(i.astimezone(UTC).replace(tzinfo=None)) for i in INSTANTS]
 
 

@@ -165,7 +165,7 @@ async def test_insert_alerts_in_one_call_of_many_rows_keeps_the_order_given(worl
         )
     async with world.engine.begin() as conn:
         ids = await outbox.insert_alerts(conn, [_alert(world, k, check=i % 2) for i, k in enumerate(keys)])
-        rows = dict((await conn.execute(select(t.alerts.c.id, t.alerts.c.key))).tuples().all())
+        rows = dict((await conn.execute(select(t.alerts.c.id, t.alerts.c.key))).all())
     assert ids[:7] == [None] * 7
     assert [rows[i] for i in before + ids if i is not None] == keys
 
