@@ -61,11 +61,14 @@ def make_engine(
         engine = create_async_engine(url, pool_size=5, max_overflow=10)
         sqlite_options(engine.sync_engine)
         return engine
-    connect_args: dict[str, Any] = {}
+    # instants are timestamptz, bound and read as aware UTC; a session in UTC also reads any
+    # timestamp without zone (a cast, a literal) as UTC, whatever the server's own TimeZone
+    server_settings = {"TimeZone": "UTC"}
     if idle_in_transaction_timeout is not None:
-        connect_args["server_settings"] = {
-            "idle_in_transaction_session_timeout": str(max(1, round(idle_in_transaction_timeout * 1000)))
-        }
+        server_settings["idle_in_transaction_session_timeout"] = str(
+            max(1, round(idle_in_transaction_timeout * 1000))
+        )
+    connect_args: dict[str, Any] = {"server_settings": server_settings}
     # LIFO: the connection used last is used again, so the few a loop needs keep their prepared
     # statements warm (asyncpg prepares per connection) instead of taking turns through the pool
     engine = create_async_engine(

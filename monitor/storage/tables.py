@@ -29,7 +29,7 @@ from sqlalchemy import (
     text,
 )
 from sqlalchemy.engine import Dialect
-from sqlalchemy.types import TypeDecorator
+from sqlalchemy.types import TypeDecorator, TypeEngine
 
 metadata = MetaData(
     naming_convention={
@@ -47,18 +47,26 @@ _BIND_TEXTS = 4096
 
 
 class UTCDateTime(TypeDecorator[datetime]):
-    """Aware UTC in Python, naive UTC in the database.
+    """An instant: aware UTC in Python.
 
-    On SQLite the value is SQLAlchemy's own ``DATETIME`` text (``2026-01-05 13:00:00.000000``,
-    microseconds always present), so stored rows and comparisons in SQL are those of a plain
-    ``DateTime`` column.
+    On PostgreSQL a ``timestamp with time zone``: asyncpg binds and returns aware datetimes
+    itself (UTC on the way back, whatever the session's ``TimeZone``), so no value passes
+    through Python here beyond the refusal of a naive one. On SQLite the value is SQLAlchemy's
+    own ``DATETIME`` text of the UTC wall time (``2026-01-05 13:00:00.000000``, microseconds
+    always present), so stored rows and comparisons in SQL are those of a plain ``DateTime``
+    column.
     """
 
     impl = DateTime
     cache_ok = True
 
+    def load_dialect_impl(self, dialect: Dialect) -> TypeEngine[Any]:
+        return dialect.type_descriptor(DateTime(timezone=dialect.name == "postgresql"))
+
     def process_bind_param(self, value: datetime | None, dialect: Dialect) -> datetime | None:
-        return None if value is None else _naive_utc(value)
+        if value is None:
+            return None
+        return _aware(value) if dialect.name == "postgresql" else _naive_utc(value)
 
     def process_result_value(self, value: Any, dialect: Dialect) -> datetime | None:
         return _aware_utc(value)
@@ -71,6 +79,8 @@ class UTCDateTime(TypeDecorator[datetime]):
         Raises (from the returned function):
             ValueError: a naive datetime (only aware UTC instants belong here).
         """
+        if dialect.name == "postgresql":
+            return _aware_or_none  # the driver converts it to UTC itself
         if dialect.name != "sqlite":
             return _naive_utc_or_none  # the driver's timestamp takes the naive datetime itself
         # the instants of a sweep or an ingest batch repeat (its ``now``, the ticks many checks
@@ -96,11 +106,26 @@ class UTCDateTime(TypeDecorator[datetime]):
         return process
 
     def result_processor(self, dialect: Dialect, coltype: object) -> Callable[[Any], Any] | None:
-        """On SQLite, the stored text parsed straight to aware UTC (one conversion per value);
-        elsewhere the driver's naive datetime made aware, without the generic wrapper's calls."""
+        """On PostgreSQL nothing: asyncpg returns ``timestamptz`` as aware UTC. On SQLite, the
+        stored text parsed straight to aware UTC (one conversion per value); elsewhere the
+        driver's naive datetime made aware, without the generic wrapper's calls."""
+        if dialect.name == "postgresql":
+            return None
         if dialect.name != "sqlite":
             return _aware_utc_of_naive
         return _aware_utc_of_text
+
+
+def _aware(value: datetime) -> datetime:
+    if value.tzinfo is None:
+        raise ValueError("naive datetime given where an aware UTC instant belongs")
+    return value
+
+
+def _aware_or_none(value: datetime | None) -> datetime | None:
+    if value is not None and value.tzinfo is None:
+        raise ValueError("naive datetime given where an aware UTC instant belongs")
+    return value
 
 
 def _naive_utc_or_none(value: datetime | None) -> datetime | None:

@@ -7,14 +7,16 @@ removes every table and upgrading again round-trips, and migrating twice is a no
 from __future__ import annotations
 
 import asyncio
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
-from sqlalchemy import inspect, text
+from sqlalchemy import inspect, select, text
 from sqlalchemy.engine import Connection
-from sqlalchemy.ext.asyncio import AsyncEngine
+from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
+from monitor.storage import tables as t
 from monitor.storage.engine import downgrade, make_engine, migrate
 from monitor.storage.tables import metadata
 
@@ -102,3 +104,44 @@ async def test_concurrent_migrations_apply_once(empty_database_url: str) -> None
     finally:
         for engine in engines:
             await engine.dispose()
+
+
+async def test_instants_keep_their_value_when_they_become_timestamptz_and_back(
+    empty_database_url: str,
+) -> None:
+    """Revision 0020 turns PostgreSQL's naive UTC ``timestamp`` columns into ``timestamptz``:
+    a stored instant is read as UTC whatever the migrating session's ``TimeZone`` (here Berlin),
+    and the downgrade gives back the same naive UTC value. SQLite stores the same text before
+    and after."""
+    engine = make_engine(empty_database_url)
+    berlin = (
+        create_async_engine(
+            empty_database_url, connect_args={"server_settings": {"TimeZone": "Europe/Berlin"}}
+        )
+        if empty_database_url.startswith("postgresql")
+        else engine
+    )
+    try:
+        await migrate(engine)
+        await downgrade(engine, "0019")
+        async with engine.begin() as conn:
+            await conn.execute(
+                text(
+                    "INSERT INTO leases (name, token, holder, expires_at)"
+                    " VALUES ('l', 1, 'h', '2026-03-29 01:00:00.000000')"
+                )
+            )
+        await migrate(berlin)
+        async with engine.connect() as conn:
+            at = (await conn.execute(select(t.leases.c.expires_at))).scalar_one()
+        assert at == datetime(2026, 3, 29, 1, 0, tzinfo=UTC)
+        assert at.utcoffset() == timedelta(0)
+
+        await downgrade(berlin, "0019")
+        async with engine.connect() as conn:
+            raw = (await conn.execute(text("SELECT expires_at FROM leases"))).scalar_one()
+        naive = datetime(2026, 3, 29, 1, 0)
+        assert raw == (naive if empty_database_url.startswith("postgresql") else "2026-03-29 01:00:00.000000")
+    finally:
+        await engine.dispose()
+        await berlin.dispose()

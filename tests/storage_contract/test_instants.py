@@ -51,16 +51,37 @@ async def test_instants_read_back_as_the_same_aware_utc_instant_whichever_way_wr
     assert before == expected
 
 
-async def test_instants_are_stored_naive_utc_as_a_plain_datetime_column_stores_them(
+async def test_instants_are_stored_as_the_backends_plain_instant_column_stores_them(
     engine: AsyncEngine,
 ) -> None:
-    # SQLite: SQLAlchemy's DATETIME text ("2026-03-29 01:00:00.000000"); PostgreSQL: timestamp
-    plain = DateTime().dialect_impl(engine.dialect).bind_processor(engine.dialect) or (lambda naive: naive)
+    """SQLite: SQLAlchemy's DATETIME text of the UTC wall time ("2026-03-29 01:00:00.000000");
+    PostgreSQL: ``timestamp with time zone``, read raw as the aware UTC instant, and as the UTC
+    wall time when converted at UTC (what a query or a dump of the column shows)."""
     async with UnitOfWork.begin(engine) as uow:
         project = await add_project(uow)
         ids = [await uow.checks.insert(check_values(project, next_due=i)) for i in INSTANTS]
     async with engine.connect() as conn:
         stored = dict((await conn.execute(text("SELECT id, next_due FROM checks"))).all())
+        if engine.dialect.name == "postgresql":
+            kind = (
+                await conn.execute(
+                    text(
+                        "SELECT data_type FROM information_schema.columns WHERE table_name = 'checks'"
+                        " AND column_name = 'next_due'"
+                    )
+                )
+            ).scalar_one()
+            walls = dict(
+                (await conn.execute(text("SELECT id, next_due AT TIME ZONE 'UTC' FROM checks"))).all()
+            )
+    if engine.dialect.name == "postgresql":
+        assert kind == "timestamp with time zone"
+        assert [stored[cid] for cid in ids] == INSTANTS
+        assert all(stored[cid].tzinfo is UTC for cid in ids)
+        assert [walls[cid] for cid in ids] == [i.astimezone(UTC).replace(tzinfo=None) for i in INSTANTS]
+        return
+    plain = DateTime().dialect_impl(engine.dialect).bind_processor(engine.dialect)
+    assert plain is not None
     assert [stored[cid] for cid in ids] == [plain(i.astimezone(UTC).replace(tzinfo=None)) for i in INSTANTS]
 
 
