@@ -348,7 +348,7 @@ def test_sigstopped_leader_is_fenced_after_takeover(cluster: Cluster) -> None:
     stale_tokens = {int(name.removeprefix("shard-")): before[name] for name in names}
     ping_all(cluster.http.base, uuids)
     victim.proc.send_signal(signal.SIGSTOP)
-    stopped_at = datetime.now(UTC).replace(tzinfo=None)
+    stopped_at = datetime.now(UTC)
     try:
         time.sleep(2 * TTL)
         holders = shard_holders(cluster.url)
