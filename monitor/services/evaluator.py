@@ -167,13 +167,19 @@ class _Sweep:
     shards: list[int] | None
     fence: Fence | None
 
-    async def batches(self, rounds: int, *, on_full: Callable[[], None] | None = None) -> int:
+    async def batches(
+        self, rounds: int, *, on_full: Callable[[], None] | None = None, first: bool = True
+    ) -> int:
         """Up to ``rounds`` batches, until one finds fewer due checks than ``batch``; returns
         how many checks they judged. ``on_full`` is called whenever a batch has locked ``batch``
-        due checks (more may be due), before they are judged."""
+        due checks (more may be due), before they are judged. ``first``: this loop's first
+        batch is the sweep's first; every later batch replans its run book reads
+        (:meth:`~monitor.storage.ports.DetectionStore.books`), since the batches before it grew
+        the tables they read."""
+        replan = not first
 
         async def one(uow: UnitOfWork) -> tuple[int, int]:
-            return await self._one_batch(uow, on_full)
+            return await self._one_batch(uow, on_full, replan=replan)
 
         judged = 0
         for _ in range(rounds):
@@ -181,9 +187,12 @@ class _Sweep:
             judged += found
             if fetched < self.batch:
                 break
+            replan = True
         return judged
 
-    async def _one_batch(self, uow: UnitOfWork, on_full: Callable[[], None] | None) -> tuple[int, int]:
+    async def _one_batch(
+        self, uow: UnitOfWork, on_full: Callable[[], None] | None, *, replan: bool
+    ) -> tuple[int, int]:
         if self.fence is not None:
             await self.fence(uow.connection)
         # one statement: the batch whose deadlines passed first, locked (PostgreSQL)
@@ -191,7 +200,15 @@ class _Sweep:
         if fetched == self.batch and on_full is not None:
             on_full()
         if rows:
-            await _judge(uow, rows, self.now, settings=self.settings, token=self.token, tokens=self.tokens)
+            await _judge(
+                uow,
+                rows,
+                self.now,
+                settings=self.settings,
+                token=self.token,
+                tokens=self.tokens,
+                replan=replan,
+            )
         return len(rows), fetched
 
 
@@ -219,7 +236,7 @@ async def _pipelined(sweep: _Sweep, pipelines: int) -> int:
 
     def another() -> None:
         if len(loops) < pipelines:
-            loops.append(asyncio.ensure_future(sweep.batches(rounds, on_full=another)))
+            loops.append(asyncio.ensure_future(sweep.batches(rounds, on_full=another, first=not loops)))
 
     another()
     judged = 0
@@ -248,11 +265,14 @@ async def _judge(
     settings: Settings,
     token: int | None,
     tokens: Mapping[int, int] | None,
+    replan: bool = False,
 ) -> None:
     guard = await load_guard(uow.connection, now, timedelta(seconds=settings.lease_ttl))
     specs = {row["id"]: repositories.spec_of(row) for row in rows}
     states = {row["id"]: repositories.state_of(row) for row in rows}
-    books = await uow.detection.books({cid: needed_since(specs[cid], s) for cid, s in states.items()})
+    books = await uow.detection.books(
+        {cid: needed_since(specs[cid], s) for cid, s in states.items()}, replan=replan
+    )
     pending = PendingWrites.empty()
     updates: list[dict[str, Any]] = []
     alerting: list[tuple[Mapping[str, Any], detection.Effects, int | None]] = []

@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Integer, Select, bindparam, func, or_, select, update
+from sqlalchemy import Integer, Select, bindparam, func, or_, select, text, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from monitor.domain.runs import RunBook
@@ -59,6 +59,12 @@ def _lock_due_statement(postgres: bool, shards: int | None, columns: tuple[str, 
     return select(*(c[name] for name in columns)).where(c.id.in_(due.scalar_subquery())).order_by(c.id)
 
 
+_CUSTOM_PLANS = text("SET LOCAL plan_cache_mode = force_custom_plan")
+_CACHED_PLANS = text("SET LOCAL plan_cache_mode TO DEFAULT")
+"""PostgreSQL: plan each statement for its parameters and the tables' current size, then back
+to the server's choice for the rest of the transaction (``SET LOCAL`` ends with it)."""
+
+
 class _Store:
     def __init__(self, conn: AsyncConnection) -> None:
         self.conn = conn
@@ -92,8 +98,15 @@ class SqlDetectionStore(_Store):
         ]
         return still_due, len(rows)
 
-    async def books(self, cutoffs: Mapping[int, datetime | None]) -> dict[int, RunBook]:
-        return await repositories.load_books(self.conn, cutoffs)
+    async def books(
+        self, cutoffs: Mapping[int, datetime | None], *, replan: bool = False
+    ) -> dict[int, RunBook]:
+        if not (replan and self._postgres):
+            return await repositories.load_books(self.conn, cutoffs)
+        await self.conn.execute(_CUSTOM_PLANS)
+        books = await repositories.load_books(self.conn, cutoffs)
+        await self.conn.execute(_CACHED_PLANS)
+        return books
 
     async def save_sweep(
         self,

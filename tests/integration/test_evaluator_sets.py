@@ -14,7 +14,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from sqlalchemy import func, select
+from sqlalchemy import event, func, select
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from monitor.domain.checks import PingKind
@@ -232,6 +232,37 @@ async def test_concurrent_batches_judge_every_due_check_once(
     assert sorted(marks) == sorted(ids)
     assert sorted(flips) == sorted(ids)
     assert await evaluate_due(engine, at, settings=settings, held=dict.fromkeys(range(SHARDS), 1)) == 0
+
+
+async def test_every_batch_after_a_sweeps_first_replans_its_run_book_reads(
+    engine: AsyncEngine, settings_factory: Callable[..., Settings]
+) -> None:
+    """The batches a sweep committed grew ``tick_marks`` and ``runs``: from its second batch on,
+    a batch reads its run books with plans for the tables as they are (PostgreSQL), not with a
+    plan the server cached while they were empty. The first batch keeps the cached plan."""
+    settings = settings_factory(shards=SHARDS)
+    await _checks_pinged(engine, settings, 13)
+    statements: list[str] = []
+
+    def seen(_conn: object, _cursor: object, statement: str, *_: object) -> None:
+        if "plan_cache_mode = force_custom_plan" in statement:
+            statements.append(statement)
+
+    event.listen(engine.sync_engine, "before_cursor_execute", seen)
+    try:
+        judged = await evaluate_due(
+            engine,
+            T0 + timedelta(seconds=121),
+            settings=settings,
+            held=dict.fromkeys(range(SHARDS), 1),
+            batch=2,
+            pipelines=1,
+        )
+    finally:
+        event.remove(engine.sync_engine, "before_cursor_execute", seen)
+
+    assert judged == 13
+    assert len(statements) == (6 if engine.dialect.name == "postgresql" else 0)  # 7 batches
 
 
 async def test_a_fence_refused_in_one_of_concurrent_batches_stops_the_sweep_and_loses_nothing(

@@ -6,7 +6,8 @@ import uuid as uuid_module
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import event, select, text
+from sqlalchemy.ext.asyncio import AsyncEngine
 
 from monitor.storage import repositories
 from monitor.storage import tables as t
@@ -103,6 +104,50 @@ async def test_books_hold_the_open_runs_and_the_runs_and_marks_since_the_cutoff(
     assert list(books[check].marks) == [NOW - timedelta(minutes=5)]
     assert books[empty].runs == {} and books[empty].marks == {}
     assert await uow.detection.books({}) == {}
+
+
+async def test_books_replanned_are_the_same_books_and_the_plan_setting_is_restored(
+    uow: UnitOfWork, engine: AsyncEngine
+) -> None:
+    """``replan``: on PostgreSQL the reads run under ``plan_cache_mode = force_custom_plan``
+    (a plan for the tables as they are now, not one cached while they were empty), and the
+    rest of the transaction is back at the server's setting; SQLite has no plan cache."""
+    project = await add_project(uow)
+    check = await add_check(uow, project)
+    await uow.connection.execute(
+        t.runs.insert(),
+        [
+            run_row(check, NOW - timedelta(minutes=5), outcome="on_time"),
+            run_row(check, NOW - timedelta(days=2)),
+        ],
+    )
+    await uow.connection.execute(
+        t.tick_marks.insert(),
+        [{"check_id": check, "scheduled": NOW - timedelta(minutes=5), "outcome": "on_time"}],
+    )
+    cutoffs = {check: NOW - timedelta(hours=1)}
+    plain = await uow.detection.books(cutoffs)
+    statements: list[str] = []
+
+    def seen(_conn: Any, _cursor: Any, statement: str, *_: Any) -> None:
+        statements.append(" ".join(statement.split()))
+
+    event.listen(engine.sync_engine, "before_cursor_execute", seen)
+    try:
+        replanned = await uow.detection.books(cutoffs, replan=True)
+    finally:
+        event.remove(engine.sync_engine, "before_cursor_execute", seen)
+
+    assert set(replanned[check].runs) == set(plain[check].runs) and len(plain[check].runs) == 2
+    assert replanned[check].marks == plain[check].marks and len(plain[check].marks) == 1
+    if engine.dialect.name != "postgresql":
+        assert not [s for s in statements if "plan_cache_mode" in s]
+        return
+    assert statements[0] == "SET LOCAL plan_cache_mode = force_custom_plan"
+    assert statements[-1] == "SET LOCAL plan_cache_mode TO DEFAULT"
+    assert len(statements) > 2  # the reads ran between them
+    setting = (await uow.connection.execute(text("SHOW plan_cache_mode"))).scalar_one()
+    assert setting == "auto"
 
 
 async def test_save_sweep_writes_states_marks_flips_and_runs(uow: UnitOfWork) -> None:
