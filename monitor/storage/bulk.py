@@ -1,13 +1,14 @@
 """Set-at-a-time writes: many rows in one statement, on PostgreSQL and SQLite.
 
 PostgreSQL: one statement whose rows arrive as one array parameter per column and are
-unpacked by ``unnest`` (``UPDATE … FROM unnest(…)``, ``INSERT … SELECT * FROM unnest(…)``):
-the statement text depends only on the columns, so asyncpg prepares it once, and the rows
-travel in the binary array format instead of as thousands of separate parameters. SQLite: the
-same statement run by the driver's ``executemany`` (a C loop inside the process; there is no
-network round trip to save).
+unpacked by ``unnest`` (``UPDATE … FROM unnest(…)``, ``INSERT … SELECT … FROM unnest(…)``); a
+column holding one value in every row is bound once, as a scalar. The statement text depends
+only on the columns and on which of them are alike, so asyncpg prepares each variant once, and
+the rows travel in the binary array format instead of as thousands of separate parameters.
+SQLite: the same statement run by the driver's ``executemany`` (a C loop inside the process;
+there is no network round trip to save).
 
-Values go through each column's SQLAlchemy bind processor (aware UTC → naive UTC for
+Values go through each column's SQLAlchemy bind processor (the refusal of a naive instant for
 :class:`~monitor.storage.tables.UTCDateTime`, SQLite's datetime text format, booleans), so the
 rows are stored exactly as a Core ``insert``/``update`` would store them.
 """
@@ -142,12 +143,47 @@ def _column_values(
     return out
 
 
-def _unnest(table: Table, columns: Sequence[str], dialect: Dialect) -> str:
-    casts = ", ".join(
-        f"CAST(:p{i} AS {table.c[name].type.compile(dialect=dialect)}[])" for i, name in enumerate(columns)
+def _alike(by_column: Sequence[Sequence[Any]]) -> tuple[bool, ...]:
+    """Per column (after the first, which always varies), whether every row holds the same
+    value: PostgreSQL then binds it once, as a scalar, instead of as an array. A sweep's rows
+    share most of their values (its instant, its token, the alert kind and outcome of a plain
+    miss, the state a miss leaves), and asyncpg encodes an array element by element, with an
+    abstract-class check on each (a fifth of a sweep's Python time, before).
+
+    One batch's mask is one statement variant (:func:`_memo`); a single row keeps every column
+    an array, so its statement is the general one."""
+    return tuple(
+        index > 0 and len(values) > 1 and values.count(values[0]) == len(values)
+        for index, values in enumerate(by_column)
     )
+
+
+def _parameters(by_column: Sequence[Sequence[Any]], alike: Sequence[bool]) -> dict[str, Any]:
+    """The statement parameters ``p0``, ``p1``, …: a column's array, or its one value when alike."""
+    return {
+        f"p{i}": values[0] if same else values
+        for i, (values, same) in enumerate(zip(by_column, alike, strict=True))
+    }
+
+
+def _unnest(
+    table: Table, columns: Sequence[str], alike: Sequence[bool], dialect: Dialect
+) -> tuple[list[str], str]:
+    """PostgreSQL: each column's value expression (``v.<column>`` from the ``unnest`` of the
+    varying columns' arrays, or the cast scalar parameter of an alike column), and that
+    ``unnest(…) AS v(…)``."""
     quote = dialect.identifier_preparer.quote
-    return f"unnest({casts}) AS v({', '.join(quote(name) for name in columns)})"
+    types = [table.c[name].type.compile(dialect=dialect) for name in columns]
+    varying = [i for i, same in enumerate(alike) if not same]
+    source = (
+        f"unnest({', '.join(f'CAST(:p{i} AS {types[i]}[])' for i in varying)})"
+        f" AS v({', '.join(quote(columns[i]) for i in varying)})"
+    )
+    values = [
+        f"CAST(:p{i} AS {types[i]})" if same else f"v.{quote(name)}"
+        for i, (name, same) in enumerate(zip(columns, alike, strict=True))
+    ]
+    return values, source
 
 
 async def update_rows(
@@ -169,10 +205,13 @@ async def update_rows(
     names = (key, *columns)
     if dialect.name == "postgresql":
         values = _column_values(rows, names, _processors(table, names, dialect))
+        alike = _alike(values)
         statement = _memo(
-            dialect, ("update", table.name, names), lambda: _update_unnest(table, names, dialect)
+            dialect,
+            ("update", table.name, names, alike),
+            lambda: _update_unnest(table, names, alike, dialect),
         )
-        await conn.execute(statement, {f"p{i}": column for i, column in enumerate(values)})
+        await conn.execute(statement, _parameters(values, alike))
         return
     order = (*columns, key)
     by_column = _column_values(rows, order, _processors(table, order, dialect))
@@ -182,15 +221,14 @@ async def update_rows(
     )
 
 
-def _update_unnest(table: Table, names: Sequence[str], dialect: Dialect) -> TextClause:
-    """PostgreSQL's ``UPDATE … FROM unnest`` of ``names`` (the key first, then the columns)."""
+def _update_unnest(table: Table, names: Sequence[str], alike: Sequence[bool], dialect: Dialect) -> TextClause:
+    """PostgreSQL's ``UPDATE … FROM unnest`` of ``names`` (the key first, then the columns;
+    ``alike`` columns set from one scalar parameter)."""
     quote = dialect.identifier_preparer.quote
-    key, columns = names[0], names[1:]
-    assignments = ", ".join(f"{quote(c)} = v.{quote(c)}" for c in columns)
-    return text(
-        f"UPDATE {quote(table.name)} AS x SET {assignments} FROM {_unnest(table, names, dialect)}"
-        f" WHERE x.{quote(key)} = v.{quote(key)}"
-    )
+    values, source = _unnest(table, names, alike, dialect)
+    assignments = ", ".join(f"{quote(c)} = {value}" for c, value in zip(names[1:], values[1:], strict=True))
+    key = quote(names[0])
+    return text(f"UPDATE {quote(table.name)} AS x SET {assignments} FROM {source} WHERE x.{key} = v.{key}")
 
 
 def _update_sqlite(table: Table, order: Sequence[str], dialect: Dialect) -> str:
@@ -220,30 +258,41 @@ async def insert_rows(
     dialect = conn.dialect
     names = tuple(columns)
     by_column = _column_values(rows, names, _processors(table, names, dialect))
-    statement = _memo(
+    if dialect.name == "postgresql":
+        alike = _alike(by_column)
+        statement = _memo(
+            dialect,
+            ("insert", table.name, names, ignore_conflicts, alike),
+            lambda: text(_insert_unnest(table, names, alike, dialect, ignore_conflicts)),
+        )
+        await conn.execute(statement, _parameters(by_column, alike))
+        return
+    sql = _memo(
         dialect,
         ("insert", table.name, names, ignore_conflicts),
-        lambda: _insert(table, names, dialect, ignore_conflicts),
+        lambda: _insert_sqlite(table, names, dialect, ignore_conflicts),
     )
-    if isinstance(statement, TextClause):
-        await conn.execute(statement, {f"p{i}": column for i, column in enumerate(by_column)})
-        return
-    await conn.exec_driver_sql(statement, list(zip(*by_column, strict=True)))
+    await conn.exec_driver_sql(sql, list(zip(*by_column, strict=True)))
 
 
-def _insert(
-    table: Table, columns: Sequence[str], dialect: Dialect, ignore_conflicts: bool
-) -> TextClause | str:
-    """:func:`insert_rows`' statement: PostgreSQL's ``INSERT … SELECT * FROM unnest`` (a
-    :class:`TextClause` of array parameters ``p0``, ``p1``, …), SQLite's ``INSERT … VALUES (?, …)``
-    (driver SQL, for ``executemany``)."""
+def _insert_unnest(
+    table: Table, columns: Sequence[str], alike: Sequence[bool], dialect: Dialect, ignore_conflicts: bool
+) -> str:
+    """PostgreSQL's ``INSERT … SELECT … FROM unnest`` of parameters ``p0``, ``p1``, … (arrays, or
+    the scalars of ``alike`` columns)."""
+    quote = dialect.identifier_preparer.quote
+    values, source = _unnest(table, columns, alike, dialect)
+    suffix = " ON CONFLICT DO NOTHING" if ignore_conflicts else ""
+    target = f"{quote(table.name)} ({', '.join(quote(c) for c in columns)})"
+    return f"INSERT INTO {target} SELECT {', '.join(values)} FROM {source}{suffix}"
+
+
+def _insert_sqlite(table: Table, columns: Sequence[str], dialect: Dialect, ignore_conflicts: bool) -> str:
+    """SQLite's ``INSERT … VALUES (?, …)`` (driver SQL, for ``executemany``)."""
     quote = dialect.identifier_preparer.quote
     target = f"{quote(table.name)} ({', '.join(quote(c) for c in columns)})"
     suffix = " ON CONFLICT DO NOTHING" if ignore_conflicts else ""
-    if dialect.name == "postgresql":
-        return text(f"INSERT INTO {target} SELECT * FROM {_unnest(table, columns, dialect)}{suffix}")
-    placeholders = ", ".join("?" for _ in columns)
-    return f"INSERT INTO {target} VALUES ({placeholders}){suffix}"
+    return f"INSERT INTO {target} VALUES ({', '.join('?' for _ in columns)}){suffix}"
 
 
 async def insert_returning(
@@ -274,12 +323,13 @@ async def insert_returning(
     returned = f" RETURNING {', '.join(quote(c) for c in returning)}"
     by_column = _column_values(rows, names, _processors(table, names, dialect))
     if dialect.name == "postgresql":
+        alike = _alike(by_column)
         statement = _memo(
             dialect,
-            ("insert_returning", table.name, names, ignore_conflicts, tuple(returning)),
-            lambda: text(str(_insert(table, names, dialect, ignore_conflicts)) + returned),
+            ("insert_returning", table.name, names, ignore_conflicts, tuple(returning), alike),
+            lambda: text(_insert_unnest(table, names, alike, dialect, ignore_conflicts) + returned),
         )
-        result = await conn.execute(statement, {f"p{i}": column for i, column in enumerate(by_column)})
+        result = await conn.execute(statement, _parameters(by_column, alike))
         return [tuple(row) for row in result.all()]
     target = f"{quote(table.name)} ({', '.join(quote(c) for c in names)})"
     suffix = (" ON CONFLICT DO NOTHING" if ignore_conflicts else "") + returned
