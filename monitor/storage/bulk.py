@@ -148,10 +148,12 @@ def _alike(by_column: Sequence[Sequence[Any]]) -> tuple[bool, ...]:
     value: PostgreSQL then binds it once, as a scalar, instead of as an array. A sweep's rows
     share most of their values (its instant, its token, the alert kind and outcome of a plain
     miss, the state a miss leaves), and asyncpg encodes an array element by element, with an
-    abstract-class check on each (a fifth of a sweep's Python time, before).
+    abstract-class check on each: with every column an array, that was a fifth of a sweep's
+    Python time.
 
-    One batch's mask is one statement variant (:func:`_memo`); a single row keeps every column
-    an array, so its statement is the general one."""
+    Each mask is one statement variant (:func:`_memo`, and one prepared statement per
+    connection); a workload repeats a few masks. A single row keeps every column an array, so
+    its statement is the general one."""
     return tuple(
         index > 0 and len(values) > 1 and values.count(values[0]) == len(values)
         for index, values in enumerate(by_column)
