@@ -14,6 +14,7 @@ from monitor.domain import detection
 from monitor.domain.checks import Status
 from monitor.services import checks as check_service
 from monitor.services.outages import outage_gap
+from monitor.storage import engine as engine_module
 from monitor.storage import leases, repositories
 from monitor.storage.unit_of_work import Engine, UnitOfWork
 
@@ -27,6 +28,13 @@ class Readiness:
     oldest_due: datetime | None
     stored_shards: int | None
     leases: list[dict[str, Any]]
+
+
+def storage_unavailable(error: BaseException) -> bool:
+    """Whether a failed request failed because the database could not be used just then (a
+    restart, a lost session, no free connection): the edges answer ``503``, not ``500``
+    (:func:`monitor.storage.engine.storage_unavailable`)."""
+    return engine_module.storage_unavailable(error)
 
 
 async def database_answers(engine: Engine) -> None:

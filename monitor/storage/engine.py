@@ -13,6 +13,7 @@ import asyncpg  # type: ignore[import-untyped]
 from sqlalchemy import event, text
 from sqlalchemy.engine import Connection, Engine, ExceptionContext
 from sqlalchemy.exc import DBAPIError, DisconnectionError
+from sqlalchemy.exc import TimeoutError as PoolTimeout
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
 logger = logging.getLogger(__name__)
@@ -174,6 +175,32 @@ def session_lost(error: BaseException) -> bool:
     if isinstance(error, DBAPIError) and error.connection_invalidated:
         return True
     return _session_gone(error)
+
+
+TOO_MANY_CONNECTIONS = "53300"
+"""PostgreSQL's ``too_many_connections``: the server is there but takes no more sessions."""
+
+
+def storage_unavailable(error: BaseException) -> bool:
+    """Whether ``error`` says the database could not be used just then, rather than that the
+    request was wrong: the session was lost (:func:`session_lost`), the server refused or
+    could not take a connection (restarting, ``too_many_connections``, the socket refused, the
+    host not found: asyncpg raises these ``OSError`` unwrapped), or the pool had no connection
+    to give within its timeout. A retry may succeed; nothing of the failed transaction was
+    stored. (An ``OSError`` is read as the database's: no request path does network I/O of its
+    own; deliveries run in the notifier.)"""
+    if isinstance(error, PoolTimeout) or session_lost(error):
+        return True
+    seen: BaseException | None = error
+    for _ in range(5):
+        if seen is None:
+            return False
+        if isinstance(seen, asyncpg.PostgresError) and getattr(seen, "sqlstate", "") == TOO_MANY_CONNECTIONS:
+            return True
+        if isinstance(seen, OSError | PoolTimeout):
+            return True
+        seen = seen.__cause__
+    return False
 
 
 def sqlite_options(sync_engine: Engine, *, poll_begin: bool = False) -> None:
