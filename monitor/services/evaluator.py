@@ -173,9 +173,11 @@ class _Sweep:
         """Up to ``rounds`` batches, until one finds fewer due checks than ``batch``; returns
         how many checks they judged. ``on_full`` is called whenever a batch has locked ``batch``
         due checks (more may be due), before they are judged. ``first``: this loop's first
-        batch is the sweep's first; every later batch replans its run book reads
-        (:meth:`~monitor.storage.ports.DetectionStore.books`), since the batches before it grew
-        the tables they read."""
+        batch is the sweep's first. Every later batch, and a full first one (a large sweep),
+        replans its run book reads (:meth:`~monitor.storage.ports.DetectionStore.books`): the
+        batches before it grew the tables they read, and a plan the server cached while they
+        were nearly empty reads the whole table once per check. A sweep of fewer due checks
+        than a batch (most sweeps) keeps the cached plan."""
         replan = not first
 
         async def one(uow: UnitOfWork) -> tuple[int, int]:
@@ -197,8 +199,10 @@ class _Sweep:
             await self.fence(uow.connection)
         # one statement: the batch whose deadlines passed first, locked (PostgreSQL)
         rows, fetched = await uow.detection.lock_due(self.now, self.shards, self.batch, CHECK_COLUMNS)
-        if fetched == self.batch and on_full is not None:
-            on_full()
+        if fetched == self.batch:  # a large sweep: more batches will grow the tables it reads
+            replan = True
+            if on_full is not None:
+                on_full()
         if rows:
             await _judge(
                 uow,

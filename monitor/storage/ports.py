@@ -777,12 +777,11 @@ class DetectionStore(Protocol):
 
         ``replan`` (PostgreSQL): plan these reads for the tables as they are now, not with the
         plan the server cached for the statement. A cached (generic) plan built while
-        ``tick_marks`` or ``runs`` was empty scans the whole table once per check; a sweep's
-        first batch may use it (the table was empty then too, or the plan was rebuilt after
-        the server last analysed the table), but the table grows by every batch the sweep
-        commits, and from the second batch on that plan made each batch's read grow with
+        ``tick_marks`` or ``runs`` was empty scans the whole table once per check. The tables
+        grow by every batch a sweep commits, and with that plan each batch's read grew with
         everything judged before it (10 000 due checks after the tables were emptied: 83 ms a
-        batch on average, 1.7 s of a 2.8 s sweep). Replanning costs about 1 ms a batch."""
+        batch on average, 1.7 s of a 2.8 s sweep). The evaluator replans the batches of a
+        sweep larger than one batch; replanning costs about 1 ms a batch."""
         ...
 
     async def save_sweep(

@@ -234,12 +234,14 @@ async def test_concurrent_batches_judge_every_due_check_once(
     assert await evaluate_due(engine, at, settings=settings, held=dict.fromkeys(range(SHARDS), 1)) == 0
 
 
-async def test_every_batch_after_a_sweeps_first_replans_its_run_book_reads(
-    engine: AsyncEngine, settings_factory: Callable[..., Settings]
+@pytest.mark.parametrize(("batch", "replanned"), [(2, 7), (20, 0)])
+async def test_the_batches_of_a_large_sweep_replan_their_run_book_reads(
+    engine: AsyncEngine, settings_factory: Callable[..., Settings], batch: int, replanned: int
 ) -> None:
-    """The batches a sweep committed grew ``tick_marks`` and ``runs``: from its second batch on,
-    a batch reads its run books with plans for the tables as they are (PostgreSQL), not with a
-    plan the server cached while they were empty. The first batch keeps the cached plan."""
+    """The batches a sweep commits grow ``tick_marks`` and ``runs``: every batch of a sweep
+    larger than one batch reads its run books with plans for the tables as they are
+    (PostgreSQL), not with a plan the server cached while they were nearly empty. A sweep that
+    fits in one batch keeps the cached plan. 13 due checks: seven batches of 2, or one of 20."""
     settings = settings_factory(shards=SHARDS)
     await _checks_pinged(engine, settings, 13)
     statements: list[str] = []
@@ -255,14 +257,14 @@ async def test_every_batch_after_a_sweeps_first_replans_its_run_book_reads(
             T0 + timedelta(seconds=121),
             settings=settings,
             held=dict.fromkeys(range(SHARDS), 1),
-            batch=2,
+            batch=batch,
             pipelines=1,
         )
     finally:
         event.remove(engine.sync_engine, "before_cursor_execute", seen)
 
     assert judged == 13
-    assert len(statements) == (6 if engine.dialect.name == "postgresql" else 0)  # 7 batches
+    assert len(statements) == (replanned if engine.dialect.name == "postgresql" else 0)
 
 
 async def test_a_fence_refused_in_one_of_concurrent_batches_stops_the_sweep_and_loses_nothing(
