@@ -189,7 +189,7 @@ def storage_unavailable(error: BaseException) -> bool:
     to give within its timeout. A retry may succeed; nothing of the failed transaction was
     stored. (An ``OSError`` is read as the database's: no request path does network I/O of its
     own; deliveries run in the notifier.)"""
-    if isinstance(error, PoolTimeout) or session_lost(error):
+    if session_lost(error):
         return True
     seen: BaseException | None = error
     for _ in range(5):

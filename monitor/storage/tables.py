@@ -64,9 +64,9 @@ class UTCDateTime(TypeDecorator[datetime]):
         return dialect.type_descriptor(DateTime(timezone=dialect.name == "postgresql"))
 
     def process_bind_param(self, value: datetime | None, dialect: Dialect) -> datetime | None:
-        if value is None:
-            return None
-        return _aware(value) if dialect.name == "postgresql" else _naive_utc(value)
+        if dialect.name == "postgresql":
+            return _aware_or_none(value)
+        return None if value is None else _naive_utc(value)
 
     def process_result_value(self, value: Any, dialect: Dialect) -> datetime | None:
         return _aware_utc(value)
@@ -114,12 +114,6 @@ class UTCDateTime(TypeDecorator[datetime]):
         if dialect.name != "sqlite":
             return _aware_utc_of_naive
         return _aware_utc_of_text
-
-
-def _aware(value: datetime) -> datetime:
-    if value.tzinfo is None:
-        raise ValueError("naive datetime given where an aware UTC instant belongs")
-    return value
 
 
 def _aware_or_none(value: datetime | None) -> datetime | None:
