@@ -12,7 +12,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Select, and_, or_, select, union_all
+from sqlalchemy import Select, and_, bindparam, func, or_, select, union_all
+from sqlalchemy.dialects import postgresql
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from monitor.domain.runs import RunBook
@@ -32,16 +33,27 @@ inserted row leaves out."""
 
 
 def _lock_statements(column: Any) -> tuple[Select[Any], Select[Any]]:
-    """Whole check rows whose ``column`` is in the list parameter ``wanted``, in id order:
-    (SQLite, PostgreSQL ``FOR UPDATE``), the list bound as :func:`monitor.storage.bulk.member_of`
-    binds it on each. Built once: the ingest locks every batch's checks, and building the
-    statement each time cost more than running it."""
+    """Whole check rows whose ``column`` is in the list parameter ``wanted`` (no duplicates),
+    in id order: (SQLite, PostgreSQL ``FOR UPDATE``). Built once: the ingest locks every
+    batch's checks, and building the statement each time cost more than running it.
+
+    On SQLite the list is bound as :func:`monitor.storage.bulk.member_of` binds it. On
+    PostgreSQL it is one array, joined as ``unnest(:wanted)``: with ``column = ANY(:wanted)``
+    the planner chose a sequential scan of a table of a thousand checks and compared every
+    row with every element (2.5 ms for 32 uuids, against 1.2 ms joined; measured alike at
+    10 000 checks, where both probe the index).
+    """
     plain = select(t.checks).where(bulk.member_of(column, "wanted", postgres=False)).order_by(t.checks.c.id)
+    wanted = (
+        func.unnest(bindparam("wanted", type_=postgresql.ARRAY(column.type)))
+        .table_valued("value")
+        .render_derived(name="wanted")
+    )
     locked = (
         select(t.checks)
-        .where(bulk.member_of(column, "wanted", postgres=True))
+        .join(wanted, column == wanted.c.value)
         .order_by(t.checks.c.id)
-        .with_for_update()
+        .with_for_update(of=t.checks)
     )
     return plain, locked
 
