@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import os
+import shutil
+import tempfile
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -36,3 +38,14 @@ def database(backend: str, directory: Path, prefix: str = "monitor_bench") -> It
         yield PG_ADMIN_URL.rsplit("/", 1)[0] + "/" + name
     finally:
         asyncio.run(_pg_admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+
+
+@contextmanager
+def scratch_database(backend: str, prefix: str) -> Iterator[str]:
+    """:func:`database` in a temporary directory of its own, removed afterwards."""
+    work = Path(tempfile.mkdtemp(prefix=prefix.replace("_", "-") + "-"))
+    try:
+        with database(backend, work, prefix=prefix) as url:
+            yield url
+    finally:
+        shutil.rmtree(work, ignore_errors=True)

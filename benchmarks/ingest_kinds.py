@@ -16,15 +16,13 @@ from __future__ import annotations
 import argparse
 import asyncio
 import random
-import shutil
 import statistics
 import sys
-import tempfile
 import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from databases import database
+from databases import scratch_database
 from harness import load_average, verdict
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -117,12 +115,8 @@ def main() -> int:
     args = parser.parse_args()
     if args.rounds < 3:
         parser.error("--rounds: at least 3")
-    work = Path(tempfile.mkdtemp(prefix="monitor-ingest-kinds-"))
-    try:
-        with database(args.backend, work, prefix="monitor_bench_kinds") as url:
-            results = asyncio.run(run(url, args))
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
+    with scratch_database(args.backend, "monitor_bench_kinds") as url:
+        results = asyncio.run(run(url, args))
     simple = statistics.median(v for v, _ in results["simple"])
     cron = statistics.median(v for v, _ in results["cron"])
     print(f"\n{args.backend}: pings/s through ingest_pings, {args.rounds} alternated rounds")

@@ -26,9 +26,7 @@ import collections
 import cProfile
 import pstats
 import random
-import shutil
 import sys
-import tempfile
 import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -39,7 +37,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from sqlalchemy import event
 from sqlalchemy.engine import Engine
 
-from benchmarks.databases import database
+from benchmarks.databases import scratch_database
 from monitor.domain.checks import PingKind
 from monitor.services import checks as check_service
 from monitor.services import projects
@@ -162,12 +160,8 @@ def main() -> int:
     args = parser.parse_args()
     if args.cprofile:
         run_inline()
-    work = Path(tempfile.mkdtemp(prefix="monitor-ingest-cost-"))
-    try:
-        with database(args.backend, work, prefix="monitor_profile_ingest") as url:
-            asyncio.run(measure(url, args))
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
+    with scratch_database(args.backend, "monitor_profile_ingest") as url:
+        asyncio.run(measure(url, args))
     return 0
 
 

@@ -18,10 +18,8 @@ from __future__ import annotations
 import argparse
 import asyncio
 import gc
-import shutil
 import statistics
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -32,7 +30,7 @@ from sqlalchemy import event, text
 from sqlalchemy.engine import Engine
 
 from benchmarks import evaluator as bench
-from benchmarks.databases import database
+from benchmarks.databases import scratch_database
 from monitor.settings import Settings
 from monitor.storage.engine import make_engine
 
@@ -94,12 +92,8 @@ def main() -> int:
     parser.add_argument("--due", type=int, default=100)
     parser.add_argument("--sweeps", type=int, default=7)
     args = parser.parse_args()
-    work = Path(tempfile.mkdtemp(prefix="monitor-sweep-statements-"))
-    try:
-        with database(args.backend, work, prefix="monitor_profile_sweep") as url:
-            asyncio.run(measure(url, args))
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
+    with scratch_database(args.backend, "monitor_profile_sweep") as url:
+        asyncio.run(measure(url, args))
     return 0
 
 
