@@ -11,7 +11,8 @@
 #      ping's answer; 100000 by default) as the body;
 #   4. exit with COMMAND's status (128+N when signal N ended it).
 # SIGTERM, SIGHUP, SIGUSR1 and SIGUSR2 are forwarded to COMMAND, SIGINT and SIGQUIT as SIGTERM
-# (a background command of a non-interactive shell ignores those two). The monitor being down never stops COMMAND: a failed
+# (a background command of a non-interactive shell ignores those two); one that comes before
+# COMMAND starts stops the job there: COMMAND is not run and the status is 128+N. The monitor being down never stops COMMAND: a failed
 # ping prints one warning on stderr. The whole output passes through a temporary file (for its
 # tail); a job printing gigabytes needs that much room in $TMPDIR.
 #
@@ -182,17 +183,21 @@ if [ -n "$scheduled" ]; then
 else
     unset MONITOR_SCHEDULED_TIME
 fi
-# A background command of a non-interactive shell reads /dev/null unless its stdin is
-# redirected explicitly: hand it ours (fd 3, a copy of our stdin).
-{ command exec 3<&0; } 2>/dev/null || exec 3</dev/null
-"$@" <&3 3<&- >"$work/out" 2>&1 &
-child=$!
-exec 3<&-
-
+# The traps go in before the command starts: a signal sent once the command has printed (or
+# done anything) must reach it, not end this shell. One that comes before the command starts
+# (kept in $pending) means the job was stopped before it began: the command is not started and
+# the run ends as if the signal had ended it (128+N). (A command started by this shell gets the
+# default action for the signals trapped here, POSIX.)
 interrupted=0
+child=""
+pending=""
 # shellcheck disable=SC2329 # called by the signal traps
 forward() {
     interrupted=1
+    if [ -z "$child" ]; then
+        pending=$1
+        return
+    fi
     kill "-$1" "$child" 2>/dev/null
 }
 trap 'forward TERM' TERM
@@ -204,6 +209,25 @@ trap 'forward HUP' HUP
 trap 'forward TERM' QUIT
 trap 'forward USR1' USR1
 trap 'forward USR2' USR2
+
+# A background command of a non-interactive shell reads /dev/null unless its stdin is
+# redirected explicitly: hand it ours (fd 3, a copy of our stdin).
+{ command exec 3<&0; } 2>/dev/null || exec 3</dev/null
+if [ -z "$pending" ]; then
+    "$@" <&3 3<&- >"$work/out" 2>&1 &
+    child=$!
+    # a signal between the fork and the line above: forward it now
+    [ -z "$pending" ] || kill "-$pending" "$child" 2>/dev/null
+else
+    # `kill -l N` names signal N (POSIX); its number is what the status needs
+    n=1
+    while [ "$n" -lt 128 ] && [ "$(kill -l "$n" 2>/dev/null)" != "$pending" ]; do n=$((n + 1)); done
+    echo "monitor-run.sh: SIG$pending came before the command started; it was not run" >&2
+    # opens the FIFO (tee waits for a writer), then ends as the signal would have: 128+N
+    { : >"$work/out"; exit $((128 + n)); } &
+    child=$!
+fi
+exec 3<&-
 
 while :; do
     interrupted=0

@@ -424,6 +424,65 @@ def test_shell_wrapper_reports_the_commands_status_after_sigterm_every_time(moni
     assert statuses == [7] * 20
 
 
+def _wrapper_paused(tmp_path: Path, before: str, after: str) -> str:
+    """A copy of the shell wrapper with ``sleep 0.5`` put before the first line equal to
+    ``before`` (or after the first equal to ``after``): it widens a window in which a signal
+    may come to half a second, so a test can aim a signal at it."""
+    lines = Path(SHELL_WRAPPER).read_text().splitlines()
+    at = lines.index(before) if before else lines.index(after) + 1
+    lines.insert(at, "sleep 0.5")
+    copy = tmp_path / "monitor-run.sh"
+    copy.write_text("\n".join(lines) + "\n")
+    return str(copy)
+
+
+TRAPS_TERM = 'trap "exit 7" TERM; echo r; while :; do sleep 0.02; done'
+
+
+def test_shell_wrapper_forwards_a_sigterm_sent_as_soon_as_the_command_printed(
+    monitor: Monitor, tmp_path: Path
+) -> None:
+    """The wrapper's traps are in before the command starts: a pause right after the command
+    is started (where a loaded machine may stop the shell) does not leave it unprotected."""
+    check = monitor.create_check()
+    script = _wrapper_paused(tmp_path, before="", after="exec 3<&-")
+    proc = subprocess.Popen(
+        [DASH, script, check["uuid"], "sh", "-c", TRAPS_TERM],
+        env=monitor.env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+    )
+    assert proc.stdout is not None and proc.stdout.readline() == b"r\n"
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=20) == 7
+    proc.stdout.close()
+    pings = monitor.pings(check["uuid"])
+    assert [(p["type"], p["exit_status"]) for p in pings] == [("start", None), ("fail", 7)]
+
+
+def test_shell_wrapper_does_not_start_a_command_stopped_before_it_began(
+    monitor: Monitor, tmp_path: Path
+) -> None:
+    """SIGTERM before the command starts: it is never run, and the run fails with 143."""
+    check = monitor.create_check()
+    script = _wrapper_paused(tmp_path, before="{ command exec 3<&0; } 2>/dev/null || exec 3</dev/null", after="")
+    marker = tmp_path / "ran"
+    proc = subprocess.Popen(
+        [DASH, script, check["uuid"], "sh", "-c", f'touch "{marker}"'],
+        env=monitor.env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    time.sleep(0.25)
+    proc.send_signal(signal.SIGTERM)
+    out, err = proc.communicate(timeout=20)
+    assert proc.returncode == 143, err
+    assert b"SIGTERM came before the command started; it was not run" in err
+    assert not marker.exists()
+    pings = monitor.pings(check["uuid"])
+    assert [(p["type"], p["exit_status"]) for p in pings] == [("start", None), ("fail", 143)]
+
+
 # 13 -----------------------------------------------------------------------------------------
 
 
