@@ -465,7 +465,8 @@ def test_shell_wrapper_does_not_start_a_command_stopped_before_it_began(
 ) -> None:
     """SIGTERM before the command starts: it is never run, and the run fails with 143."""
     check = monitor.create_check()
-    script = _wrapper_paused(tmp_path, before="{ command exec 3<&0; } 2>/dev/null || exec 3</dev/null", after="")
+    stdin_line = "{ command exec 3<&0; } 2>/dev/null || exec 3</dev/null"
+    script = _wrapper_paused(tmp_path, before=stdin_line, after="")
     marker = tmp_path / "ran"
     proc = subprocess.Popen(
         [DASH, script, check["uuid"], "sh", "-c", f'touch "{marker}"'],
