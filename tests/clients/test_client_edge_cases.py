@@ -476,7 +476,7 @@ def test_shell_wrapper_does_not_start_a_command_stopped_before_it_began(
     )
     time.sleep(0.25)
     proc.send_signal(signal.SIGTERM)
-    out, err = proc.communicate(timeout=20)
+    _, err = proc.communicate(timeout=20)
     assert proc.returncode == 143, err
     assert b"SIGTERM came before the command started; it was not run" in err
     assert not marker.exists()
