@@ -13,7 +13,7 @@ from litestar.response import Template
 
 from monitor.domain.errors import Conflict, NotFound, ScheduleError, ValidationError, ZoneError
 from monitor.edge import Forbidden, NotAuthenticated, PayloadTooLarge
-from monitor.services.status import storage_unavailable
+from monitor.services.status import concurrency_failure, storage_unavailable
 
 __all__ = ["EXCEPTION_HANDLERS", "Forbidden", "NotAuthenticated", "PayloadTooLarge"]
 
@@ -136,7 +136,8 @@ def handle_recursion(request: Request[Any, Any, Any], exc: RecursionError) -> Re
 def handle_unexpected(request: Request[Any, Any, Any], exc: Exception) -> Response[dict[str, str]]:
     """A database that cannot be used just then (restarting, unreachable, out of connections)
     is ``503`` with ``Retry-After: 1`` and one warning line, as the ping endpoints answer it;
-    anything else is a ``500`` whose traceback goes to the log, never to the client."""
+    so is a transaction PostgreSQL rolled back for a concurrent one (a deadlock). Anything else
+    is a ``500`` whose traceback goes to the log, never to the client."""
     if storage_unavailable(exc):
         logger.warning(
             "database unavailable: %s: %s",
@@ -145,6 +146,13 @@ def handle_unexpected(request: Request[Any, Any, Any], exc: Exception) -> Respon
             extra={"action": "database_unavailable", "path": request.url.path},
         )
         return _json(503, "database unavailable; retry", {"Retry-After": "1"})
+    if concurrency_failure(exc):
+        logger.warning(
+            "transaction rolled back for a concurrent one: %s",
+            str(exc).splitlines()[0] if str(exc) else type(exc).__name__,
+            extra={"action": "concurrency_failure", "path": request.url.path},
+        )
+        return _json(503, "a concurrent request conflicted with this one; retry", {"Retry-After": "1"})
     logger.exception("unhandled error", extra={"action": "unhandled_error", "path": request.url.path})
     return _json(500, "internal error; it has been logged")
 

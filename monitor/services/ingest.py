@@ -171,22 +171,51 @@ async def _resolve(
         return targets, {int(row["id"]): row for row in by_row.values()}, set()
     by_uuid = await uow.pings.ids_by_uuid(r.uuid for r in requests if r.uuid)
     by_slug = await uow.pings.ids_by_slug((r.ping_key, r.slug) for r in requests if r.ping_key and r.slug)
-    created: set[int] = set()
-    for request in requests:
-        key = (request.ping_key or "", request.slug or "")
-        if request.create and request.ping_key and request.slug and key not in by_slug:
-            project_id = await uow.pings.project_by_ping_key(request.ping_key)
-            if project_id is None:
-                continue
-            check_id, made = await _create_or_find(uow, project_id, key, now, shards=shards)
-            by_slug[key] = check_id
-            if made:
-                created.add(check_id)
+    missing = {(r.ping_key, r.slug) for r in requests if r.create and r.ping_key and r.slug} - by_slug.keys()
+    created = await _create_missing(uow, sorted(missing), by_slug, now, shards=shards) if missing else set()
     targets = [
         by_uuid.get(r.uuid) if r.uuid else by_slug.get((r.ping_key or "", r.slug or "")) for r in requests
     ]
     rows = await uow.pings.lock(cid for cid in targets if cid is not None)
     return targets, rows, created
+
+
+async def _create_missing(
+    uow: UnitOfWork,
+    missing: Sequence[tuple[str, str]],
+    by_slug: dict[tuple[str, str], int],
+    now: datetime,
+    *,
+    shards: int,
+) -> set[int]:
+    """Create the slug checks ``missing`` names ((ping key, slug), sorted), adding their ids to
+    ``by_slug``; returns the ids of those this transaction created.
+
+    Their projects are locked first, in id order (PostgreSQL ``FOR NO KEY UPDATE``; SQLite's
+    ``BEGIN IMMEDIATE`` already excludes other writers), as an API upsert does before its insert
+    (:func:`monitor.services.checks.create_or_upsert`): every creator of a project's checks
+    then waits at that one lock. Without it, the insert takes the project row through its
+    foreign key only after its slug is in the unique index, and two creators of the same slugs
+    could each wait for the other. Slugs another transaction created meanwhile are found
+    again after the lock, not inserted.
+    """
+    projects: dict[str, int] = {}
+    for ping_key in sorted({key for key, _ in missing}):
+        project_id = await uow.pings.project_by_ping_key(ping_key)
+        if project_id is not None:
+            projects[ping_key] = project_id
+    for project_id in sorted(set(projects.values())):
+        await uow.projects.lock(project_id)
+    by_slug.update(await uow.pings.ids_by_slug(k for k in missing if k[0] in projects))
+    created: set[int] = set()
+    for key in missing:
+        if key in by_slug or key[0] not in projects:
+            continue
+        check_id, made = await _create_or_find(uow, projects[key[0]], key, now, shards=shards)
+        by_slug[key] = check_id
+        if made:
+            created.add(check_id)
+    return created
 
 
 async def _create_or_find(

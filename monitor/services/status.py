@@ -37,6 +37,13 @@ def storage_unavailable(error: BaseException) -> bool:
     return engine_module.storage_unavailable(error)
 
 
+def concurrency_failure(error: BaseException) -> bool:
+    """Whether a failed request was rolled back for a concurrent transaction's sake (a deadlock,
+    a serialization failure): the edges answer ``503``, a retry may succeed
+    (:func:`monitor.storage.engine.concurrency_failure`)."""
+    return engine_module.concurrency_failure(error)
+
+
 async def database_answers(engine: Engine) -> None:
     """Run ``SELECT 1``; raises the driver's error when the database does not answer."""
     async with UnitOfWork.read(engine) as uow:

@@ -180,6 +180,24 @@ def session_lost(error: BaseException) -> bool:
 TOO_MANY_CONNECTIONS = "53300"
 """PostgreSQL's ``too_many_connections``: the server is there but takes no more sessions."""
 
+CONCURRENCY_FAILURES = frozenset({"40P01", "40001"})
+"""PostgreSQL's ``deadlock_detected`` and ``serialization_failure``: the transaction was rolled
+back for another one's sake, and the same request may succeed when retried."""
+
+
+def concurrency_failure(error: BaseException) -> bool:
+    """Whether ``error`` (or what it wraps) is PostgreSQL rolling the transaction back because
+    of a concurrent one (:data:`CONCURRENCY_FAILURES`): nothing of it was stored, and a retry
+    may succeed. ``False`` for SQLite, whose writers are serialised by ``BEGIN IMMEDIATE``."""
+    seen: BaseException | None = error
+    for _ in range(5):
+        if seen is None:
+            return False
+        if isinstance(seen, asyncpg.PostgresError) and getattr(seen, "sqlstate", "") in CONCURRENCY_FAILURES:
+            return True
+        seen = seen.__cause__
+    return False
+
 
 def storage_unavailable(error: BaseException) -> bool:
     """Whether ``error`` says the database could not be used just then, rather than that the

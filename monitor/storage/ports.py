@@ -189,8 +189,10 @@ class ProjectStore(Protocol):
         ...
 
     async def lock(self, project_id: int) -> None:
-        """PostgreSQL: lock the project row ``FOR UPDATE`` until the transaction ends, which
-        serialises upserts of one project; SQLite: nothing (``BEGIN IMMEDIATE`` already)."""
+        """PostgreSQL: lock the project row ``FOR NO KEY UPDATE`` until the transaction ends,
+        which serialises the creators of its checks (upserts, slug auto-creation) and leaves
+        the row's key alone: inserts whose foreign key names the project (``FOR KEY SHARE``)
+        do not wait for it. SQLite: nothing (``BEGIN IMMEDIATE`` already)."""
         ...
 
 

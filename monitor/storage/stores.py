@@ -347,7 +347,7 @@ class SqlProjectStore(_Store):
     async def lock(self, project_id: int) -> None:
         if self._postgres:
             await self.conn.execute(
-                select(t.projects.c.id).where(t.projects.c.id == project_id).with_for_update()
+                select(t.projects.c.id).where(t.projects.c.id == project_id).with_for_update(key_share=True)
             )
 
 

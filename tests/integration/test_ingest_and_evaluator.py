@@ -20,11 +20,13 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from monitor.domain.checks import PingKind
 from monitor.services import checks as check_service
 from monitor.services.evaluator import evaluate_due
-from monitor.services.ingest import IngestWriter, PingRequest, new_check_values
+from monitor.services.ingest import IngestWriter, PingRequest, ingest_pings, new_check_values
 from monitor.services.projects import create_project
 from monitor.settings import Settings
 from monitor.storage import tables as t
+from monitor.storage.cluster import record_shard_count
 from monitor.storage.engine import make_engine
+from monitor.storage.unit_of_work import UnitOfWork
 from tests.conftest import Api
 
 T0 = datetime(2026, 7, 18, 2, 0, tzinfo=UTC)
@@ -462,7 +464,6 @@ async def test_a_failure_of_a_tick_older_than_a_success_does_not_flip_the_check_
     assert downs == 0
 
 
-
 # ----------------------------------------------------------- PostgreSQL: two batches in flight
 
 
@@ -614,6 +615,96 @@ async def test_on_postgresql_two_batches_creating_one_slug_make_one_check_and_bo
     assert await scalar(pg_engine, select(func.count()).select_from(t.checks)) == 1
     assert await scalar(pg_engine, select(func.sum(t.checks.c.n_pings))) == 2
     assert "ping ingest failed" not in caplog.text
+
+
+async def _transactions_waiting_for_a_lock(engine: AsyncEngine, count: int) -> None:
+    query = text(
+        "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+        "AND wait_event_type = 'Lock'"
+    )
+    for _ in range(300):
+        async with engine.connect() as conn:
+            if (await conn.execute(query)).scalar_one() == count:
+                return
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"never saw {count} transactions waiting for a lock")
+
+
+async def _record_shard_count(engine: AsyncEngine) -> None:
+    """Record the shard count as any process's start does: with none recorded, the first
+    creating transaction inserts the row and a concurrent one waits for it, which would keep
+    the two apart."""
+    async with engine.begin() as conn:
+        await record_shard_count(conn, 16, T0)
+
+
+def _auto(ping_key: str, slug: str, at: datetime) -> PingRequest:
+    return PingRequest(kind=PingKind.SUCCESS, received=at, ping_key=ping_key, slug=slug, create=True)
+
+
+async def test_on_postgresql_batches_creating_slugs_in_opposite_orders_do_not_deadlock(
+    pg_engine: AsyncEngine, pg_project: dict[str, Any]
+) -> None:
+    """Slug checks are created under the project's lock, taken before any of them: two batches
+    creating ``a`` and ``b`` in opposite orders wait for each other once, not in a circle."""
+    await _record_shard_count(pg_engine)
+    key = str(pg_project["ping_key"])
+    settings = Settings(database_url=str(pg_engine.url))
+    hold = f"SELECT id FROM projects WHERE id = {int(pg_project['id'])} FOR UPDATE"
+    async with _holding(pg_engine, hold):  # as an API upsert of the project does
+        one = asyncio.ensure_future(
+            ingest_pings(pg_engine, [_auto(key, "a", T0), _auto(key, "b", T0)], settings=settings)
+        )
+        two = asyncio.ensure_future(
+            ingest_pings(pg_engine, [_auto(key, "b", T0), _auto(key, "a", T0)], settings=settings)
+        )
+        await _transactions_waiting_for_a_lock(pg_engine, 2)
+    answers = [[a.status for a in await one], [a.status for a in await two]]
+    assert sorted(answers) == [[200, 200], [201, 201]]
+    assert await scalar(pg_engine, select(func.count()).select_from(t.checks)) == 2
+
+
+async def test_on_postgresql_an_api_upsert_and_a_ping_creating_one_slug_both_succeed(
+    pg_engine: AsyncEngine, pg_project: dict[str, Any]
+) -> None:
+    """The upsert locks the project and then inserts; the ping path takes the same lock before
+    its insert (not after it, through the foreign key's check): the ping waits, then finds the
+    check the upsert made."""
+    await _record_shard_count(pg_engine)
+    key = str(pg_project["ping_key"])
+    settings = Settings(database_url=str(pg_engine.url))
+    async with pg_engine.connect() as conn:
+        await conn.begin()
+        project = select(t.projects.c.id).where(t.projects.c.id == pg_project["id"])
+        await conn.execute(project.with_for_update())
+        ping = _auto(key, "nightly", T0)
+        pinged = asyncio.ensure_future(ingest_pings(pg_engine, [ping], settings=settings))
+        await _transactions_waiting_for_a_lock(pg_engine, 1)
+        data = {"name": "nightly", "slug": "nightly", "unique": ["slug"]}
+        check_id, created = await check_service.create_or_upsert(conn, pg_project["id"], data, T0, shards=16)
+        await conn.commit()
+    assert created
+    assert [a.status for a in await pinged] == [200]
+    assert await scalar(pg_engine, select(t.checks.c.n_pings).where(t.checks.c.id == check_id)) == 1
+
+
+async def test_on_postgresql_a_ping_raising_an_alert_does_not_wait_for_a_projects_creators(
+    pg_engine: AsyncEngine, pg_project: dict[str, Any]
+) -> None:
+    """The lock creators of a project's checks take (an upsert, a slug's auto-creation) leaves
+    the row's key alone: a batch inserting an alert, whose foreign key takes the project row
+    ``FOR KEY SHARE``, goes on meanwhile. (One that blocked could close a circle: the creator
+    waiting for a check that batch has locked.)"""
+    _, check = await make_check(pg_engine, pg_project["id"], name="c", timeout=60)
+    settings = Settings(database_url=str(pg_engine.url))
+    async with pg_engine.connect() as conn:
+        await conn.begin()
+        await UnitOfWork.joining(conn).projects.lock(pg_project["id"])
+        failed = ingest_pings(pg_engine, [ping(check, T0, PingKind.FAIL)], settings=settings)
+        answers = await asyncio.wait_for(failed, timeout=10)
+        await conn.rollback()
+    assert [a.status for a in answers] == [200]
+    assert await scalar(pg_engine, select(func.count()).select_from(t.alerts)) == 1
 
 
 async def test_only_the_ping_that_created_a_slug_check_is_answered_created(
