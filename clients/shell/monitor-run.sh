@@ -12,7 +12,8 @@
 #   4. exit with COMMAND's status (128+N when signal N ended it).
 # SIGTERM, SIGHUP, SIGUSR1 and SIGUSR2 are forwarded to COMMAND, SIGINT and SIGQUIT as SIGTERM
 # (a background command of a non-interactive shell ignores those two); one that comes before
-# COMMAND starts stops the job there: COMMAND is not run and the status is 128+N. The monitor being down never stops COMMAND: a failed
+# COMMAND starts stops the job there: COMMAND is not run and the status is 128+N; one that comes
+# after COMMAND ended does not stop the finish ping. The monitor being down never stops COMMAND: a failed
 # ping prints one warning on stderr. The whole output passes through a temporary file (for its
 # tail); a job printing gigabytes needs that much room in $TMPDIR.
 #
@@ -42,6 +43,43 @@ if [ "$#" -lt 2 ]; then
     exit 2
 fi
 
+# The traps go in first: a signal sent at any moment must reach the command (or stop the job),
+# never end this shell with the default action and leave no finish ping behind.
+#   - before the command starts, it is kept in $pending: the job was stopped before it began, so
+#     the command is not started and the run ends as if the signal had ended it (128+N);
+#   - from the command's fork until it runs as itself (its start mark, $work/started, exists),
+#     it is kept too and passed on then: a child signalled earlier would take the signal for the
+#     trap it inherited from this shell, and drop it;
+#   - once the command has ended, it is not passed on (the pid may be another process's by
+#     then): the finish ping goes out, and the wrapper exits with the command's status.
+# (A command started by this shell gets the default action for the signals trapped here, POSIX.)
+interrupted=0
+child=""
+pending=""
+work=""
+# deliver: pass the pending signal on, if the command runs as itself by now.
+deliver() {
+    if [ -n "$pending" ] && [ -n "$child" ] && [ -e "$work/started" ]; then
+        kill "-$pending" "$child" 2>/dev/null
+        pending=""
+    fi
+}
+# shellcheck disable=SC2329 # called by the signal traps
+forward() {
+    interrupted=1
+    pending=$1
+    deliver
+}
+trap 'forward TERM' TERM
+# A background command of a non-interactive shell ignores SIGINT (POSIX), so an interrupt is
+# passed on as SIGTERM.
+trap 'forward TERM' INT
+trap 'forward HUP' HUP
+# SIGQUIT likewise (ignored by a background command); the others as they are
+trap 'forward TERM' QUIT
+trap 'forward USR1' USR1
+trap 'forward USR2' USR2
+
 check=$1
 shift
 base=${MONITOR_BASE_URL:-http://127.0.0.1:8000}
@@ -55,7 +93,6 @@ silent_finish_timeout=1
 # warn MESSAGE: one warning per wrapper run. The mark is a file, not a variable, because the
 # start ping runs in a background subshell; set before $work exists, it falls back to a variable.
 warned=0
-work=""
 warn() {
     if [ "$warned" -eq 0 ] && { [ -z "${work:-}" ] || [ ! -e "$work/warned" ]; }; then
         echo "monitor-run.sh: $1; the job goes on" >&2
@@ -183,41 +220,16 @@ if [ -n "$scheduled" ]; then
 else
     unset MONITOR_SCHEDULED_TIME
 fi
-# The traps go in before the command starts: a signal sent once the command has printed (or
-# done anything) must reach it, not end this shell. One that comes before the command starts
-# (kept in $pending) means the job was stopped before it began: the command is not started and
-# the run ends as if the signal had ended it (128+N). (A command started by this shell gets the
-# default action for the signals trapped here, POSIX.)
-interrupted=0
-child=""
-pending=""
-# shellcheck disable=SC2329 # called by the signal traps
-forward() {
-    interrupted=1
-    if [ -z "$child" ]; then
-        pending=$1
-        return
-    fi
-    kill "-$1" "$child" 2>/dev/null
-}
-trap 'forward TERM' TERM
-# A background command of a non-interactive shell ignores SIGINT (POSIX), so an interrupt is
-# passed on as SIGTERM.
-trap 'forward TERM' INT
-trap 'forward HUP' HUP
-# SIGQUIT likewise (ignored by a background command); the others as they are
-trap 'forward TERM' QUIT
-trap 'forward USR1' USR1
-trap 'forward USR2' USR2
-
 # A background command of a non-interactive shell reads /dev/null unless its stdin is
 # redirected explicitly: hand it ours (fd 3, a copy of our stdin).
 { command exec 3<&0; } 2>/dev/null || exec 3</dev/null
 if [ -z "$pending" ]; then
-    "$@" <&3 3<&- >"$work/out" 2>&1 &
+    # The child keeps this shell's traps until it execs the command (dash): it resets them
+    # itself (INT and QUIT ignored, as for any background command), then makes the start mark.
+    # By then it has opened the FIFO, so a signal passed on cannot stop it short of that (tee
+    # would wait for a writer for ever).
+    { trap - TERM HUP USR1 USR2; trap '' INT QUIT; : >"$work/started"; exec "$@"; } <&3 3<&- >"$work/out" 2>&1 &
     child=$!
-    # a signal between the fork and the line above: forward it now
-    [ -z "$pending" ] || kill "-$pending" "$child" 2>/dev/null
 else
     # `kill -l N` names signal N (POSIX); its number is what the status needs
     n=1
@@ -231,6 +243,11 @@ exec 3<&-
 
 while :; do
     interrupted=0
+    # a signal that came before the command ran as itself: pass it on as soon as it does
+    while [ -n "$pending" ] && [ ! -e "$work/started" ] && kill -0 "$child" 2>/dev/null; do
+        sleep 0.01 2>/dev/null || sleep 1
+    done
+    deliver
     wait "$child"
     status=$?
     # `wait` ended by the command's exit: $status is its status
@@ -244,13 +261,13 @@ while :; do
     [ "$again" -eq 127 ] || status=$again
     break
 done
+child=""
 wait "$tee_pid" 2>/dev/null
 # the start ping has had the whole run to finish; the finish ping follows it, never overtakes it
 # (a trapped signal ends `wait` early: wait again while the ping runs)
 while kill -0 "$start_pid" 2>/dev/null; do
     wait "$start_pid" 2>/dev/null
 done
-trap - TERM INT HUP QUIT USR1 USR2
 
 if [ "$status" -gt 255 ]; then
     status=255

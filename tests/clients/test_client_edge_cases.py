@@ -484,6 +484,103 @@ def test_shell_wrapper_does_not_start_a_command_stopped_before_it_began(
     assert [(p["type"], p["exit_status"]) for p in pings] == [("start", None), ("fail", 143)]
 
 
+def test_shell_wrapper_stopped_before_its_work_directory_exists_still_reports_and_cleans_up(
+    monitor: Monitor, tmp_path: Path
+) -> None:
+    """The traps are the wrapper's first work: SIGTERM while it is still setting up (before
+    ``mktemp``) stops the job with both pings sent and nothing left in ``$TMPDIR``."""
+    check = monitor.create_check()
+    mktemp_line = 'work=$(mktemp -d "${TMPDIR:-/tmp}/monitor-run.XXXXXX") || exit 70'
+    script = _wrapper_paused(tmp_path, before=mktemp_line, after="")
+    scratch = tmp_path / "tmpdir"
+    scratch.mkdir()
+    marker = tmp_path / "ran"
+    proc = subprocess.Popen(
+        [DASH, script, check["uuid"], "sh", "-c", f'touch "{marker}"'],
+        env=monitor.env(TMPDIR=str(scratch)),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    time.sleep(0.25)
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=20)
+    assert proc.returncode == 143, err
+    assert not marker.exists()
+    assert list(scratch.iterdir()) == []
+    pings = monitor.pings(check["uuid"])
+    assert [(p["type"], p["exit_status"]) for p in pings] == [("start", None), ("fail", 143)]
+
+
+def test_shell_wrapper_passes_on_a_signal_that_came_while_the_command_was_being_forked(
+    monitor: Monitor, tmp_path: Path
+) -> None:
+    """The forked child keeps the wrapper's traps until it resets them: a signal sent to it
+    then would be taken by the inherited trap and lost (the wrapper then waited for ever). The
+    wrapper holds it until the child's start mark exists."""
+    check = monitor.create_check()
+    source = Path(SHELL_WRAPPER).read_text()
+    child_start = "{ trap - TERM HUP USR1 USR2;"
+    assert source.count(child_start) == 1
+    script = tmp_path / "monitor-run.sh"
+    script.write_text(source.replace(child_start, "{ sleep 0.5; " + child_start[2:]))
+    proc = subprocess.Popen(
+        [DASH, str(script), check["uuid"], "sh", "-c", TRAPS_TERM],
+        env=monitor.env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+    )
+    time.sleep(0.25)  # the child is forked and asleep, its traps still the wrapper's
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=20) == 7
+    assert proc.stdout is not None and proc.stdout.read() == b"r\n"
+    proc.stdout.close()
+    pings = monitor.pings(check["uuid"])
+    assert [(p["type"], p["exit_status"]) for p in pings] == [("start", None), ("fail", 7)]
+
+
+class _SlowFinish(BaseHTTPRequestHandler):
+    """Answers a start ping at once and any other ping after 1 s; records the paths."""
+
+    paths: list[str] = []
+
+    def do_POST(self) -> None:
+        self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        path = self.path.split("?")[0]
+        if not path.endswith("/start"):
+            time.sleep(1.0)
+        type(self).paths.append(path)
+        self.send_response(200)
+        self.send_header("Content-Length", "2")
+        self.end_headers()
+        self.wfile.write(b"OK")
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+def test_shell_wrapper_signalled_during_its_finish_ping_still_sends_it_and_exits_alike() -> None:
+    """A signal after the command ended does not cut the finish ping short: the status the
+    monitor records is the status the wrapper exits with."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _SlowFinish)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        check = "11111111-2222-4333-8444-555555555555"
+        proc = subprocess.Popen(
+            [DASH, SHELL_WRAPPER, check, "sh", "-c", "echo done"],
+            env={"PATH": os.environ["PATH"], "MONITOR_BASE_URL": f"http://127.0.0.1:{server.server_port}"},
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+        )
+        time.sleep(0.5)  # the command has ended; the finish ping is being answered
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=20)
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert proc.returncode == 0, err
+    assert _SlowFinish.paths == [f"/ping/{check}/start", f"/ping/{check}/0"]
+
+
 # 13 -----------------------------------------------------------------------------------------
 
 
