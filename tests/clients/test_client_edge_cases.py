@@ -22,7 +22,7 @@ from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import httpx
 import pytest
@@ -541,7 +541,7 @@ def test_shell_wrapper_passes_on_a_signal_that_came_while_the_command_was_being_
 class _SlowFinish(BaseHTTPRequestHandler):
     """Answers a start ping at once and any other ping after 1 s; records the paths."""
 
-    paths: list[str] = []
+    paths: ClassVar[list[str]] = []
 
     def do_POST(self) -> None:
         self.rfile.read(int(self.headers.get("Content-Length") or 0))
