@@ -389,6 +389,8 @@ async def create_or_upsert(
     _validate_schedule(values, now)
     _check_runtimes(values)
     _check_escalation(values)
+    if values.get("slug") and not unique:  # an upsert took it already
+        await uow.projects.lock(project_id)
     await _check_slug_free(conn, project_id, values.get("slug"), None)
     try:
         check_id = await uow.checks.insert(values)
@@ -481,6 +483,11 @@ async def create_many(
         if slug:
             first_with[slug] = index
     uow = UnitOfWork.joining(conn)
+    if slugs:
+        # as every creator of slugs (an upsert, a ping's auto-creation): one lock per project,
+        # taken before the insert fills the slug index (in list order), so two creators never
+        # hold one slug each and wait for the other's
+        await uow.projects.lock(project_id)
     taken = await uow.checks.first_taken_slug(project_id, slugs)
     if taken is not None:
         where = f"[{first_with[taken]}]." if taken in first_with else ""

@@ -18,6 +18,7 @@ from sqlalchemy import event, func, select, text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from monitor.domain.checks import PingKind
+from monitor.domain.errors import Conflict
 from monitor.services import checks as check_service
 from monitor.services.evaluator import evaluate_due
 from monitor.services.ingest import IngestWriter, PingRequest, ingest_pings, new_check_values
@@ -686,6 +687,39 @@ async def test_on_postgresql_an_api_upsert_and_a_ping_creating_one_slug_both_suc
     assert created
     assert [a.status for a in await pinged] == [200]
     assert await scalar(pg_engine, select(t.checks.c.n_pings).where(t.checks.c.id == check_id)) == 1
+
+
+async def test_on_postgresql_a_list_create_and_a_ping_batch_creating_the_same_slugs_do_not_deadlock(
+    pg_engine: AsyncEngine, pg_project: dict[str, Any]
+) -> None:
+    """A list body inserts its slugs in list order, a ping batch in sorted order: both take the
+    project's lock first, so one waits for the other instead of each holding a slug the other
+    wants. Whichever goes second finds the slugs taken (409 for the list, 200 for the pings)."""
+    await _record_shard_count(pg_engine)
+    key = str(pg_project["ping_key"])
+    settings = Settings(database_url=str(pg_engine.url))
+
+    async def create_list() -> str:
+        try:
+            async with pg_engine.begin() as conn:
+                items = [{"name": s, "slug": s} for s in ("b", "a")]
+                await check_service.create_many(conn, pg_project["id"], items, T0, shards=16)
+        except Conflict:
+            return "conflict"
+        return "created"
+
+    async with pg_engine.connect() as holder:
+        await holder.begin()
+        await UnitOfWork.joining(holder).projects.lock(pg_project["id"])
+        listed = asyncio.ensure_future(create_list())
+        pinged = asyncio.ensure_future(
+            ingest_pings(pg_engine, [_auto(key, "a", T0), _auto(key, "b", T0)], settings=settings)
+        )
+        await _transactions_waiting_for_a_lock(pg_engine, 2)
+        await holder.rollback()
+    outcome = (await listed, [a.status for a in await pinged])
+    assert outcome in [("created", [200, 200]), ("conflict", [201, 201])]
+    assert await scalar(pg_engine, select(func.count()).select_from(t.checks)) == 2
 
 
 async def test_on_postgresql_a_ping_raising_an_alert_does_not_wait_for_a_projects_creators(
