@@ -539,14 +539,17 @@ def test_shell_wrapper_passes_on_a_signal_that_came_while_the_command_was_being_
 
 
 class _SlowFinish(BaseHTTPRequestHandler):
-    """Answers a start ping at once and any other ping after 1 s; records the paths."""
+    """Answers a start ping at once and any other ping 1 s after it came (``finishing`` is set
+    then); records the paths."""
 
     paths: ClassVar[list[str]] = []
+    finishing: ClassVar[threading.Event] = threading.Event()
 
     def do_POST(self) -> None:
         self.rfile.read(int(self.headers.get("Content-Length") or 0))
         path = self.path.split("?")[0]
         if not path.endswith("/start"):
+            type(self).finishing.set()
             time.sleep(1.0)
         type(self).paths.append(path)
         self.send_response(200)
@@ -558,20 +561,26 @@ class _SlowFinish(BaseHTTPRequestHandler):
         pass
 
 
-def test_shell_wrapper_signalled_during_its_finish_ping_still_sends_it_and_exits_alike() -> None:
+@pytest.mark.parametrize("client", ["monitor-run.sh", "monitor-run"])
+def test_a_wrapper_signalled_during_its_finish_ping_still_sends_it_and_exits_alike(client: str) -> None:
     """A signal after the command ended does not cut the finish ping short: the status the
     monitor records is the status the wrapper exits with."""
+    _SlowFinish.paths.clear()
+    _SlowFinish.finishing.clear()
     server = ThreadingHTTPServer(("127.0.0.1", 0), _SlowFinish)
     threading.Thread(target=server.serve_forever, daemon=True).start()
+    check = "11111111-2222-4333-8444-555555555555"
+    wrapper = (
+        [DASH, SHELL_WRAPPER, check] if client == "monitor-run.sh" else [MONITOR_RUN, "--check", check, "--"]
+    )
     try:
-        check = "11111111-2222-4333-8444-555555555555"
         proc = subprocess.Popen(
-            [DASH, SHELL_WRAPPER, check, "sh", "-c", "echo done"],
+            [*wrapper, "sh", "-c", "echo done"],
             env={"PATH": os.environ["PATH"], "MONITOR_BASE_URL": f"http://127.0.0.1:{server.server_port}"},
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
         )
-        time.sleep(0.5)  # the command has ended; the finish ping is being answered
+        assert _SlowFinish.finishing.wait(20)  # the command has ended; its finish ping is out
         proc.send_signal(signal.SIGTERM)
         _, err = proc.communicate(timeout=20)
     finally:

@@ -62,7 +62,7 @@ TYPE_CHECKING = False  # not typing's: importing typing costs monitor-run's star
 if TYPE_CHECKING:
     import argparse
     import logging
-    from collections.abc import Sequence
+    from collections.abc import Iterator, Sequence
     from types import FrameType
     from typing import IO
 
@@ -303,20 +303,35 @@ def main(argv: Sequence[str] | None = None) -> int:
     start = _StartPing(client, args.check, rid=rid, scheduled=scheduled, create=args.create)
     start.thread.start()  # concurrently: the command starts now, whatever the monitor does
     status, tail, ended = _execute(command, args.check, rid, scheduled, client.body_limit)
-    start.thread.join(args.timeout)  # the start first (its own timeout bounds it), then the finish
-    client.ping(
-        args.check,
-        exit_status=status,
-        rid=rid,
-        scheduled=scheduled,
-        body=tail,
-        create=args.create,
-        # waited for a slow start: the finish says when the command really ended
-        finished=_common.late_finish(ended, time.time()),
-        # a monitor that left the start unanswered for its whole timeout gets a short finish
-        timeout=min(args.timeout, SILENT_FINISH_TIMEOUT) if start.silent(args.timeout) else None,
-    )
+    with _signals_held():
+        start.thread.join(args.timeout)  # the start first (its own timeout bounds it), then the finish
+        client.ping(
+            args.check,
+            exit_status=status,
+            rid=rid,
+            scheduled=scheduled,
+            body=tail,
+            create=args.create,
+            # waited for a slow start: the finish says when the command really ended
+            finished=_common.late_finish(ended, time.time()),
+            # a monitor that left the start unanswered for its whole timeout gets a short finish
+            timeout=min(args.timeout, SILENT_FINISH_TIMEOUT) if start.silent(args.timeout) else None,
+        )
     return status
+
+
+@contextlib.contextmanager
+def _signals_held() -> Iterator[None]:
+    """While the finish ping goes out, the signals ``_execute`` forwarded are ignored: the
+    command has ended, and one that cut the ping short would let the monitor record a status
+    other than the one this process exits with (the ping takes at most about twice
+    ``--timeout``)."""
+    previous = {sig: signal.signal(sig, lambda signum, frame: None) for sig in FORWARDED}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
 class _StartPing:
