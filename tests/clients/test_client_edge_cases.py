@@ -439,6 +439,25 @@ def _wrapper_paused(tmp_path: Path, before: str, after: str) -> str:
 TRAPS_TERM = 'trap "exit 7" TERM; echo r; while :; do sleep 0.02; done'
 
 
+def _terminated_while_paused(
+    monitor: Monitor, check: str, script: str, tmp_path: Path, **env: str
+) -> tuple[int, bytes, bool]:
+    """Run ``script`` (a paused copy of the wrapper) on a command that only makes a marker
+    file, SIGTERM it 0.25 s in (within the pause); its exit status, its stderr, and whether
+    the command ran."""
+    marker = tmp_path / "ran"
+    proc = subprocess.Popen(
+        [DASH, script, check, "sh", "-c", f'touch "{marker}"'],
+        env=monitor.env(**env),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    time.sleep(0.25)
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=20)
+    return proc.returncode, err, marker.exists()
+
+
 def test_shell_wrapper_forwards_a_sigterm_sent_as_soon_as_the_command_printed(
     monitor: Monitor, tmp_path: Path
 ) -> None:
@@ -467,19 +486,10 @@ def test_shell_wrapper_does_not_start_a_command_stopped_before_it_began(
     check = monitor.create_check()
     stdin_line = "{ command exec 3<&0; } 2>/dev/null || exec 3</dev/null"
     script = _wrapper_paused(tmp_path, before=stdin_line, after="")
-    marker = tmp_path / "ran"
-    proc = subprocess.Popen(
-        [DASH, script, check["uuid"], "sh", "-c", f'touch "{marker}"'],
-        env=monitor.env(),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-    )
-    time.sleep(0.25)
-    proc.send_signal(signal.SIGTERM)
-    _, err = proc.communicate(timeout=20)
-    assert proc.returncode == 143, err
+    status, err, ran = _terminated_while_paused(monitor, check["uuid"], script, tmp_path)
+    assert status == 143, err
     assert b"SIGTERM came before the command started; it was not run" in err
-    assert not marker.exists()
+    assert not ran
     pings = monitor.pings(check["uuid"])
     assert [(p["type"], p["exit_status"]) for p in pings] == [("start", None), ("fail", 143)]
 
@@ -494,18 +504,9 @@ def test_shell_wrapper_stopped_before_its_work_directory_exists_still_reports_an
     script = _wrapper_paused(tmp_path, before=mktemp_line, after="")
     scratch = tmp_path / "tmpdir"
     scratch.mkdir()
-    marker = tmp_path / "ran"
-    proc = subprocess.Popen(
-        [DASH, script, check["uuid"], "sh", "-c", f'touch "{marker}"'],
-        env=monitor.env(TMPDIR=str(scratch)),
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-    )
-    time.sleep(0.25)
-    proc.send_signal(signal.SIGTERM)
-    _, err = proc.communicate(timeout=20)
-    assert proc.returncode == 143, err
-    assert not marker.exists()
+    status, err, ran = _terminated_while_paused(monitor, check["uuid"], script, tmp_path, TMPDIR=str(scratch))
+    assert status == 143, err
+    assert not ran
     assert list(scratch.iterdir()) == []
     pings = monitor.pings(check["uuid"])
     assert [(p["type"], p["exit_status"]) for p in pings] == [("start", None), ("fail", 143)]

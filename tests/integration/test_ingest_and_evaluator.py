@@ -519,17 +519,23 @@ async def _kinds_in_order(engine: AsyncEngine, check_id: int) -> list[str]:
         return list((await conn.execute(query)).scalars().all())
 
 
-async def _ingests_blocked_on_pings(engine: AsyncEngine, count: int) -> None:
+async def _transactions_waiting_for_a_lock(engine: AsyncEngine, count: int, *, at: str = "%") -> None:
+    """Wait (up to 15 s) until exactly ``count`` sessions wait for a lock in a statement
+    matching the ``LIKE`` pattern ``at``."""
     query = text(
         "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
-        "AND wait_event_type = 'Lock' AND query LIKE 'INSERT INTO pings%'"
+        "AND wait_event_type = 'Lock' AND query LIKE :at"
     )
     for _ in range(300):
         async with engine.connect() as conn:
-            if (await conn.execute(query)).scalar_one() == count:
+            if (await conn.execute(query, {"at": at})).scalar_one() == count:
                 return
         await asyncio.sleep(0.05)
-    raise AssertionError(f"never saw {count} ingest transactions waiting at the ping insert")
+    raise AssertionError(f"never saw {count} transactions waiting for a lock at {at!r}")
+
+
+async def _ingests_blocked_on_pings(engine: AsyncEngine, count: int) -> None:
+    await _transactions_waiting_for_a_lock(engine, count, at="INSERT INTO pings%")
 
 
 async def test_on_postgresql_the_next_batch_runs_while_one_waits_for_the_database(
@@ -616,19 +622,6 @@ async def test_on_postgresql_two_batches_creating_one_slug_make_one_check_and_bo
     assert await scalar(pg_engine, select(func.count()).select_from(t.checks)) == 1
     assert await scalar(pg_engine, select(func.sum(t.checks.c.n_pings))) == 2
     assert "ping ingest failed" not in caplog.text
-
-
-async def _transactions_waiting_for_a_lock(engine: AsyncEngine, count: int) -> None:
-    query = text(
-        "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
-        "AND wait_event_type = 'Lock'"
-    )
-    for _ in range(300):
-        async with engine.connect() as conn:
-            if (await conn.execute(query)).scalar_one() == count:
-                return
-        await asyncio.sleep(0.05)
-    raise AssertionError(f"never saw {count} transactions waiting for a lock")
 
 
 async def _record_shard_count(engine: AsyncEngine) -> None:
