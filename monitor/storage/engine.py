@@ -189,14 +189,22 @@ def concurrency_failure(error: BaseException) -> bool:
     """Whether ``error`` (or what it wraps) is PostgreSQL rolling the transaction back because
     of a concurrent one (:data:`CONCURRENCY_FAILURES`): nothing of it was stored, and a retry
     may succeed. ``False`` for SQLite, whose writers are serialised by ``BEGIN IMMEDIATE``."""
+    return any(_sqlstate(seen) in CONCURRENCY_FAILURES for seen in _causes(error))
+
+
+def _causes(error: BaseException) -> list[BaseException]:
+    """``error`` and what it wraps (``__cause__``), at most 5 links."""
+    chain: list[BaseException] = []
     seen: BaseException | None = error
-    for _ in range(5):
-        if seen is None:
-            return False
-        if isinstance(seen, asyncpg.PostgresError) and getattr(seen, "sqlstate", "") in CONCURRENCY_FAILURES:
-            return True
+    while seen is not None and len(chain) < 5:
+        chain.append(seen)
         seen = seen.__cause__
-    return False
+    return chain
+
+
+def _sqlstate(error: BaseException) -> str:
+    """The SQLSTATE of a PostgreSQL error raised by asyncpg; ``""`` for any other error."""
+    return str(getattr(error, "sqlstate", "") or "") if isinstance(error, asyncpg.PostgresError) else ""
 
 
 def storage_unavailable(error: BaseException) -> bool:
@@ -209,16 +217,10 @@ def storage_unavailable(error: BaseException) -> bool:
     own; deliveries run in the notifier.)"""
     if session_lost(error):
         return True
-    seen: BaseException | None = error
-    for _ in range(5):
-        if seen is None:
-            return False
-        if isinstance(seen, asyncpg.PostgresError) and getattr(seen, "sqlstate", "") == TOO_MANY_CONNECTIONS:
-            return True
-        if isinstance(seen, OSError | PoolTimeout):
-            return True
-        seen = seen.__cause__
-    return False
+    return any(
+        _sqlstate(seen) == TOO_MANY_CONNECTIONS or isinstance(seen, OSError | PoolTimeout)
+        for seen in _causes(error)
+    )
 
 
 def sqlite_options(sync_engine: Engine, *, poll_begin: bool = False) -> None:
