@@ -162,11 +162,9 @@ async def record_alerts_many(
     """Insert the new alerts of many checks, queue their notifications, and raise counts.
 
     A fixed number of statements however many checks: one multi-row insert of the new alerts
-    (:func:`monitor.storage.outbox.insert_alerts`, ``ON CONFLICT DO NOTHING``), one read of
-    the checks' channels, one insert of the notifications (:func:`monitor.storage.outbox.enqueue`);
-    then one update per count raised, after the insert: a decision may raise an alert and count
-    more ticks in it (a sweep judging two missed ticks at once). An alert that was not inserted
-    (another writer raised it first) queues nothing.
+    (:func:`monitor.storage.outbox.insert_alerts`, ``ON CONFLICT DO NOTHING``), then
+    :func:`queue_alerts`. The evaluator inserts the alerts of :func:`plan_alerts` with its
+    other writes instead (one round trip) and then calls :func:`queue_alerts` itself.
 
     Args:
         batches: per check, its drafts (a check may appear more than once).
@@ -179,23 +177,62 @@ async def record_alerts_many(
     Returns:
         Ids of the alerts inserted, in the order given.
     """
-    new: list[outbox.NewAlert] = []
-    raised: list[tuple[CheckAlerts, AlertDraft]] = []
-    bumps: list[tuple[CheckAlerts, AlertDraft, str]] = []
+    plan = plan_alerts(batches, now=now, base_url=base_url, token=token)
+    ids = await outbox.insert_alerts(conn, plan.new)
+    return await queue_alerts(conn, plan, ids, now=now)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class AlertPlan:
+    """What :func:`plan_alerts` made of some checks' drafts.
+
+    Attributes:
+        new: the rows of the new alerts, for :func:`monitor.storage.outbox.insert_alerts`.
+        raised: per row of ``new``, the check and draft it came from.
+        bumps: drafts of alerts that exist (their count raised), with their facts.
+    """
+
+    new: list[outbox.NewAlert]
+    raised: list[tuple[CheckAlerts, AlertDraft]]
+    bumps: list[tuple[CheckAlerts, AlertDraft, str]]
+
+
+def plan_alerts(
+    batches: Sequence[CheckAlerts], *, now: datetime, base_url: str, token: int | None = None
+) -> AlertPlan:
+    """The new alert rows and count bumps of ``batches`` (no I/O; arguments as
+    :func:`record_alerts_many`'s)."""
+    plan = AlertPlan(new=[], raised=[], bumps=[])
     for batch in batches:
         for draft in batch.drafts:
             facts = _facts(batch, draft, base_url)
             if draft.new:
                 written = batch.token if batch.token is not None else token
-                new.append(_new_alert(batch, draft, facts, now=now, token=written))
-                raised.append((batch, draft))
+                plan.new.append(_new_alert(batch, draft, facts, now=now, token=written))
+                plan.raised.append((batch, draft))
             else:
-                bumps.append((batch, draft, facts))
-    ids = await outbox.insert_alerts(conn, new)
-    for batch, draft, facts in bumps:  # after the insert: a bump may be of an alert raised here
+                plan.bumps.append((batch, draft, facts))
+    return plan
+
+
+async def queue_alerts(
+    conn: Connection, plan: AlertPlan, ids: Sequence[int | None], *, now: datetime
+) -> list[int]:
+    """After ``plan.new`` was inserted (``ids``: per row, its new id or ``None`` when another
+    writer had raised it): raise the counts of ``plan.bumps`` (one update each; a bump may be of
+    an alert just raised), read the channels of the checks whose alerts were inserted (one
+    query) and queue a notification per accepting channel (one insert). An alert that was not
+    inserted queues nothing.
+
+    Returns:
+        Ids of the alerts inserted, in the order of ``plan.new``.
+    """
+    for batch, draft, facts in plan.bumps:
         await _raise_count(conn, batch, draft, facts)
     inserted = [
-        (alert_id, batch, draft) for alert_id, (batch, draft) in zip(ids, raised, strict=True) if alert_id
+        (alert_id, batch, draft)
+        for alert_id, (batch, draft) in zip(ids, plan.raised, strict=True)
+        if alert_id
     ]
     routes = await outbox.check_routes(conn, {batch.check.id for _, batch, _ in inserted})
     await outbox.enqueue(

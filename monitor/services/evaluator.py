@@ -16,10 +16,11 @@ is one transaction:
    Python;
 5. the transitions written back set-at-a-time (``uow.detection.save_sweep``): the state columns
    that changed, in one ``UPDATE … FROM`` per set of changed columns (a sweep of plain misses
-   changes the same few columns of every check), the tick marks, the flips and the timed-out
-   runs in one statement each; the alerts of the whole batch through one
-   :func:`monitor.services.effects.record_alerts_many` per fencing token (one multi-row insert
-   of the alerts, one read of the routes, one insert of the notifications).
+   changes the same few columns of every check), the tick marks, the flips, the timed-out
+   runs and the new alerts of the whole batch (:func:`monitor.services.effects.plan_alerts`,
+   each check's carrying its shard's token), all in one statement on PostgreSQL; then
+   :func:`monitor.services.effects.queue_alerts` (one read of the routes, one insert of the
+   notifications).
 
 On a SQLite file a batch runs whole in one worker-thread call (:meth:`UnitOfWork.run`), not a
 thread hop per driver call. On PostgreSQL, whenever a batch has locked as many due checks as
@@ -42,8 +43,16 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from monitor.domain import detection
+from monitor.domain.checks import CheckState
 from monitor.domain.runs import needed_since
-from monitor.services.effects import CheckAlerts, CheckIdentity, PendingWrites, record_alerts_many
+from monitor.services.effects import (
+    AlertPlan,
+    CheckAlerts,
+    CheckIdentity,
+    PendingWrites,
+    plan_alerts,
+    queue_alerts,
+)
 from monitor.services.outages import load_guard
 from monitor.settings import Settings
 from monitor.storage import repositories
@@ -292,27 +301,40 @@ async def _judge(
         if values:
             values["id"] = cid
             updates.append(values)
-    await uow.detection.save_sweep(
+    # the alerts are inserted with the other writes (one round trip on PostgreSQL), then their
+    # notifications are queued
+    plan = _alert_plan(alerting, states, now, settings)
+    ids = await uow.detection.save_sweep(
         updates,
         marks=pending.marks,
         flips=pending.flips,
         new_runs=pending.new_runs,
         changed_runs=[{**r, "id": r["b_id"]} for r in pending.changed_runs],
+        alerts=plan.new,
     )
-    # one record_alerts_many for the batch, each check's alerts carrying its shard's token: a
-    # fixed number of statements per batch however many checks and shards alert
     if alerting:
-        await record_alerts_many(
-            uow.connection,
-            [
-                CheckAlerts(
-                    check=CheckIdentity.of(row),
-                    drafts=fx.alerts,
-                    status=detection.status(states[row["id"]], now),
-                    token=written_token,
-                )
-                for row, fx, written_token in alerting
-            ],
-            now=now,
-            base_url=settings.base_url,
-        )
+        await queue_alerts(uow.connection, plan, ids, now=now)
+
+
+def _alert_plan(
+    alerting: Sequence[tuple[Mapping[str, Any], detection.Effects, int | None]],
+    states: Mapping[int, CheckState],
+    now: datetime,
+    settings: Settings,
+) -> AlertPlan:
+    """The batch's new alerts (one :func:`plan_alerts` for the batch, each check's alerts
+    carrying its shard's token ``alerting`` gives: a fixed number of statements per batch
+    however many checks and shards alert)."""
+    return plan_alerts(
+        [
+            CheckAlerts(
+                check=CheckIdentity.of(row),
+                drafts=fx.alerts,
+                status=detection.status(states[row["id"]], now),
+                token=written_token,
+            )
+            for row, fx, written_token in alerting
+        ],
+        now=now,
+        base_url=settings.base_url,
+    )

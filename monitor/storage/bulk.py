@@ -6,7 +6,8 @@ column holding one value in every row is bound once, as a scalar. The statement 
 only on the columns and on which of them are alike, so asyncpg prepares each variant once, and
 the rows travel in the binary array format instead of as thousands of separate parameters.
 SQLite: the same statement run by the driver's ``executemany`` (a C loop inside the process;
-there is no network round trip to save).
+there is no network round trip to save). :func:`write_together` runs several such writes as
+one PostgreSQL statement (data-modifying ``WITH`` queries).
 
 Values go through each column's SQLAlchemy bind processor (the refusal of a naive instant for
 :class:`~monitor.storage.tables.UTCDateTime`, SQLite's datetime text format, booleans), so the
@@ -19,6 +20,7 @@ import json
 import sqlite3
 import weakref
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, TypeVar, cast
 
 from sqlalchemy import ColumnElement, Select, Table, and_, any_, bindparam, func, select, text, true
@@ -160,29 +162,32 @@ def _alike(by_column: Sequence[Sequence[Any]]) -> tuple[bool, ...]:
     )
 
 
-def _parameters(by_column: Sequence[Sequence[Any]], alike: Sequence[bool]) -> dict[str, Any]:
-    """The statement parameters ``p0``, ``p1``, …: a column's array, or its one value when alike."""
+def _parameters(
+    by_column: Sequence[Sequence[Any]], alike: Sequence[bool], prefix: str = ""
+) -> dict[str, Any]:
+    """The statement parameters ``p0``, ``p1``, … (each name after ``prefix``): a column's
+    array, or its one value when alike."""
     return {
-        f"p{i}": values[0] if same else values
+        f"{prefix}p{i}": values[0] if same else values
         for i, (values, same) in enumerate(zip(by_column, alike, strict=True))
     }
 
 
 def _unnest(
-    table: Table, columns: Sequence[str], alike: Sequence[bool], dialect: Dialect
+    table: Table, columns: Sequence[str], alike: Sequence[bool], dialect: Dialect, prefix: str = ""
 ) -> tuple[list[str], str]:
     """PostgreSQL: each column's value expression (``v.<column>`` from the ``unnest`` of the
     varying columns' arrays, or the cast scalar parameter of an alike column), and that
-    ``unnest(…) AS v(…)``."""
+    ``unnest(…) AS v(…)``; parameters named as :func:`_parameters` names them."""
     quote = dialect.identifier_preparer.quote
     types = [table.c[name].type.compile(dialect=dialect) for name in columns]
     varying = [i for i, same in enumerate(alike) if not same]
     source = (
-        f"unnest({', '.join(f'CAST(:p{i} AS {types[i]}[])' for i in varying)})"
+        f"unnest({', '.join(f'CAST(:{prefix}p{i} AS {types[i]}[])' for i in varying)})"
         f" AS v({', '.join(quote(columns[i]) for i in varying)})"
     )
     values = [
-        f"CAST(:p{i} AS {types[i]})" if same else f"v.{quote(name)}"
+        f"CAST(:{prefix}p{i} AS {types[i]})" if same else f"v.{quote(name)}"
         for i, (name, same) in enumerate(zip(columns, alike, strict=True))
     ]
     return values, source
@@ -226,11 +231,17 @@ async def update_rows(
 def _update_unnest(table: Table, names: Sequence[str], alike: Sequence[bool], dialect: Dialect) -> TextClause:
     """PostgreSQL's ``UPDATE … FROM unnest`` of ``names`` (the key first, then the columns;
     ``alike`` columns set from one scalar parameter)."""
+    return text(_update_unnest_sql(table, names, alike, dialect))
+
+
+def _update_unnest_sql(
+    table: Table, names: Sequence[str], alike: Sequence[bool], dialect: Dialect, prefix: str = ""
+) -> str:
     quote = dialect.identifier_preparer.quote
-    values, source = _unnest(table, names, alike, dialect)
+    values, source = _unnest(table, names, alike, dialect, prefix)
     assignments = ", ".join(f"{quote(c)} = {value}" for c, value in zip(names[1:], values[1:], strict=True))
     key = quote(names[0])
-    return text(f"UPDATE {quote(table.name)} AS x SET {assignments} FROM {source} WHERE x.{key} = v.{key}")
+    return f"UPDATE {quote(table.name)} AS x SET {assignments} FROM {source} WHERE x.{key} = v.{key}"
 
 
 def _update_sqlite(table: Table, order: Sequence[str], dialect: Dialect) -> str:
@@ -278,12 +289,17 @@ async def insert_rows(
 
 
 def _insert_unnest(
-    table: Table, columns: Sequence[str], alike: Sequence[bool], dialect: Dialect, ignore_conflicts: bool
+    table: Table,
+    columns: Sequence[str],
+    alike: Sequence[bool],
+    dialect: Dialect,
+    ignore_conflicts: bool,
+    prefix: str = "",
 ) -> str:
     """PostgreSQL's ``INSERT … SELECT … FROM unnest`` of parameters ``p0``, ``p1``, … (arrays, or
-    the scalars of ``alike`` columns)."""
+    the scalars of ``alike`` columns; each name after ``prefix``)."""
     quote = dialect.identifier_preparer.quote
-    values, source = _unnest(table, columns, alike, dialect)
+    values, source = _unnest(table, columns, alike, dialect, prefix)
     suffix = " ON CONFLICT DO NOTHING" if ignore_conflicts else ""
     target = f"{quote(table.name)} ({', '.join(quote(c) for c in columns)})"
     return f"INSERT INTO {target} SELECT {', '.join(values)} FROM {source}{suffix}"
@@ -345,3 +361,119 @@ async def insert_returning(
         result = await conn.exec_driver_sql(sql, tuple(v for row in chunk for v in row))
         out.extend(tuple(row) for row in result.all())
     return out
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class RowsWrite:
+    """One set-at-a-time write of :func:`write_together`.
+
+    Attributes:
+        table: the Core table.
+        rows: one mapping per row: every name in ``columns`` (and ``key``, for an update), as
+            :func:`insert_rows` and :func:`update_rows` take them.
+        columns: the columns inserted, or set.
+        key: update the row whose ``key`` column equals each row's ``key`` (unique, e.g.
+            ``id``) instead of inserting.
+        ignore_conflicts: insert only: ``ON CONFLICT DO NOTHING``.
+        returning: insert only, and only the last write of a call: columns to return of the
+            rows inserted.
+    """
+
+    table: Table
+    rows: Sequence[Mapping[str, Any]]
+    columns: Sequence[str]
+    key: str | None = None
+    ignore_conflicts: bool = False
+    returning: Sequence[str] = ()
+
+
+async def write_together(conn: AsyncConnection, writes: Sequence[RowsWrite]) -> list[tuple[Any, ...]]:
+    """Run ``writes`` (those with rows) in the caller's transaction, in one round trip on
+    PostgreSQL.
+
+    PostgreSQL: one statement, each write but the last a data-modifying ``WITH`` query
+    (``WITH w0 AS (UPDATE … FROM unnest(…)), w1 AS (INSERT …) INSERT … RETURNING …``); the server
+    runs every one of them to completion whether or not the statement reads it (PostgreSQL
+    manual, "Data-Modifying Statements in WITH"). A sweep's or an ingest batch's writes were a
+    round trip each, and on loopback a round trip costs more than writing a hundred rows.
+    SQLite: the writes one after another (:func:`update_rows`, :func:`insert_rows`,
+    :func:`insert_returning`): there is no round trip to save.
+
+    The writes of one call must not touch the same rows, and none may depend on another's
+    effect: on PostgreSQL they all see the database as it was before the statement (an update
+    of a row another write inserts finds nothing). Writes to different rows of one table are
+    fine.
+
+    Returns:
+        The last write's ``returning`` columns of the rows it inserted (as
+        :func:`insert_returning`); empty when it returns nothing.
+
+    Raises:
+        ValueError: a write other than the last has ``returning``, or an update has
+            ``returning`` or ``ignore_conflicts``.
+    """
+    writes = [w for w in writes if w.rows]
+    for index, write in enumerate(writes):
+        if write.returning and (index < len(writes) - 1 or write.key is not None):
+            raise ValueError("returning: only the last write of a call, an insert, may return rows")
+        if write.key is not None and write.ignore_conflicts:
+            raise ValueError("ignore_conflicts: only an insert can ignore conflicts")
+    if conn.dialect.name != "postgresql" or len(writes) <= 1:
+        return await _one_by_one(conn, writes)
+    dialect = conn.dialect
+    parameters: dict[str, Any] = {}
+    shapes: list[tuple[Any, ...]] = []
+    for index, write in enumerate(writes):
+        names = tuple(write.columns) if write.key is None else (write.key, *write.columns)
+        values = _column_values(write.rows, names, _processors(write.table, names, dialect))
+        alike = _alike(values)
+        parameters.update(_parameters(values, alike, prefix=f"w{index}_"))
+        shapes.append(
+            (write.table, names, write.key is not None, write.ignore_conflicts, tuple(write.returning), alike)
+        )
+    statement = _memo(
+        dialect,
+        ("together", *((table.name, *rest) for table, *rest in shapes)),
+        lambda: text(_together_sql(shapes, dialect)),
+    )
+    result = await conn.execute(statement, parameters)
+    return [tuple(row) for row in result.all()] if writes[-1].returning else []
+
+
+async def _one_by_one(conn: AsyncConnection, writes: Sequence[RowsWrite]) -> list[tuple[Any, ...]]:
+    returned: list[tuple[Any, ...]] = []
+    for write in writes:
+        if write.key is not None:
+            await update_rows(conn, write.table, write.key, write.rows, write.columns)
+        elif write.returning:
+            returned = await insert_returning(
+                conn,
+                write.table,
+                write.rows,
+                write.columns,
+                write.returning,
+                ignore_conflicts=write.ignore_conflicts,
+            )
+        else:
+            await insert_rows(
+                conn, write.table, write.rows, write.columns, ignore_conflicts=write.ignore_conflicts
+            )
+    return returned
+
+
+def _together_sql(shapes: Sequence[tuple[Any, ...]], dialect: Dialect) -> str:
+    """:func:`write_together`'s PostgreSQL statement for the writes' shapes: (table, column
+    names with an update's key first, is an update, ignores conflicts, returning, alike mask)."""
+    quote = dialect.identifier_preparer.quote
+    parts = []
+    for index, (table, names, is_update, ignore_conflicts, returning, alike) in enumerate(shapes):
+        prefix = f"w{index}_"
+        if is_update:
+            sql = _update_unnest_sql(table, names, alike, dialect, prefix)
+        else:
+            sql = _insert_unnest(table, names, alike, dialect, ignore_conflicts, prefix)
+        if returning:
+            sql += f" RETURNING {', '.join(quote(c) for c in returning)}"
+        parts.append(sql)
+    queries = ", ".join(f"w{index} AS ({sql})" for index, sql in enumerate(parts[:-1]))
+    return f"WITH {queries} {parts[-1]}"

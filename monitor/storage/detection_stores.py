@@ -20,11 +20,14 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from monitor.domain.runs import RunBook
 from monitor.domain.shards import LEASE_PREFIX
-from monitor.storage import bulk, cluster, repositories
+from monitor.storage import bulk, cluster, outbox, repositories
 from monitor.storage import tables as t
 
 RUN_COLUMNS = tuple(c.name for c in t.runs.columns)
 """Every ``runs`` column: what a sweep's new and changed runs map."""
+
+_CHANGED_RUN_COLUMNS = tuple(c for c in RUN_COLUMNS if c not in ("id", "check_id"))
+"""What a sweep's changed run sets."""
 
 MARK_COLUMNS = ("check_id", "scheduled", "outcome")
 FLIP_COLUMNS = ("check_id", "created_at", "up", "reason", "token")
@@ -116,21 +119,27 @@ class SqlDetectionStore(_Store):
         flips: Sequence[Mapping[str, Any]],
         new_runs: Sequence[Mapping[str, Any]],
         changed_runs: Sequence[Mapping[str, Any]],
-    ) -> None:
-        conn = self.conn
+        alerts: Sequence[outbox.NewAlert] = (),
+    ) -> list[int | None]:
         by_columns: dict[tuple[str, ...], list[Mapping[str, Any]]] = {}
         for state in states:
             columns = tuple(c for c in repositories.STATE_COLUMNS if c in state)
             if columns:
                 by_columns.setdefault(columns, []).append(state)
-        for columns, rows in by_columns.items():
-            await bulk.update_rows(conn, t.checks, "id", rows, columns)
-        await bulk.insert_rows(conn, t.tick_marks, marks, MARK_COLUMNS, ignore_conflicts=True)
-        await bulk.insert_rows(conn, t.flips, flips, FLIP_COLUMNS)
-        await bulk.insert_rows(conn, t.runs, new_runs, RUN_COLUMNS)
-        await bulk.update_rows(
-            conn, t.runs, "id", changed_runs, [c for c in RUN_COLUMNS if c not in ("id", "check_id")]
-        )
+        new_runs, changed_runs = _fold_changes_into_new(new_runs, changed_runs)
+        alert_insert = outbox.AlertInsert.of(alerts)
+        writes = [
+            *(
+                bulk.RowsWrite(table=t.checks, key="id", rows=rows, columns=c)
+                for c, rows in by_columns.items()
+            ),
+            bulk.RowsWrite(table=t.tick_marks, rows=marks, columns=MARK_COLUMNS, ignore_conflicts=True),
+            bulk.RowsWrite(table=t.flips, rows=flips, columns=FLIP_COLUMNS),
+            bulk.RowsWrite(table=t.runs, rows=new_runs, columns=RUN_COLUMNS),
+            bulk.RowsWrite(table=t.runs, key="id", rows=changed_runs, columns=_CHANGED_RUN_COLUMNS),
+            alert_insert.write,  # last: the one write that returns rows
+        ]
+        return alert_insert.ids(await bulk.write_together(self.conn, writes))
 
     async def write_effects(
         self,
@@ -195,6 +204,26 @@ class SqlDetectionStore(_Store):
                 .where(t.checks.c.slug == slug)
             )
         return (await self.conn.execute(query.limit(1))).first() is not None
+
+
+def _fold_changes_into_new(
+    new_runs: Sequence[Mapping[str, Any]], changed_runs: Sequence[Mapping[str, Any]]
+) -> tuple[Sequence[Mapping[str, Any]], Sequence[Mapping[str, Any]]]:
+    """The runs to insert, each with the changes ``changed_runs`` make to it, and the changes
+    left for runs that exist already: the writes of one :func:`bulk.write_together` all see the
+    tables as they were before it, so an update of a run inserted beside it would find nothing."""
+    inserted = {run["id"]: index for index, run in enumerate(new_runs)}
+    if not inserted.keys() & {run["id"] for run in changed_runs}:
+        return new_runs, changed_runs
+    folded = [dict(run) for run in new_runs]
+    left: list[Mapping[str, Any]] = []
+    for change in changed_runs:
+        index = inserted.get(change["id"])
+        if index is None:
+            left.append(change)
+        else:
+            folded[index].update({c: change[c] for c in _CHANGED_RUN_COLUMNS})
+    return folded, left
 
 
 class SqlShardStore(_Store):

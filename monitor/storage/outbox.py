@@ -105,25 +105,48 @@ async def insert_alerts(conn: AsyncConnection, alerts: Sequence[NewAlert]) -> li
     PostgreSQL, multi-row ``VALUES`` on SQLite) whose text depends only on the columns; SQLAlchemy's
     per-row parameter handling of a Core ``executemany`` cost more than the insert at thousands of
     alerts per sweep. Two alerts of one call with the same ``(project, check, key)``: the first
-    one given wins.
+    one given wins. :class:`AlertInsert` is the same insert as a write of
+    :func:`monitor.storage.bulk.write_together`.
 
     Returns:
         Per alert given, in order: its new id, or ``None`` when it existed already (another
         writer raised it first) or repeated an earlier alert of this call.
     """
-    ids: list[int | None] = [None] * len(alerts)
-    first: dict[tuple[int, int | None, str], int] = {}
-    for index, alert in enumerate(alerts):
-        first.setdefault((alert.project_id, alert.check_id, alert.key), index)
-    if not first:
+    insert = AlertInsert.of(alerts)
+    return insert.ids(await bulk.write_together(conn, [insert.write]))
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class AlertInsert:
+    """:func:`insert_alerts` as a write: ``write`` inserts the first alert given of each
+    ``(project, check, key)`` and returns the rows it inserted, which :meth:`ids` maps back to
+    the alerts given."""
+
+    count: int
+    first: Mapping[tuple[int, int | None, str], int]
+    write: bulk.RowsWrite
+
+    @classmethod
+    def of(cls, alerts: Sequence[NewAlert]) -> AlertInsert:
+        first: dict[tuple[int, int | None, str], int] = {}
+        for index, alert in enumerate(alerts):
+            first.setdefault((alert.project_id, alert.check_id, alert.key), index)
+        write = bulk.RowsWrite(
+            table=t.alerts,
+            rows=[_alert_values(alerts[i]) for i in sorted(first.values())],
+            columns=ALERT_COLUMNS,
+            ignore_conflicts=True,
+            returning=("id", "project_id", "check_id", "key"),
+        )
+        return cls(count=len(alerts), first=first, write=write)
+
+    def ids(self, inserted: Sequence[tuple[Any, ...]]) -> list[int | None]:
+        """Per alert given, in order: its new id among ``inserted`` (the write's returned rows),
+        or ``None`` (it existed already, or repeated an earlier alert)."""
+        ids: list[int | None] = [None] * self.count
+        for alert_id, project_id, check_id, key in inserted:
+            ids[self.first[(project_id, check_id, key)]] = int(alert_id)
         return ids
-    rows = [_alert_values(alerts[i]) for i in sorted(first.values())]
-    inserted = await bulk.insert_returning(
-        conn, t.alerts, rows, ALERT_COLUMNS, ("id", "project_id", "check_id", "key"), ignore_conflicts=True
-    )
-    for alert_id, project_id, check_id, key in inserted:
-        ids[first[(project_id, check_id, key)]] = int(alert_id)
-    return ids
 
 
 ALERT_COLUMNS = (

@@ -14,9 +14,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from monitor.domain.runs import RunBook
+
+if TYPE_CHECKING:
+    from monitor.storage.outbox import NewAlert
 
 
 class DuplicateKey(Exception):
@@ -794,14 +797,21 @@ class DetectionStore(Protocol):
         flips: Sequence[Mapping[str, Any]],
         new_runs: Sequence[Mapping[str, Any]],
         changed_runs: Sequence[Mapping[str, Any]],
-    ) -> None:
-        """Write a sweep's transitions set-at-a-time, one statement per table and kind
-        (:mod:`monitor.storage.bulk`): ``states`` (``id`` plus the state columns that changed,
-        any subset of :data:`~monitor.storage.repositories.STATE_COLUMNS`; one statement per
-        distinct subset, usually one per sweep), new tick
-        marks (``check_id``, ``scheduled``, ``outcome``; existing ones kept), flips
-        (``check_id``, ``created_at``, ``up``, ``reason``, ``token``), new runs and changed runs
-        (every ``runs`` column)."""
+        alerts: Sequence[NewAlert] = (),
+    ) -> list[int | None]:
+        """Write a sweep's transitions set-at-a-time (:func:`monitor.storage.bulk.write_together`:
+        one statement on PostgreSQL, one per table and kind on SQLite): ``states`` (``id`` plus
+        the state columns that changed, any subset of
+        :data:`~monitor.storage.repositories.STATE_COLUMNS`), new tick marks (``check_id``,
+        ``scheduled``, ``outcome``; existing ones kept), flips (``check_id``, ``created_at``,
+        ``up``, ``reason``, ``token``), new runs and changed runs (every ``runs`` column; a
+        change of a run new in this call is written as part of its insert), and new ``alerts``
+        as :func:`monitor.storage.outbox.insert_alerts` inserts them.
+
+        Returns:
+            Per alert given, in order: its new id, or ``None`` (it existed already, or repeated
+            an earlier alert of the call).
+        """
         ...
 
     async def write_effects(

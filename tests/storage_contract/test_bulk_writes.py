@@ -119,3 +119,90 @@ async def test_updated_rows_are_those_core_updates_store(uow: UnitOfWork, shape:
         )
     ).all()
     assert [tuple(row) for row in stored] == [tuple(r[k] for k in ("id", *columns)) for r in rows]
+
+
+async def test_writes_together_store_what_each_stores_alone_and_return_the_last_ones_rows(
+    uow: UnitOfWork,
+) -> None:
+    project = await add_project(uow)
+    checks = [await add_check(uow, project) for _ in range(3)]
+    states = [{"id": check_id, "bad_streak": index + 1} for index, check_id in enumerate(checks)]
+    flips = _flips(checks, "mixed")
+    alerts = [
+        {
+            "project_id": project,
+            "check_id": check_id,
+            "key": f"missed:{check_id}",
+            "kind": "missed",
+            "scheduled": NOW,
+            "count": 1,
+            "created_at": NOW,
+            "title": "",
+            "message": "",
+        }
+        for check_id in checks
+    ]
+    alert_columns = list(alerts[0])
+    returning = ("check_id", "key")
+    await bulk.insert_rows(uow.connection, t.alerts, alerts[:1], alert_columns)  # the first exists
+
+    returned = await bulk.write_together(
+        uow.connection,
+        [
+            bulk.RowsWrite(table=t.checks, key="id", rows=states, columns=["bad_streak"]),
+            bulk.RowsWrite(table=t.flips, rows=[], columns=FLIP_COLUMNS),  # nothing: left out
+            bulk.RowsWrite(table=t.flips, rows=flips, columns=FLIP_COLUMNS),
+            bulk.RowsWrite(
+                table=t.alerts, rows=alerts, columns=alert_columns, ignore_conflicts=True, returning=returning
+            ),
+        ],
+    )
+
+    assert sorted(returned) == [(c, f"missed:{c}") for c in checks[1:]]
+    c = t.checks.c
+    streaks = await uow.connection.execute(select(c.id, c.bad_streak).where(c.id.in_(checks)).order_by(c.id))
+    assert [tuple(row) for row in streaks] == [(s["id"], s["bad_streak"]) for s in states]
+    assert await _stored_flips(uow) == [tuple(f[k] for k in FLIP_COLUMNS) for f in flips]
+
+
+async def test_writes_together_return_nothing_when_the_last_returns_nothing(uow: UnitOfWork) -> None:
+    project = await add_project(uow)
+    checks = [await add_check(uow, project) for _ in range(2)]
+    rows = _flips(checks, "varying")
+    assert (
+        await bulk.write_together(
+            uow.connection,
+            [
+                bulk.RowsWrite(table=t.flips, rows=rows[:1], columns=FLIP_COLUMNS),
+                bulk.RowsWrite(table=t.flips, rows=rows[1:], columns=FLIP_COLUMNS),
+            ],
+        )
+        == []
+    )
+    assert await bulk.write_together(uow.connection, []) == []
+    assert await _stored_flips(uow) == [tuple(f[k] for k in FLIP_COLUMNS) for f in rows]
+
+
+@pytest.mark.parametrize("misuse", ["returning before the last", "update returning", "update ignoring"])
+async def test_writes_together_refuse_what_one_statement_cannot_run(uow: UnitOfWork, misuse: str) -> None:
+    project = await add_project(uow)
+    check = await add_check(uow, project)
+    flip = bulk.RowsWrite(table=t.flips, rows=_flips([check], "alike"), columns=FLIP_COLUMNS)
+    state = {"id": check, "bad_streak": 1}
+    odd = {
+        "returning before the last": [
+            bulk.RowsWrite(table=t.flips, rows=flip.rows, columns=FLIP_COLUMNS, returning=("id",)),
+            flip,
+        ],
+        "update returning": [
+            bulk.RowsWrite(table=t.checks, key="id", rows=[state], columns=["bad_streak"], returning=("id",))
+        ],
+        "update ignoring": [
+            bulk.RowsWrite(
+                table=t.checks, key="id", rows=[state], columns=["bad_streak"], ignore_conflicts=True
+            )
+        ],
+    }[misuse]
+    with pytest.raises(ValueError, match=r"returning|ignore_conflicts"):
+        await bulk.write_together(uow.connection, odd)
+    assert await _stored_flips(uow) == []

@@ -9,8 +9,9 @@ from typing import Any
 from sqlalchemy import event, select, text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from monitor.storage import repositories
+from monitor.storage import outbox, repositories
 from monitor.storage import tables as t
+from monitor.storage.outbox import NewAlert
 from monitor.storage.unit_of_work import UnitOfWork
 from tests.storage_contract.conftest import NOW, add_check, add_project
 
@@ -194,7 +195,65 @@ async def test_save_sweep_writes_states_marks_flips_and_runs(uow: UnitOfWork) ->
 
 
 async def test_save_sweep_of_nothing_writes_nothing(uow: UnitOfWork) -> None:
-    await uow.detection.save_sweep([], marks=[], flips=[], new_runs=[], changed_runs=[])
+    assert await uow.detection.save_sweep([], marks=[], flips=[], new_runs=[], changed_runs=[]) == []
+
+
+async def test_save_sweep_inserts_alerts_with_its_writes_and_returns_their_ids(uow: UnitOfWork) -> None:
+    project = await add_project(uow)
+    checks = [await add_check(uow, project) for _ in range(3)]
+
+    def alert(check: int, key: str) -> NewAlert:
+        return NewAlert(
+            project_id=project, check_id=check, key=key, kind="missed", created_at=NOW, title="", message=""
+        )
+
+    (raised_before,) = await outbox.insert_alerts(uow.connection, [alert(checks[0], "missed:a")])
+    flips = [{"check_id": c, "created_at": NOW, "up": 0, "reason": "missed", "token": 3} for c in checks]
+
+    ids = await uow.detection.save_sweep(
+        [{"id": c, "bad_streak": 1} for c in checks],
+        marks=[],
+        flips=flips,
+        new_runs=[],
+        changed_runs=[],
+        alerts=[alert(checks[0], "missed:a"), alert(checks[1], "missed:b"), alert(checks[1], "missed:b")],
+    )
+
+    assert raised_before is not None and ids[0] is None and ids[2] is None  # raised already; repeated
+    a = t.alerts.c
+    stored = await uow.connection.execute(select(a.id, a.check_id, a.key).order_by(a.id))
+    assert [tuple(r) for r in stored] == [
+        (raised_before, checks[0], "missed:a"),
+        (ids[1], checks[1], "missed:b"),
+    ]
+    assert all([await flips_of(uow, c) == [(NOW, 0, "missed", 3)] for c in checks])
+
+
+async def test_save_sweep_writes_a_run_it_inserts_with_its_changes(uow: UnitOfWork) -> None:
+    # on PostgreSQL the writes are one statement, whose update could not see the run inserted
+    # beside it: the change must go into the insert
+    project = await add_project(uow)
+    check = await add_check(uow, project)
+    existing = run_row(check, NOW - timedelta(hours=1))
+    await uow.connection.execute(t.runs.insert(), [existing])
+    new_run = run_row(check, NOW - timedelta(minutes=1))
+
+    await uow.detection.save_sweep(
+        [],
+        marks=[],
+        flips=[],
+        new_runs=[new_run],
+        changed_runs=[
+            {**new_run, "outcome": "missed", "timed_out": True},
+            {**existing, "outcome": "failed"},
+        ],
+    )
+
+    runs = await runs_of(uow, check)
+    assert [(r["id"], r["outcome"], r["timed_out"]) for r in runs] == [
+        (existing["id"], "failed", False),
+        (new_run["id"], "missed", True),
+    ]
 
 
 async def test_write_effects_inserts_runs_marks_flips_and_updates_changed_runs(uow: UnitOfWork) -> None:
