@@ -8,7 +8,8 @@ Method (see ``benchmarks/README.md``):
    success ping at T0), copied out, and cloned in SQL into N checks with fresh UUIDs and their
    shard (``uuid.int % 16``, the last hex digit). A clone is *due* when its state is the
    template's (deadline T0 + 3660 s); otherwise its state is the template's one day later
-   (deadline a day after the sweep instant). ``ANALYZE`` afterwards.
+   (deadline a day after the sweep instant). One liveness row renewed at the sweep instant (an
+   HTTP process alive, as in production: the outage guard is read). ``ANALYZE`` afterwards.
 3. A sweep is what one evaluator holding every shard lease does each interval: for each of the
    16 shards, an evaluator pass at T0 + 3661 s, every transaction fenced by the shard's lease
    row (``check_fence``, as in production). Every due check goes down: one flip, one ``missed``
@@ -254,6 +255,9 @@ async def build(engine: AsyncEngine, url: str, size: int, due_max: int) -> dict[
                     name=f"shard-{shard}", holder=HOLDER, token=1, expires_at=T0 + timedelta(days=365)
                 )
             )
+        # an HTTP process alive at the sweep, as in production: the outage guard reads its
+        # renewal (and the outages since), and no deadline waits for a renewal after it
+        await conn.execute(t.liveness.insert().values(name="bench:api", roles="api", renewed_at=SWEEP_AT))
         if not postgres:
             await conn.execute(text("DROP TABLE IF EXISTS bench_ids"))
     await analyze(engine, "checks")

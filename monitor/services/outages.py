@@ -141,11 +141,9 @@ async def load_guard(conn: Connection, now: datetime, ttl: timedelta) -> OutageG
     With no liveness row at all (a database no HTTP process has served yet, or a test driving
     the services directly) there is nothing to guard.
     """
-    outages = UnitOfWork.joining(conn).outages
-    last_seen = await outages.last_renewal()
+    last_seen, spans = await UnitOfWork.joining(conn).outages.guard_reads(now - GUARD_WINDOW)
     if last_seen is None:
         return OutageGuard()
-    spans = await outages.spans_since(now - GUARD_WINDOW)
     # A deadline is judged only once some HTTP process has been seen alive after it: an outage
     # is only recognised 2 x TTL after it began, and deadlines in those first seconds must wait
     # for it too (else a kill -9 of every API replica still paged for the first tick). Costs at
@@ -163,11 +161,9 @@ async def load_ingest_guard(conn: Connection, now: datetime, ttl: timedelta) -> 
     freshest liveness renewal is returned too: :meth:`IngestGuard.at` treats a gap longer than
     :func:`outage_gap` up to the ping's arrival as an outage going on.
     """
-    outages = UnitOfWork.joining(conn).outages
-    last_seen = await outages.last_renewal()
+    last_seen, spans = await UnitOfWork.joining(conn).outages.guard_reads(now - GUARD_WINDOW)
     if last_seen is None:
         return IngestGuard()
-    spans = await outages.spans_since(now - GUARD_WINDOW)
     return IngestGuard(outages=tuple((s, e) for s, e in spans), last_seen=last_seen, gap=outage_gap(ttl))
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from sqlalchemy import bindparam, func, select, update
+from sqlalchemy import and_, bindparam, func, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from monitor.storage import repositories
@@ -21,6 +21,19 @@ _LAST_RENEWAL = select(func.max(t.liveness.c.renewed_at))
 _SPANS_SINCE = select(t.outages.c.started_at, t.outages.c.ended_at).where(
     t.outages.c.ended_at >= bindparam("since")
 )
+
+_RENEWAL = select(func.max(t.liveness.c.renewed_at).label("renewed")).subquery("renewal")
+_GUARD_READS = (
+    select(_RENEWAL.c.renewed, t.outages.c.started_at, t.outages.c.ended_at)
+    .select_from(
+        _RENEWAL.outerjoin(
+            t.outages, and_(_RENEWAL.c.renewed.is_not(None), t.outages.c.ended_at >= bindparam("since"))
+        )
+    )
+    .order_by(t.outages.c.started_at)
+)
+""":meth:`SqlOutageStore.guard_reads`: the one row of the latest renewal, joined with each
+outage that ended since (a ``NULL`` outage when none did, or when there is no renewal)."""
 
 
 class SqlOutageStore:
@@ -48,6 +61,11 @@ class SqlOutageStore:
     async def spans_since(self, since: datetime) -> list[tuple[datetime, datetime]]:
         rows = await self.conn.execute(_SPANS_SINCE, {"since": since})
         return [(started, ended) for started, ended in rows]
+
+    async def guard_reads(self, since: datetime) -> tuple[datetime | None, list[tuple[datetime, datetime]]]:
+        rows = (await self.conn.execute(_GUARD_READS, {"since": since})).all()
+        spans = [(started, ended) for _, started, ended in rows if started is not None]
+        return rows[0][0], spans
 
     async def mergeable(self, started: datetime, ended_since: datetime) -> tuple[int, datetime] | None:
         o = t.outages.c

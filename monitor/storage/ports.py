@@ -735,6 +735,11 @@ class OutageStore(Protocol):
         """``(started_at, ended_at)`` of the outages that ended at or after ``since``."""
         ...
 
+    async def guard_reads(self, since: datetime) -> tuple[datetime | None, list[tuple[datetime, datetime]]]:
+        """:meth:`last_renewal`, and :meth:`spans_since` when it is not ``None`` (else no
+        spans), in one statement: every sweep batch and ingest batch reads both."""
+        ...
+
     async def mergeable(self, started: datetime, ended_since: datetime) -> tuple[int, datetime] | None:
         """``(id, started_at)`` of the latest-ending outage that started before ``started`` and
         ended at or after ``ended_since`` (one a new outage extends), or ``None``."""

@@ -90,3 +90,21 @@ async def test_renewal_is_committed_with_the_unit_of_work(engine: AsyncEngine) -
         await uow.outages.renew("a:1", "api", NOW)
     async with UnitOfWork.read(engine) as uow:
         assert await uow.outages.last_renewal() == NOW
+
+
+async def test_guard_reads_are_the_last_renewal_and_the_spans_since_in_one(uow: UnitOfWork) -> None:
+    since = NOW - timedelta(days=31)
+    assert await uow.outages.guard_reads(since) == (None, [])
+    recent = (NOW - timedelta(hours=2), NOW - timedelta(hours=1))
+    await uow.outages.insert(*recent)
+    assert await uow.outages.guard_reads(since) == (None, [])  # no renewal: nothing to guard
+    await uow.outages.renew("a:1", "api", NOW - timedelta(seconds=5))
+    assert await uow.outages.guard_reads(since) == (NOW - timedelta(seconds=5), [recent])
+    assert await uow.outages.guard_reads(NOW) == (NOW - timedelta(seconds=5), [])
+    await uow.outages.renew("b:2", "api", NOW)
+    await uow.outages.insert(NOW - timedelta(days=40), NOW - timedelta(days=39))
+    earlier = (NOW - timedelta(hours=5), NOW - timedelta(hours=4))
+    await uow.outages.insert(*earlier)
+    assert await uow.outages.guard_reads(since) == (NOW, [earlier, recent])
+    assert await uow.outages.last_renewal() == NOW
+    assert sorted(await uow.outages.spans_since(since)) == [earlier, recent]
