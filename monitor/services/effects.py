@@ -92,10 +92,23 @@ class PendingWrites:
             else:
                 self.flips.append(row)
 
-    async def write(self, conn: Connection) -> None:
-        """Write the gathered rows in the caller's transaction (one executemany per kind)."""
+    async def write(
+        self,
+        conn: Connection,
+        *,
+        pings: Sequence[Mapping[str, Any]] = (),
+        states: Sequence[Mapping[str, Any]] = (),
+    ) -> None:
+        """Write the gathered rows in the caller's transaction, with the batch's ``pings`` and
+        check ``states`` (:meth:`~monitor.storage.ports.DetectionStore.write_effects`: one
+        statement on PostgreSQL)."""
         await UnitOfWork.joining(conn).detection.write_effects(
-            new_runs=self.new_runs, changed_runs=self.changed_runs, marks=self.marks, flips=self.flips
+            new_runs=self.new_runs,
+            changed_runs=self.changed_runs,
+            marks=self.marks,
+            flips=self.flips,
+            pings=pings,
+            states=states,
         )
 
 

@@ -20,7 +20,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from monitor.domain.runs import RunBook
 from monitor.domain.shards import LEASE_PREFIX
-from monitor.storage import bulk, cluster, outbox, repositories
+from monitor.storage import bulk, cluster, outbox, repositories, run_stores
 from monitor.storage import tables as t
 
 RUN_COLUMNS = tuple(c.name for c in t.runs.columns)
@@ -148,20 +148,26 @@ class SqlDetectionStore(_Store):
         changed_runs: Sequence[Mapping[str, Any]],
         marks: Sequence[Mapping[str, Any]],
         flips: Sequence[Mapping[str, Any]],
+        pings: Sequence[Mapping[str, Any]] = (),
+        states: Sequence[Mapping[str, Any]] = (),
     ) -> None:
-        # set-at-a-time (one statement per table and column set) rather than SQLAlchemy's
-        # per-row executemany processing: this runs in every ingest batch
-        conn = self.conn
-        await bulk.insert_rows(conn, t.runs, new_runs, RUN_COLUMNS)
+        # set-at-a-time (one write per table and column set, one statement on PostgreSQL)
+        # rather than SQLAlchemy's per-row executemany processing: this runs in every ingest batch
+        new_runs, changed_runs = _fold_changes_into_new(new_runs, changed_runs, key="b_id")
         by_columns: dict[tuple[str, ...], list[Mapping[str, Any]]] = {}
         for run in changed_runs:
             columns = tuple(c for c in run if c not in ("b_id", "check_id", "id"))
             if columns:
                 by_columns.setdefault(columns, []).append({**run, "id": run["b_id"]})
-        for columns, rows in by_columns.items():
-            await bulk.update_rows(conn, t.runs, "id", rows, columns)
-        await bulk.insert_rows(conn, t.tick_marks, marks, MARK_COLUMNS, ignore_conflicts=True)
-        await bulk.insert_rows(conn, t.flips, flips, FLIP_COLUMNS)
+        writes = [
+            run_stores.ping_write(pings),
+            bulk.RowsWrite(table=t.runs, rows=new_runs, columns=RUN_COLUMNS),
+            *(bulk.RowsWrite(table=t.runs, key="id", rows=rows, columns=c) for c, rows in by_columns.items()),
+            bulk.RowsWrite(table=t.tick_marks, rows=marks, columns=MARK_COLUMNS, ignore_conflicts=True),
+            bulk.RowsWrite(table=t.flips, rows=flips, columns=FLIP_COLUMNS),
+            *repositories.state_writes(states),
+        ]
+        await bulk.write_together(self.conn, writes)
 
     async def latest_arrivals(
         self, check_ids: Sequence[int], per_check: int
@@ -207,23 +213,27 @@ class SqlDetectionStore(_Store):
 
 
 def _fold_changes_into_new(
-    new_runs: Sequence[Mapping[str, Any]], changed_runs: Sequence[Mapping[str, Any]]
+    new_runs: Sequence[Mapping[str, Any]], changed_runs: Sequence[Mapping[str, Any]], *, key: str = "id"
 ) -> tuple[Sequence[Mapping[str, Any]], Sequence[Mapping[str, Any]]]:
     """The runs to insert, each with the changes ``changed_runs`` make to it, and the changes
-    left for runs that exist already: the writes of one :func:`bulk.write_together` all see the
-    tables as they were before it, so an update of a run inserted beside it would find nothing."""
+    left for runs that exist already, one per run (a later change of a run wins over an earlier
+    one, column by column): the writes of one :func:`bulk.write_together` all see the tables as
+    they were before it, so an update of a run inserted beside it would find nothing, and of
+    two updates of one row in one statement PostgreSQL applies either. A change names its run
+    by ``key`` (``b_id`` in the ingest's changes, ``id`` in a sweep's)."""
+    run_ids = [change[key] for change in changed_runs]
     inserted = {run["id"]: index for index, run in enumerate(new_runs)}
-    if not inserted.keys() & {run["id"] for run in changed_runs}:
+    if len(set(run_ids)) == len(run_ids) and not inserted.keys() & set(run_ids):
         return new_runs, changed_runs
     folded = [dict(run) for run in new_runs]
-    left: list[Mapping[str, Any]] = []
+    left: dict[Any, dict[str, Any]] = {}
     for change in changed_runs:
-        index = inserted.get(change["id"])
+        index = inserted.get(change[key])
         if index is None:
-            left.append(change)
+            left.setdefault(change[key], {}).update(change)
         else:
-            folded[index].update({c: change[c] for c in _CHANGED_RUN_COLUMNS})
-    return folded, left
+            folded[index].update({c: v for c, v in change.items() if c not in ("id", "b_id", "check_id")})
+    return folded, list(left.values())
 
 
 class SqlShardStore(_Store):

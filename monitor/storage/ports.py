@@ -826,10 +826,16 @@ class DetectionStore(Protocol):
         changed_runs: Sequence[Mapping[str, Any]],
         marks: Sequence[Mapping[str, Any]],
         flips: Sequence[Mapping[str, Any]],
+        pings: Sequence[Mapping[str, Any]] = (),
+        states: Sequence[Mapping[str, Any]] = (),
     ) -> None:
-        """Write the runs, tick marks and flips gathered over a batch (one executemany per kind):
-        ``changed_runs`` carry the run id as ``b_id`` and the columns to set (their
-        ``check_id`` is ignored); marks that exist already are kept."""
+        """Write the pings, runs, tick marks, flips and check states gathered over a batch
+        (:func:`monitor.storage.bulk.write_together`: one statement on PostgreSQL, one per
+        table and kind on SQLite). ``changed_runs`` carry the run id as ``b_id`` and the columns
+        to set (their ``check_id`` is ignored; a change of a run new in this call is written as
+        part of its insert, and several changes of one run as one); marks that exist already
+        are kept; ``pings`` as :meth:`PingStore.insert` takes them; ``states`` as
+        :func:`monitor.storage.repositories.save_state` takes them."""
         ...
 
     async def latest_arrivals(

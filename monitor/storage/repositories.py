@@ -336,16 +336,23 @@ async def channel_ids_for(
     return result
 
 
-async def save_state(conn: AsyncConnection, updates: Sequence[dict[str, Any]]) -> None:
+async def save_state(conn: AsyncConnection, updates: Sequence[Mapping[str, Any]]) -> None:
     """Write check state columns; each dict holds ``b_id`` (the check id) plus the columns to set.
 
-    One statement per set of columns (:func:`monitor.storage.bulk.update_rows`), not
-    SQLAlchemy's per-row executemany processing: the ingest writes every batch's checks here.
+    One statement per set of columns (:func:`state_writes`), not SQLAlchemy's per-row
+    executemany processing.
     """
+    await bulk.write_together(conn, state_writes(updates))
+
+
+def state_writes(updates: Sequence[Mapping[str, Any]]) -> list[bulk.RowsWrite]:
+    """:func:`save_state`'s writes (one update of ``checks`` per set of columns), for
+    :func:`monitor.storage.bulk.write_together`."""
     groups: dict[tuple[str, ...], list[dict[str, Any]]] = defaultdict(list)
     for values in updates:
         groups[tuple(values)].append({**values, "id": values["b_id"]})
-    for names, rows in groups.items():
-        columns = [c for c in names if c != "b_id"]
-        if columns:
-            await bulk.update_rows(conn, t.checks, "id", rows, columns)
+    return [
+        bulk.RowsWrite(table=t.checks, key="id", rows=rows, columns=[c for c in names if c != "b_id"])
+        for names, rows in groups.items()
+        if any(c != "b_id" for c in names)
+    ]

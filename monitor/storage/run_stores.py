@@ -32,6 +32,14 @@ PING_DEFAULTS: dict[str, Any] = {
 inserted row leaves out."""
 
 
+def ping_write(rows: Sequence[Mapping[str, Any]]) -> bulk.RowsWrite:
+    """The insert of ``rows`` into ``pings`` (each mapping some of :data:`PING_COLUMNS`; a
+    column a row leaves out takes its Core default, as ``t.pings.insert()`` would give it), for
+    :func:`monitor.storage.bulk.write_together`."""
+    full = [row if len(row) == len(PING_COLUMNS) else {**PING_DEFAULTS, **row} for row in rows]
+    return bulk.RowsWrite(table=t.pings, rows=full, columns=PING_COLUMNS)
+
+
 def _lock_statements(column: Any) -> tuple[Select[Any], Select[Any]]:
     """Whole check rows whose ``column`` is in the list parameter ``wanted`` (no duplicates),
     in id order: (SQLite, PostgreSQL ``FOR UPDATE``). Built once: the ingest locks every
@@ -144,8 +152,7 @@ class SqlPingStore(_Store):
         # one statement per batch (bulk), not SQLAlchemy's per-row executemany processing; a
         # column a row leaves out takes its Core default, as ``t.pings.insert()`` would give it
         if rows:
-            full = [row if len(row) == len(PING_COLUMNS) else {**PING_DEFAULTS, **row} for row in rows]
-            await bulk.insert_rows(self.conn, t.pings, full, PING_COLUMNS)
+            await bulk.write_together(self.conn, [ping_write(rows)])
 
 
 class SqlRunStore(_Store):

@@ -407,8 +407,8 @@ async def test_a_batch_whose_checks_changed_different_state_writes_it_in_one_sta
     updates: list[str] = []
 
     def count(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
-        if statement.lstrip().upper().startswith("UPDATE") and "checks" in statement.split("SET")[0]:
-            updates.append(statement)
+        # on PostgreSQL the update is one of the batch's writes in one statement (WITH … AS (UPDATE …))
+        updates.extend([statement] * statement.count("UPDATE checks "))
 
     event.listen(target, "before_cursor_execute", count)
     writer = IngestWriter(engine, settings_factory(ingest_wait=0.2))
@@ -535,7 +535,8 @@ async def _transactions_waiting_for_a_lock(engine: AsyncEngine, count: int, *, a
 
 
 async def _ingests_blocked_on_pings(engine: AsyncEngine, count: int) -> None:
-    await _transactions_waiting_for_a_lock(engine, count, at="INSERT INTO pings%")
+    # the batch's writes are one statement, its ping insert the first of them (WITH w0 AS (INSERT …))
+    await _transactions_waiting_for_a_lock(engine, count, at="WITH w0 AS (INSERT INTO pings%")
 
 
 async def test_on_postgresql_the_next_batch_runs_while_one_waits_for_the_database(

@@ -363,6 +363,50 @@ async def test_write_effects_updates_runs_whose_changes_name_different_columns(u
     ]
 
 
+async def test_write_effects_writes_a_batchs_pings_and_check_states_with_its_runs(uow: UnitOfWork) -> None:
+    project = await add_project(uow)
+    one, two = await add_check(uow, project), await add_check(uow, project)
+    started = run_row(one, NOW - timedelta(hours=1), started_at=NOW - timedelta(hours=1))
+    await uow.connection.execute(t.runs.insert(), [started])
+    new_run = run_row(two, NOW, started_at=NOW)
+
+    await uow.detection.write_effects(
+        new_runs=[new_run],
+        changed_runs=[
+            # a start and its finish in one batch: the run is inserted finished
+            {"b_id": new_run["id"], "check_id": two, "finished_at": NOW, "outcome": "on_time"},
+            # two changes of one run: applied in order, column by column
+            {"b_id": started["id"], "check_id": one, "finished_at": NOW, "outcome": "failed"},
+            {"b_id": started["id"], "check_id": one, "outcome": "on_time", "late": True},
+        ],
+        marks=[],
+        flips=[{"check_id": one, "created_at": NOW, "up": 1, "reason": "success", "token": None}],
+        pings=[
+            {"check_id": one, "n": 1, "kind": "success", "received_at": NOW, "method": "POST"},
+            {"check_id": two, "n": 1, "kind": "start", "received_at": NOW},
+        ],
+        states=[
+            {"b_id": one, "n_pings": 1, "last_ping_at": NOW},
+            {"b_id": two, "n_pings": 1, "good_streak": 4},
+        ],
+    )
+
+    assert [(r["outcome"], r["finished_at"], bool(r["late"])) for r in await runs_of(uow, one)] == [
+        ("on_time", NOW, True)
+    ]
+    assert [(r["id"], r["outcome"], r["finished_at"]) for r in await runs_of(uow, two)] == [
+        (new_run["id"], "on_time", NOW)
+    ]
+    p, c = t.pings.c, t.checks.c
+    pings = await uow.connection.execute(select(p.check_id, p.kind, p.method).order_by(p.check_id))
+    assert [tuple(r) for r in pings] == [(one, "success", "POST"), (two, "start", "")]  # the default
+    states = await uow.connection.execute(
+        select(c.id, c.n_pings, c.last_ping_at, c.good_streak).where(c.id.in_([one, two])).order_by(c.id)
+    )
+    assert [tuple(r) for r in states] == [(one, 1, NOW, 0), (two, 1, None, 4)]
+    assert await flips_of(uow, one) == [(NOW, 1, "success", None)]
+
+
 async def test_save_state_writes_each_checks_own_columns(uow: UnitOfWork) -> None:
     project = await add_project(uow)
     one, two = await add_check(uow, project), await add_check(uow, project)
