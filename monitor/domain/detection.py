@@ -424,17 +424,55 @@ def _apply_start(
     guard: OutageGuard | None,
 ) -> Run:
     """A start ping: a new run started now (or at its ``started``, :func:`_began`), or the bound
-    run's start time if it had none."""
+    run's start time if it had none: an open run's, or a finished one's whose finish arrived
+    after this start (:func:`_overtaken_by_its_finish`)."""
     now = _began(ping)
     run = binding.run
     if run is None:
+        overtaken = _overtaken_by_its_finish(spec, book, binding, ping)
+        if overtaken is not None:
+            overtaken.started_at = now
+            fx.touch(overtaken)
+            fx.tick = overtaken.scheduled
+            return overtaken
         run = _bound_new_run(spec, state, book, fx, binding, ping, first_run=first_run, guard=guard)
         run.started_at = now
-    elif run.started_at is None and run.is_open:
+    elif run.started_at is None and (run.is_open or _arrived_before(ping, run)):
         run.started_at = now
         fx.touch(run)
     # else: a retransmitted start (same rid and kind): stored, changes nothing
     return run
+
+
+def _arrived_before(ping: PingIn, run: Run) -> bool:
+    """``ping`` (a start) arrived before ``run``'s first ping, and is no later than its end: two
+    processes ingested them in the other order (each commits its own batches)."""
+    return run.first_ping_at > ping.received and (run.finished_at is None or _began(ping) <= run.finished_at)
+
+
+def _overtaken_by_its_finish(spec: CheckSpec, book: RunBook, binding: Binding, ping: PingIn) -> Run | None:
+    """The run a start without ``rid`` belongs to although its finish was applied first: the
+    earliest-arriving finished run without ``rid`` and without a start whose finish arrived after
+    this start (:func:`_arrived_before`), on the start's tick (a simple check: any, since its
+    tick is the deadline current at the first ping, which that finish moved).
+
+    A client that sends the start without waiting for its answer, then the finish on another
+    connection, can reach two processes (``--workers``, replicas); each commits its own batches,
+    so the finish may be committed first. It then opened a run of its own, and the start,
+    taken as a new run, would stay open until it timed out and overlapped every later run."""
+    if ping.rid is not None:
+        return None
+    simple = isinstance(spec.schedule, SimpleSchedule)
+    candidates = [
+        r
+        for r in book.runs.values()
+        if r.rid is None
+        and r.started_at is None
+        and r.finish_kind is not None
+        and (simple or r.scheduled == binding.tick)
+        and _arrived_before(ping, r)
+    ]
+    return min(candidates, key=lambda r: r.first_ping_at) if candidates else None
 
 
 def _resume(state: CheckState, fx: Effects, now: datetime) -> None:

@@ -14,7 +14,7 @@ import contextlib
 import logging
 import uuid as uuid_module
 from collections import defaultdict, deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -514,9 +514,28 @@ async def _load_books(
             if tick is not None:
                 ticks[cid].add(tick)
     cutoffs = {cid: ping_needed_since(ctx.spec, ctx.state, earliest[cid]) for cid, ctx in contexts.items()}
-    books = await uow.runs.books(cutoffs, rids=rids, ticks=ticks)
+    books = await uow.runs.books(
+        cutoffs, rids=rids, ticks=ticks, arrived_after=_overtaken_starts(contexts, requests, targets)
+    )
     for cid, book in books.items():
         contexts[cid].book = book
+
+
+def _overtaken_starts(
+    contexts: Mapping[int, _Context], requests: Sequence[PingRequest], targets: Sequence[int | None]
+) -> dict[int, datetime]:
+    """Per check, the arrival of its earliest start without ``rid`` that arrived before the
+    check's last run ping was applied: another process committed a later ping first, and the
+    start may belong to the run that ping opened
+    (:func:`monitor.domain.detection.apply_ping`), which the book must then hold."""
+    found: dict[int, datetime] = {}
+    for request, cid in zip(requests, targets, strict=True):
+        if cid is None or cid not in contexts or request.kind is not PingKind.START or request.rid:
+            continue
+        applied = contexts[cid].state.last_run_ping_at
+        if applied is not None and request.received < applied:
+            found[cid] = min(found.get(cid, request.received), request.received)
+    return found
 
 
 class IngestWriter:

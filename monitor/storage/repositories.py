@@ -167,12 +167,15 @@ async def load_books(
     *,
     rids: Mapping[int, Iterable[str]] | None = None,
     ticks: Mapping[int, Iterable[datetime]] | None = None,
+    arrived_after: Mapping[int, datetime] | None = None,
 ) -> dict[int, RunBook]:
     """Load, per check id, the runs and marks a decision needs (see :class:`RunBook`).
 
     For each check: every open run; every run and mark bound to a tick ``>= cutoff`` (with a
     ``None`` cutoff only open runs and the named ones); runs carrying one of ``rids``; runs and
-    marks on one of ``ticks``; and the newest succeeded run where :func:`_add_newest_successes` says.
+    marks on one of ``ticks``; the runs whose first ping arrived after the check's instant in
+    ``arrived_after`` (:func:`_add_arrived_after`); and the newest succeeded run where
+    :func:`_add_newest_successes` says.
 
     One query per table for the whole batch (each check's own cutoff joined as a pair); the
     named runs found for the batch are then kept only for the checks that named them.
@@ -195,32 +198,52 @@ async def load_books(
         )
 
     postgres = conn.dialect.name == "postgresql"
-    params: dict[str, Any] = {}
-    if all_rids:
-        params["rids"] = list(all_rids)
-    if all_ticks:
-        params["ticks"] = list(all_ticks)
+    params: dict[str, Any] = {"rids": list(all_rids)} if all_rids else {}
+    params.update({"ticks": list(all_ticks)} if all_ticks else {})
     for chunk in _chunks(list(cutoffs), 500):
         own = {cid: cutoffs[cid] for cid in chunk if cutoffs[cid] is not None}
         runs_query, marks_query = _book_selects(bool(own), bool(all_rids), bool(all_ticks), postgres)
         chunk_params = {**params, "ids": list(chunk)}
         if own:
             chunk_params.update(bulk.own_bounds("cutoffs", own, t.runs.c.scheduled, conn.dialect))
-        result = await conn.execute(runs_query, chunk_params)
-        keys = list(result.keys())
-        for values in result.all():
-            row = dict(zip(keys, values, strict=True))
-            cid = row["check_id"]
-            scheduled = row["scheduled"]
-            if wanted(cid, scheduled, row["rid"], row["outcome"] is None):
-                books[cid].add(run_of(row))
+        for row in await _run_rows(conn, runs_query, chunk_params):
+            if wanted(row["check_id"], row["scheduled"], row["rid"], row["outcome"] is None):
+                books[row["check_id"]].add(run_of(row))
         if marks_query is None:
             continue
         for cid, scheduled, outcome in (await conn.execute(marks_query, chunk_params)).all():
             if wanted(cid, scheduled):
                 books[cid].marks[scheduled] = TickMark(scheduled=scheduled, outcome=Outcome(outcome))
+    if arrived_after:
+        await _add_arrived_after(conn, books, arrived_after, postgres)
     await _add_newest_successes(conn, books, cutoffs, tick_sets, postgres)
     return books
+
+
+async def _run_rows(
+    conn: AsyncConnection, query: Executable, params: Mapping[str, Any]
+) -> list[dict[str, Any]]:
+    """The rows of a ``runs`` query as plain dicts (column → value)."""
+    result = await conn.execute(query, params)
+    keys = list(result.keys())
+    return [dict(zip(keys, values, strict=True)) for values in result.all()]
+
+
+async def _add_arrived_after(
+    conn: AsyncConnection, books: dict[int, RunBook], after: Mapping[int, datetime], postgres: bool
+) -> None:
+    """The runs of each check in ``after`` whose first ping arrived after its instant (aware
+    UTC): a start applied after the finish that arrived after it belongs to the run that finish
+    opened, whatever its tick (:func:`monitor.domain.detection.apply_ping`). Rare (two
+    processes committed a client's pings in the other order): one query, each check probed by
+    ``ix_runs_check_scheduled``'s check id, for those checks only."""
+    query = bulk.at_or_after_own_bound(t.runs, "check_id", "first_ping_at", "arrived", postgres=postgres)
+    for chunk in _chunks(list(after), 500):
+        bounds = {cid: after[cid] for cid in chunk}
+        params = bulk.own_bounds("arrived", bounds, t.runs.c.first_ping_at, conn.dialect)
+        for row in await _run_rows(conn, query, params):
+            if row["first_ping_at"] > after[row["check_id"]]:
+                books[row["check_id"]].add(run_of(row))
 
 
 async def _add_newest_successes(

@@ -164,5 +164,8 @@ class SqlRunStore(_Store):
         *,
         rids: Mapping[int, Iterable[str]] | None = None,
         ticks: Mapping[int, Iterable[datetime]] | None = None,
+        arrived_after: Mapping[int, datetime] | None = None,
     ) -> dict[int, RunBook]:
-        return await repositories.load_books(self.conn, cutoffs, rids=rids, ticks=ticks)
+        return await repositories.load_books(
+            self.conn, cutoffs, rids=rids, ticks=ticks, arrived_after=arrived_after
+        )

@@ -180,6 +180,42 @@ async def test_three_replicas_same_tick_raise_one_duplicate(
     await assert_one_duplicate(engine, check_id, tick, count=3, channels=len(channels))
 
 
+@pytest.mark.parametrize(
+    "fields", [{"timeout": 60, "grace": 60}, {"schedule": "* * * * *", "grace": 60}], ids=["simple", "cron"]
+)
+async def test_a_start_committed_after_the_finish_that_arrived_after_it_starts_that_run(
+    engine: AsyncEngine, project_id: int, settings_factory: Callable[..., Settings], fields: dict[str, Any]
+) -> None:
+    # two processes (or replicas) ingest a client's start and its finish, sent 5 ms apart on two
+    # connections; each commits its own batches, so the finish may be committed first
+    check_id, uuid = await make_check(engine, project_id, name="reordered", max_runtime=5, **fields)
+    settings = settings_factory()
+    at = T0 + timedelta(seconds=1)
+    await ingest_pings(engine, [ping(uuid, at)], settings=settings)
+    for n in range(1, 4):
+        started = at + timedelta(seconds=60 * n)
+        await ingest_pings(engine, [ping(uuid, started + timedelta(milliseconds=5))], settings=settings)
+        await ingest_pings(engine, [ping(uuid, started, PingKind.START)], settings=settings)
+    async with engine.connect() as conn:
+        r = t.runs.c
+        runs = (
+            await conn.execute(
+                select(r.started_at, r.finished_at).where(r.check_id == check_id).order_by(r.first_ping_at)
+            )
+        ).all()
+    assert [tuple(run) for run in runs][1:] == [
+        (at + timedelta(seconds=60 * n), at + timedelta(seconds=60 * n, milliseconds=5)) for n in range(1, 4)
+    ]
+    # nothing was left open to time out or to overlap the next run
+    await evaluate_due(engine, at + timedelta(seconds=250), settings=settings)
+    assert (
+        await scalar(
+            engine, select(func.count()).select_from(t.alerts).where(t.alerts.c.check_id == check_id)
+        )
+        == 0
+    )
+
+
 async def assert_one_duplicate(
     engine: AsyncEngine, check_id: int, tick: datetime, *, count: int, channels: int
 ) -> None:

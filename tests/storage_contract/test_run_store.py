@@ -67,6 +67,19 @@ async def test_books_hold_runs_named_by_rid_and_tick(uow: UnitOfWork) -> None:
     assert books[check].marks[tick].outcome is Outcome.LATE
 
 
+async def test_books_hold_the_runs_that_arrived_after_a_checks_instant(uow: UnitOfWork) -> None:
+    project = await add_project(uow)
+    check, other = await add_check(uow, project), await add_check(uow, project)
+    since = NOW - timedelta(minutes=10)
+    await add_run(uow, check, NOW - timedelta(days=2), outcome="on_time")  # arrived before
+    await add_run(uow, check, since, outcome="on_time")  # arrived at the instant: not after it
+    after = await add_run(uow, check, NOW - timedelta(minutes=5), outcome="on_time")
+    theirs = await add_run(uow, other, NOW - timedelta(minutes=5), outcome="on_time")
+    books = await uow.runs.books({check: None, other: None}, arrived_after={check: since})
+    assert {r.id for r in books[check].runs.values()} == {after}
+    assert theirs not in {r.id for r in books[other].runs.values()}
+
+
 async def test_books_with_cutoff_rids_and_ticks_together_keep_each_checks_own(uow: UnitOfWork) -> None:
     # every arm at once (open runs, cutoff, rids, ticks), over checks that each name only some:
     # the query is built once per combination of arms, and each check still gets its own

@@ -15,7 +15,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from monitor.domain import detection
-from monitor.domain.checks import AlertKind, CheckSpec, CheckState, PingKind
+from monitor.domain.checks import AlertKind, CheckSpec, CheckState, PingKind, SimpleSchedule
 from monitor.domain.cron import schedules
 from monitor.domain.detection import Effects, PingIn
 from monitor.domain.errors import ValidationError
@@ -117,3 +117,56 @@ def test_started_on_a_ping_that_is_not_a_start_is_refused(kind: str) -> None:
     with pytest.raises(ValidationError) as error:
         job.ping(kind, tick(1) + s(5), scheduled=tick(1), started=tick(1))
     assert (error.value.field, str(error.value)) == ("started", "started: only for a start ping")
+
+
+class SimpleJob(Job):
+    """A simple check (period 60 s, grace 20 s)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.spec = CheckSpec(schedule=SimpleSchedule(period=s(60)), grace=s(20), max_runtime=s(30))
+
+
+@pytest.mark.parametrize("job", [Job(), SimpleJob()], ids=["cron", "simple"])
+def test_a_start_applied_after_its_finish_that_arrived_later_starts_that_run(job: Job) -> None:
+    # two processes each commit their own batches: the finish, received 5 ms after the start,
+    # was applied first and opened a run of its own
+    job.ping("success", tick(0) + s(1))
+    job.ping("success", tick(1) + s(2.005))
+    fx = job.ping("start", tick(1) + s(2))
+    runs = sorted(job.book.runs.values(), key=lambda r: r.first_ping_at)
+    assert [(r.started_at, r.finished_at) for r in runs] == [
+        (None, tick(0) + s(1)),
+        (tick(1) + s(2), tick(1) + s(2.005)),
+    ]
+    assert fx.run is runs[1] and fx.tick == runs[1].scheduled
+    assert not job.book.open_runs()  # nothing left to time out or overlap later runs
+    assert detection.evaluate(job.spec, job.state, job.book, tick(1) + s(50)).alerts == []
+
+
+def test_a_start_that_arrived_after_the_finish_opens_a_run_as_before() -> None:
+    job = Job()
+    job.ping("success", tick(0) + s(1))
+    job.ping("success", tick(1) + s(2))
+    job.ping("start", tick(1) + s(3))  # really after: the next run (a duplicate of tick 1)
+    assert [r.started_at for r in job.book.open_runs()] == [tick(1) + s(3)]
+
+
+def test_a_start_applied_after_its_finish_joins_its_own_tick_only() -> None:
+    job = Job()
+    job.ping("success", tick(0) + s(1))
+    job.ping("success", tick(2) - s(1), scheduled=tick(1))  # arrived after the start below, for tick 1
+    job.ping("start", tick(2) - s(2))  # received 2 s before tick 2: binds to tick 2 (early)
+    open_runs = job.book.open_runs()
+    assert [(r.scheduled, r.started_at) for r in open_runs] == [(tick(2), tick(2) - s(2))]
+
+
+def test_a_start_with_its_rid_applied_after_its_finish_starts_that_run() -> None:
+    job = Job()
+    job.ping("success", tick(0) + s(1))
+    job.ping("success", tick(1) + s(2.005), rid=RID)
+    job.ping("start", tick(1) + s(2), rid=RID)
+    assert (job.run().started_at, job.run().duration) == (tick(1) + s(2), s(0.005))
+    # a start that really came after its run's finish changes nothing (a retransmission)
+    job.ping("start", tick(1) + s(9), rid=RID)
+    assert job.run().started_at == tick(1) + s(2)
