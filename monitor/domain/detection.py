@@ -424,42 +424,56 @@ def _apply_start(
     guard: OutageGuard | None,
 ) -> Run:
     """A start ping: a new run started now (or at its ``started``, :func:`_began`), or the bound
-    run's start time if it had none: an open run's, or a finished one's whose finish arrived
-    after this start (:func:`_overtaken_by_its_finish`)."""
+    run's start time if it had none: an open run's, or a finished one's whose finish the start
+    did not really follow (:func:`_overtaken_by_its_finish`)."""
     now = _began(ping)
     run = binding.run
     if run is None:
         overtaken = _overtaken_by_its_finish(spec, book, binding, ping)
         if overtaken is not None:
-            overtaken.started_at = now
-            fx.touch(overtaken)
+            _start_finished(fx, overtaken, now)
             fx.tick = overtaken.scheduled
             return overtaken
         run = _bound_new_run(spec, state, book, fx, binding, ping, first_run=first_run, guard=guard)
         run.started_at = now
-    elif run.started_at is None and (run.is_open or _arrived_before(ping, run)):
+    elif run.started_at is None and run.is_open:
         run.started_at = now
         fx.touch(run)
+    elif run.started_at is None and _finish_overtook(ping, run):
+        _start_finished(fx, run, now)
     # else: a retransmitted start (same rid and kind): stored, changes nothing
     return run
 
 
-def _arrived_before(ping: PingIn, run: Run) -> bool:
-    """``ping`` (a start) arrived before ``run``'s first ping, and is no later than its end: two
-    processes ingested them in the other order (each commits its own batches)."""
-    return run.first_ping_at > ping.received and (run.finished_at is None or _began(ping) <= run.finished_at)
+REORDER_WINDOW = timedelta(seconds=1)
+"""How much later than a run's first ping its start may be stamped and still be its start.
+Each process stamps a ping's arrival when it reads it, and each commits its own batches: a
+client that sends the start and then, without waiting for its answer, the finish on another
+connection can reach two processes, and the finish can be both stamped and applied first."""
+
+
+def _finish_overtook(ping: PingIn, run: Run) -> bool:
+    """``run`` (finished, no start) opened with a first ping that arrived after ``ping`` (a
+    start), or at most :data:`REORDER_WINDOW` before it: the start is its start."""
+    return run.finish_kind is not None and run.first_ping_at > ping.received - REORDER_WINDOW
+
+
+def _start_finished(fx: Effects, run: Run, began: datetime) -> None:
+    """Give a finished run the start applied after its finish (never after its end)."""
+    run.started_at = min(began, run.finished_at) if run.finished_at is not None else began
+    fx.touch(run)
 
 
 def _overtaken_by_its_finish(spec: CheckSpec, book: RunBook, binding: Binding, ping: PingIn) -> Run | None:
     """The run a start without ``rid`` belongs to although its finish was applied first: the
-    earliest-arriving finished run without ``rid`` and without a start whose finish arrived after
-    this start (:func:`_arrived_before`), on the start's tick (a simple check: any, since its
-    tick is the deadline current at the first ping, which that finish moved).
+    earliest-arriving finished run without ``rid`` and without a start that
+    :func:`_finish_overtook`, on the start's tick (a simple check: any, since its tick is the
+    due instant that finish moved). A run without a start is otherwise a client's that sends
+    none, and such a client sends no start to attach either.
 
-    A client that sends the start without waiting for its answer, then the finish on another
-    connection, can reach two processes (``--workers``, replicas); each commits its own batches,
-    so the finish may be committed first. It then opened a run of its own, and the start,
-    taken as a new run, would stay open until it timed out and overlapped every later run."""
+    Without this the start, taken as a new run, stayed open: every later finish bound to it
+    (rule 3, the oldest open run) and each run was one behind, overlapped, until the last timed
+    out."""
     if ping.rid is not None:
         return None
     simple = isinstance(spec.schedule, SimpleSchedule)
@@ -468,9 +482,8 @@ def _overtaken_by_its_finish(spec: CheckSpec, book: RunBook, binding: Binding, p
         for r in book.runs.values()
         if r.rid is None
         and r.started_at is None
-        and r.finish_kind is not None
         and (simple or r.scheduled == binding.tick)
-        and _arrived_before(ping, r)
+        and _finish_overtook(ping, r)
     ]
     return min(candidates, key=lambda r: r.first_ping_at) if candidates else None
 
@@ -641,9 +654,10 @@ def _finish(
     now: datetime,
     ended: datetime,
 ) -> None:
-    """End ``run`` at ``ended`` (its real end, ``now`` unless the ping said otherwise) and
-    judge it; alerts and flips are raised at ``now``."""
-    run.finished_at = ended
+    """End ``run`` at ``ended`` (its real end, ``now`` unless the ping said otherwise; never
+    before its start: two processes stamp the start and the finish apart, and the finish can be
+    stamped first) and judge it; alerts and flips are raised at ``now``."""
+    run.finished_at = max(ended, run.started_at) if run.started_at is not None else ended
     run.finish_kind = kind
     run.exit_status = exit_status
     fx.touch(run)

@@ -515,7 +515,7 @@ async def _load_books(
                 ticks[cid].add(tick)
     cutoffs = {cid: ping_needed_since(ctx.spec, ctx.state, earliest[cid]) for cid, ctx in contexts.items()}
     books = await uow.runs.books(
-        cutoffs, rids=rids, ticks=ticks, arrived_after=_overtaken_starts(contexts, requests, targets)
+        cutoffs, rids=rids, ticks=ticks, newest=_overtaken_starts(contexts, requests, targets)
     )
     for cid, book in books.items():
         contexts[cid].book = book
@@ -523,18 +523,18 @@ async def _load_books(
 
 def _overtaken_starts(
     contexts: Mapping[int, _Context], requests: Sequence[PingRequest], targets: Sequence[int | None]
-) -> dict[int, datetime]:
-    """Per check, the arrival of its earliest start without ``rid`` that arrived before the
-    check's last run ping was applied: another process committed a later ping first, and the
-    start may belong to the run that ping opened
-    (:func:`monitor.domain.detection.apply_ping`), which the book must then hold."""
-    found: dict[int, datetime] = {}
+) -> set[int]:
+    """The checks with a start without ``rid`` stamped before their last applied run ping, or
+    within :data:`~monitor.domain.detection.REORDER_WINDOW` after it: the start may belong to
+    the run that ping opened (another process stamped and committed it first;
+    :func:`monitor.domain.detection.apply_ping`), so the book must hold that run, the newest."""
+    found: set[int] = set()
     for request, cid in zip(requests, targets, strict=True):
         if cid is None or cid not in contexts or request.kind is not PingKind.START or request.rid:
             continue
         applied = contexts[cid].state.last_run_ping_at
-        if applied is not None and request.received < applied:
-            found[cid] = min(found.get(cid, request.received), request.received)
+        if applied is not None and request.received < applied + detection.REORDER_WINDOW:
+            found.add(cid)
     return found
 
 

@@ -704,13 +704,13 @@ class RunStore(Protocol):
         *,
         rids: Mapping[int, Iterable[str]] | None = None,
         ticks: Mapping[int, Iterable[datetime]] | None = None,
-        arrived_after: Mapping[int, datetime] | None = None,
+        newest: Iterable[int] = (),
     ) -> dict[int, RunBook]:
         """Per check id of ``cutoffs``, its :class:`~monitor.domain.runs.RunBook`: every open run;
         the runs and marks bound to a tick at or after the check's cutoff (``None``: none by
         tick); the runs carrying one of its ``rids``; the runs and marks on one of its
-        ``ticks`` (instants aware UTC); the runs whose first ping arrived after its instant in
-        ``arrived_after``; and the check's newest succeeded run when the book holds a tick
+        ``ticks`` (instants aware UTC); the newest run (latest tick, then latest arrival) of each
+        check in ``newest``; and the check's newest succeeded run when the book holds a tick
         before the cutoff or a named tick is before it (:func:`monitor.domain.runs.holds_older`)."""
 
 

@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import Executable, Table, and_, not_, or_, select, union
+from sqlalchemy import Executable, Table, and_, not_, or_, select, true, union
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncConnection
 
@@ -167,15 +167,14 @@ async def load_books(
     *,
     rids: Mapping[int, Iterable[str]] | None = None,
     ticks: Mapping[int, Iterable[datetime]] | None = None,
-    arrived_after: Mapping[int, datetime] | None = None,
+    newest: Iterable[int] = (),
 ) -> dict[int, RunBook]:
     """Load, per check id, the runs and marks a decision needs (see :class:`RunBook`).
 
     For each check: every open run; every run and mark bound to a tick ``>= cutoff`` (with a
     ``None`` cutoff only open runs and the named ones); runs carrying one of ``rids``; runs and
-    marks on one of ``ticks``; the runs whose first ping arrived after the check's instant in
-    ``arrived_after`` (:func:`_add_arrived_after`); and the newest succeeded run where
-    :func:`_add_newest_successes` says.
+    marks on one of ``ticks``; the newest run of each check in ``newest`` (latest tick, then
+    latest arrival); and the newest succeeded run where :func:`_add_newest_successes` says.
 
     One query per table for the whole batch (each check's own cutoff joined as a pair); the
     named runs found for the batch are then kept only for the checks that named them.
@@ -214,8 +213,9 @@ async def load_books(
         for cid, scheduled, outcome in (await conn.execute(marks_query, chunk_params)).all():
             if wanted(cid, scheduled):
                 books[cid].marks[scheduled] = TickMark(scheduled=scheduled, outcome=Outcome(outcome))
-    if arrived_after:
-        await _add_arrived_after(conn, books, arrived_after, postgres)
+    for chunk in _chunks(sorted(set(newest) & books.keys()), 500):
+        for row in await _run_rows(conn, _newest_select(postgres, succeeded=False), {"ids": chunk}):
+            books[row["check_id"]].add(run_of(row))
     await _add_newest_successes(conn, books, cutoffs, tick_sets, postgres)
     return books
 
@@ -227,23 +227,6 @@ async def _run_rows(
     result = await conn.execute(query, params)
     keys = list(result.keys())
     return [dict(zip(keys, values, strict=True)) for values in result.all()]
-
-
-async def _add_arrived_after(
-    conn: AsyncConnection, books: dict[int, RunBook], after: Mapping[int, datetime], postgres: bool
-) -> None:
-    """The runs of each check in ``after`` whose first ping arrived after its instant (aware
-    UTC): a start applied after the finish that arrived after it belongs to the run that finish
-    opened, whatever its tick (:func:`monitor.domain.detection.apply_ping`). Rare (two
-    processes committed a client's pings in the other order): one query, each check probed by
-    ``ix_runs_check_scheduled``'s check id, for those checks only."""
-    query = bulk.at_or_after_own_bound(t.runs, "check_id", "first_ping_at", "arrived", postgres=postgres)
-    for chunk in _chunks(list(after), 500):
-        bounds = {cid: after[cid] for cid in chunk}
-        params = bulk.own_bounds("arrived", bounds, t.runs.c.first_ping_at, conn.dialect)
-        for row in await _run_rows(conn, query, params):
-            if row["first_ping_at"] > after[row["check_id"]]:
-                books[row["check_id"]].add(run_of(row))
 
 
 async def _add_newest_successes(
@@ -258,20 +241,18 @@ async def _add_newest_successes(
     tick (:func:`monitor.domain.runs.holds_older`) get that run, one query for all of them."""
     older = [cid for cid, book in books.items() if holds_older(book, cutoffs[cid], tick_sets.get(cid, ()))]
     for chunk in _chunks(older, 500):
-        result = await conn.execute(_newest_success_select(postgres), {"ids": list(chunk)})
-        keys = list(result.keys())
-        for values in result.all():
-            row = dict(zip(keys, values, strict=True))
+        for row in await _run_rows(conn, _newest_select(postgres, succeeded=True), {"ids": list(chunk)}):
             books[row["check_id"]].add(run_of(row))
 
 
 @functools.cache
-def _newest_success_select(postgres: bool) -> Executable:
-    """The newest succeeded run (:attr:`monitor.domain.runs.Run.succeeded`: finished with
-    success, not timed out, not early, not too fast) of each check in ``ids``, if it has one:
-    one probe of ``ix_runs_check_scheduled`` per check, newest tick first."""
+def _newest_select(postgres: bool, *, succeeded: bool) -> Executable:
+    """The newest run of each check in ``ids``, if it has one (latest tick, then latest
+    arrival); with ``succeeded``, the newest succeeded one (:attr:`monitor.domain.runs.Run.succeeded`:
+    finished with success, not timed out, not early, not too fast). One probe of
+    ``ix_runs_check_scheduled`` per check, newest tick first."""
     r = t.runs.alias("newest")
-    succeeded = and_(
+    wanted = and_(
         r.c.finish_kind == PingKind.SUCCESS.value,
         not_(r.c.timed_out),
         not_(r.c.early),
@@ -280,7 +261,7 @@ def _newest_success_select(postgres: bool) -> Executable:
     newest = (
         select(r.c.id)
         .where(r.c.check_id == t.checks.c.id)
-        .where(succeeded)
+        .where(wanted if succeeded else true())
         .order_by(r.c.scheduled.desc(), r.c.first_ping_at.desc())
         .limit(1)
         .scalar_subquery()

@@ -164,8 +164,6 @@ class SqlRunStore(_Store):
         *,
         rids: Mapping[int, Iterable[str]] | None = None,
         ticks: Mapping[int, Iterable[datetime]] | None = None,
-        arrived_after: Mapping[int, datetime] | None = None,
+        newest: Iterable[int] = (),
     ) -> dict[int, RunBook]:
-        return await repositories.load_books(
-            self.conn, cutoffs, rids=rids, ticks=ticks, arrived_after=arrived_after
-        )
+        return await repositories.load_books(self.conn, cutoffs, rids=rids, ticks=ticks, newest=newest)

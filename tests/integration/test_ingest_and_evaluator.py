@@ -196,6 +196,12 @@ async def test_a_start_committed_after_the_finish_that_arrived_after_it_starts_t
         started = at + timedelta(seconds=60 * n)
         await ingest_pings(engine, [ping(uuid, started + timedelta(milliseconds=5))], settings=settings)
         await ingest_pings(engine, [ping(uuid, started, PingKind.START)], settings=settings)
+    # the start stamped 1 ms after its finish (another process read it later), and applied after
+    finished = at + timedelta(seconds=240)
+    await ingest_pings(engine, [ping(uuid, finished)], settings=settings)
+    await ingest_pings(
+        engine, [ping(uuid, finished + timedelta(milliseconds=1), PingKind.START)], settings=settings
+    )
     async with engine.connect() as conn:
         r = t.runs.c
         runs = (
@@ -204,10 +210,14 @@ async def test_a_start_committed_after_the_finish_that_arrived_after_it_starts_t
             )
         ).all()
     assert [tuple(run) for run in runs][1:] == [
-        (at + timedelta(seconds=60 * n), at + timedelta(seconds=60 * n, milliseconds=5)) for n in range(1, 4)
+        *(
+            (at + timedelta(seconds=60 * n), at + timedelta(seconds=60 * n, milliseconds=5))
+            for n in range(1, 4)
+        ),
+        (finished, finished),
     ]
     # nothing was left open to time out or to overlap the next run
-    await evaluate_due(engine, at + timedelta(seconds=250), settings=settings)
+    await evaluate_due(engine, at + timedelta(seconds=290), settings=settings)
     assert (
         await scalar(
             engine, select(func.count()).select_from(t.alerts).where(t.alerts.c.check_id == check_id)

@@ -67,16 +67,14 @@ async def test_books_hold_runs_named_by_rid_and_tick(uow: UnitOfWork) -> None:
     assert books[check].marks[tick].outcome is Outcome.LATE
 
 
-async def test_books_hold_the_runs_that_arrived_after_a_checks_instant(uow: UnitOfWork) -> None:
+async def test_books_hold_the_newest_run_of_the_checks_asked(uow: UnitOfWork) -> None:
     project = await add_project(uow)
     check, other = await add_check(uow, project), await add_check(uow, project)
-    since = NOW - timedelta(minutes=10)
-    await add_run(uow, check, NOW - timedelta(days=2), outcome="on_time")  # arrived before
-    await add_run(uow, check, since, outcome="on_time")  # arrived at the instant: not after it
-    after = await add_run(uow, check, NOW - timedelta(minutes=5), outcome="on_time")
+    await add_run(uow, check, NOW - timedelta(days=2), outcome="on_time")
+    newest = await add_run(uow, check, NOW - timedelta(minutes=5), outcome="failed")
     theirs = await add_run(uow, other, NOW - timedelta(minutes=5), outcome="on_time")
-    books = await uow.runs.books({check: None, other: None}, arrived_after={check: since})
-    assert {r.id for r in books[check].runs.values()} == {after}
+    books = await uow.runs.books({check: None, other: None}, newest=[check])
+    assert {r.id for r in books[check].runs.values()} == {newest}
     assert theirs not in {r.id for r in books[other].runs.values()}
 
 

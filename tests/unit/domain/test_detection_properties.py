@@ -122,12 +122,15 @@ def _loaded(
     cutoff: datetime | None,
     rids: set[str] = frozenset(),  # type: ignore[assignment]
     ticks: set[datetime] = frozenset(),  # type: ignore[assignment]
+    *,
+    newest: bool = False,
 ) -> RunBook:
     """What the storage loads for a decision (``monitor.storage.repositories.load_books``):
     every open run, the runs and marks bound to a tick ``>= cutoff``, the runs carrying one of
-    ``rids``, the runs and marks of one of ``ticks``; and, when those hold a run or mark older
-    than the cutoff or a named tick is older, the newest succeeded run (supersession compares
-    older ticks with it)."""
+    ``rids``, the runs and marks of one of ``ticks``; with ``newest`` (the ingest asks for it
+    for a start that may have been overtaken by its finish), the newest run; and, when those
+    hold a run or mark older than the cutoff or a named tick is older, the newest succeeded run
+    (supersession compares older ticks with it)."""
 
     def wanted(scheduled: datetime) -> bool:
         return (cutoff is not None and scheduled >= cutoff) or scheduled in ticks
@@ -140,6 +143,8 @@ def _loaded(
         },
         marks={t: m for t, m in full.marks.items() if wanted(t)},
     )
+    if newest and full.runs:
+        book.add(max(full.runs.values(), key=lambda r: (r.scheduled, r.first_ping_at)))
     if holds_older(book, cutoff, ticks):
         succeeded = [r for r in full.runs.values() if r.succeeded]
         if succeeded:
@@ -188,8 +193,10 @@ def _trace(
     now = T0
     seen: list[tuple[object, ...]] = []
 
-    def book_for(cutoff: datetime | None, rids: set[str], ticks: set[datetime]) -> RunBook:
-        return _loaded(full, cutoff, rids, ticks) if loaded else full
+    def book_for(
+        cutoff: datetime | None, rids: set[str], ticks: set[datetime], newest: bool = False
+    ) -> RunBook:
+        return _loaded(full, cutoff, rids, ticks, newest=newest) if loaded else full
 
     def keep(book: RunBook) -> None:
         full.runs.update(book.runs)
@@ -224,7 +231,14 @@ def _trace(
             tick = spec.schedule.tick_at_or_before(at)
             if tick is not None:
                 ticks.add(tick)
-        book = book_for(ping_needed_since(spec, state, now), {rid} if rid else set(), ticks)
+        # as the ingest (monitor.services.ingest._overtaken_starts) asks for the newest run
+        overtaken = (
+            kind is PingKind.START
+            and rid is None
+            and state.last_run_ping_at is not None
+            and now < state.last_run_ping_at + detection.REORDER_WINDOW
+        )
+        book = book_for(ping_needed_since(spec, state, now), {rid} if rid else set(), ticks, overtaken)
         ping = detection.PingIn(
             kind=kind, received=now, rid=rid, scheduled=at, exit_status=3 if action == "3" else None
         )

@@ -144,12 +144,33 @@ def test_a_start_applied_after_its_finish_that_arrived_later_starts_that_run(job
     assert detection.evaluate(job.spec, job.state, job.book, tick(1) + s(50)).alerts == []
 
 
-def test_a_start_that_arrived_after_the_finish_opens_a_run_as_before() -> None:
+@pytest.mark.parametrize("job", [Job(), SimpleJob()], ids=["cron", "simple"])
+def test_a_start_stamped_just_after_the_finish_it_preceded_starts_that_run(job: Job) -> None:
+    # two processes stamp arrivals apart: the start, sent first, was read (and stamped) 1 ms
+    # after the finish by a busier process, and applied after it
+    job.ping("success", tick(0) + s(1))
+    job.ping("success", tick(1) + s(2))
+    job.ping("start", tick(1) + s(2.001))
+    assert not job.book.open_runs()
+    run = max(job.book.runs.values(), key=lambda r: r.first_ping_at)
+    assert (run.started_at, run.finished_at) == (tick(1) + s(2), tick(1) + s(2))  # never negative
+
+
+def test_a_finish_stamped_before_its_start_that_was_applied_first_ends_no_earlier() -> None:
+    job = Job()
+    job.ping("success", tick(0) + s(1))
+    job.ping("start", tick(1) + s(2.001))
+    job.ping("success", tick(1) + s(2))  # stamped 1 ms earlier by another process, applied later
+    run = max(job.book.runs.values(), key=lambda r: r.first_ping_at)
+    assert (run.started_at, run.finished_at) == (tick(1) + s(2.001), tick(1) + s(2.001))
+
+
+def test_a_start_well_after_the_finish_opens_a_run_as_before() -> None:
     job = Job()
     job.ping("success", tick(0) + s(1))
     job.ping("success", tick(1) + s(2))
-    job.ping("start", tick(1) + s(3))  # really after: the next run (a duplicate of tick 1)
-    assert [r.started_at for r in job.book.open_runs()] == [tick(1) + s(3)]
+    job.ping("start", tick(1) + s(5))  # really after: the next run (a duplicate of tick 1)
+    assert [r.started_at for r in job.book.open_runs()] == [tick(1) + s(5)]
 
 
 def test_a_start_applied_after_its_finish_joins_its_own_tick_only() -> None:
@@ -170,3 +191,11 @@ def test_a_start_with_its_rid_applied_after_its_finish_starts_that_run() -> None
     # a start that really came after its run's finish changes nothing (a retransmission)
     job.ping("start", tick(1) + s(9), rid=RID)
     assert job.run().started_at == tick(1) + s(2)
+
+
+def test_a_start_with_its_rid_long_after_its_start_less_finish_changes_nothing() -> None:
+    job = Job()
+    job.ping("success", tick(0) + s(1))
+    job.ping("success", tick(1) + s(2), rid=RID)
+    job.ping("start", tick(1) + s(9), rid=RID)
+    assert job.run().started_at is None
