@@ -199,3 +199,12 @@ def test_a_start_with_its_rid_long_after_its_start_less_finish_changes_nothing()
     job.ping("success", tick(1) + s(2), rid=RID)
     job.ping("start", tick(1) + s(9), rid=RID)
     assert job.run().started_at is None
+
+
+def test_a_start_at_the_instant_of_a_start_less_finish_opens_a_run() -> None:
+    # one process's own pings: applied in the order it stamped them, so this start is a new run
+    job = Job()
+    job.ping("success", tick(0) + s(1))
+    job.ping("success", tick(1) + s(2))
+    job.ping("start", tick(1) + s(2))
+    assert [r.started_at for r in job.book.open_runs()] == [tick(1) + s(2)]
