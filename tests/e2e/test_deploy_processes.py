@@ -233,7 +233,8 @@ def test_compose_stack_check_created_on_one_replica_pinged_on_the_other_missed_o
     assert ping.returncode == 0 and ping.stdout == b"OK", ping.stderr.decode()
     with httpx.Client(base_url=second.base, headers=headers, timeout=10) as client:
         seen = client.get(f"/api/v3/checks/{uuid}").json()
-        assert seen["n_pings"] == 1 and seen["status"] == "up", seen
+        # grace once the next tick (2 s on) passed before this read, as it may on a loaded host
+        assert seen["n_pings"] == 1 and seen["status"] in ("up", "grace"), seen
 
         def missed() -> list[Any]:
             alerts: list[Any] = client.get(f"/api/v3/checks/{uuid}/alerts/").json()["alerts"]
