@@ -26,9 +26,6 @@ from monitor.storage import tables as t
 RUN_COLUMNS = tuple(c.name for c in t.runs.columns)
 """Every ``runs`` column: what a sweep's new and changed runs map."""
 
-_CHANGED_RUN_COLUMNS = tuple(c for c in RUN_COLUMNS if c not in ("id", "check_id"))
-"""What a sweep's changed run sets."""
-
 MARK_COLUMNS = ("check_id", "scheduled", "outcome")
 FLIP_COLUMNS = ("check_id", "created_at", "up", "reason", "token")
 
@@ -126,7 +123,6 @@ class SqlDetectionStore(_Store):
             columns = tuple(c for c in repositories.STATE_COLUMNS if c in state)
             if columns:
                 by_columns.setdefault(columns, []).append(state)
-        new_runs, changed_runs = _fold_changes_into_new(new_runs, changed_runs)
         alert_insert = outbox.AlertInsert.of(alerts)
         writes = [
             *(
@@ -135,8 +131,7 @@ class SqlDetectionStore(_Store):
             ),
             bulk.RowsWrite(table=t.tick_marks, rows=marks, columns=MARK_COLUMNS, ignore_conflicts=True),
             bulk.RowsWrite(table=t.flips, rows=flips, columns=FLIP_COLUMNS),
-            bulk.RowsWrite(table=t.runs, rows=new_runs, columns=RUN_COLUMNS),
-            bulk.RowsWrite(table=t.runs, key="id", rows=changed_runs, columns=_CHANGED_RUN_COLUMNS),
+            *_run_writes(new_runs, changed_runs, key="id"),
             alert_insert.write,  # last: the one write that returns rows
         ]
         return alert_insert.ids(await bulk.write_together(self.conn, writes))
@@ -153,16 +148,9 @@ class SqlDetectionStore(_Store):
     ) -> None:
         # set-at-a-time (one write per table and column set, one statement on PostgreSQL)
         # rather than SQLAlchemy's per-row executemany processing: this runs in every ingest batch
-        new_runs, changed_runs = _fold_changes_into_new(new_runs, changed_runs, key="b_id")
-        by_columns: dict[tuple[str, ...], list[Mapping[str, Any]]] = {}
-        for run in changed_runs:
-            columns = tuple(c for c in run if c not in ("b_id", "check_id", "id"))
-            if columns:
-                by_columns.setdefault(columns, []).append({**run, "id": run["b_id"]})
         writes = [
             run_stores.ping_write(pings),
-            bulk.RowsWrite(table=t.runs, rows=new_runs, columns=RUN_COLUMNS),
-            *(bulk.RowsWrite(table=t.runs, key="id", rows=rows, columns=c) for c, rows in by_columns.items()),
+            *_run_writes(new_runs, changed_runs, key="b_id"),
             bulk.RowsWrite(table=t.tick_marks, rows=marks, columns=MARK_COLUMNS, ignore_conflicts=True),
             bulk.RowsWrite(table=t.flips, rows=flips, columns=FLIP_COLUMNS),
             *repositories.state_writes(states),
@@ -212,6 +200,27 @@ class SqlDetectionStore(_Store):
         return (await self.conn.execute(query.limit(1))).first() is not None
 
 
+def _run_writes(
+    new_runs: Sequence[Mapping[str, Any]], changed_runs: Sequence[Mapping[str, Any]], *, key: str
+) -> list[bulk.RowsWrite]:
+    """The insert of ``new_runs`` and one update per set of columns ``changed_runs`` set (each
+    change names its run by ``key``), after :func:`_fold_changes_into_new`."""
+    new_runs, changed_runs = _fold_changes_into_new(new_runs, changed_runs, key=key)
+    by_columns: dict[tuple[str, ...], list[Mapping[str, Any]]] = {}
+    for run in changed_runs:
+        columns = tuple(c for c in run if c not in _RUN_NAMES)
+        if columns:
+            by_columns.setdefault(columns, []).append({**run, "id": run[key]})
+    return [
+        bulk.RowsWrite(table=t.runs, rows=new_runs, columns=RUN_COLUMNS),
+        *(bulk.RowsWrite(table=t.runs, key="id", rows=rows, columns=c) for c, rows in by_columns.items()),
+    ]
+
+
+_RUN_NAMES = ("id", "b_id", "check_id")
+"""The keys of a run change that name its run, not columns it sets."""
+
+
 def _fold_changes_into_new(
     new_runs: Sequence[Mapping[str, Any]], changed_runs: Sequence[Mapping[str, Any]], *, key: str = "id"
 ) -> tuple[Sequence[Mapping[str, Any]], Sequence[Mapping[str, Any]]]:
@@ -232,7 +241,7 @@ def _fold_changes_into_new(
         if index is None:
             left.setdefault(change[key], {}).update(change)
         else:
-            folded[index].update({c: v for c, v in change.items() if c not in ("id", "b_id", "check_id")})
+            folded[index].update({c: v for c, v in change.items() if c not in _RUN_NAMES})
     return folded, list(left.values())
 
 
