@@ -425,12 +425,13 @@ def test_shell_wrapper_reports_the_commands_status_after_sigterm_every_time(moni
 
 
 def _wrapper_paused(tmp_path: Path, before: str, after: str) -> str:
-    """A copy of the shell wrapper with ``sleep 0.5`` put before the first line equal to
-    ``before`` (or after the first equal to ``after``): it widens a window in which a signal
-    may come to half a second, so a test can aim a signal at it."""
+    """A copy of the shell wrapper paused for a second before the first line equal to
+    ``before`` (or after the first equal to ``after``): it makes the file ``paused`` in
+    ``tmp_path`` and sleeps, which widens a window in which a signal may come so a test can
+    aim a signal at it (:func:`_wait_until_paused`)."""
     lines = Path(SHELL_WRAPPER).read_text().splitlines()
     at = lines.index(before) if before else lines.index(after) + 1
-    lines.insert(at, "sleep 0.5")
+    lines.insert(at, _pause(tmp_path))
     copy = tmp_path / "monitor-run.sh"
     copy.write_text("\n".join(lines) + "\n")
     return str(copy)
@@ -439,12 +440,27 @@ def _wrapper_paused(tmp_path: Path, before: str, after: str) -> str:
 TRAPS_TERM = 'trap "exit 7" TERM; echo r; while :; do sleep 0.02; done'
 
 
+def _pause(tmp_path: Path) -> str:
+    """Shell that marks the pause begun (the file ``paused``) and then sleeps a second."""
+    return f": > '{tmp_path / 'paused'}'; sleep 1"
+
+
+def _wait_until_paused(tmp_path: Path, proc: subprocess.Popen[bytes]) -> None:
+    """Block until the wrapper copy reached its pause (at most 20 s, then fail): a fixed delay
+    before the signal missed the pause on a loaded machine, which had not reached it yet."""
+    deadline = time.monotonic() + 20
+    while not (tmp_path / "paused").exists():
+        assert proc.poll() is None, "the wrapper ended before its pause"
+        assert time.monotonic() < deadline, "the wrapper did not reach its pause in 20 s"
+        time.sleep(0.01)
+
+
 def _terminated_while_paused(
     monitor: Monitor, check: str, script: str, tmp_path: Path, **env: str
 ) -> tuple[int, bytes, bool]:
     """Run ``script`` (a paused copy of the wrapper) on a command that only makes a marker
-    file, SIGTERM it 0.25 s in (within the pause); its exit status, its stderr, and whether
-    the command ran."""
+    file, SIGTERM it within the pause; its exit status, its stderr, and whether the command
+    ran."""
     marker = tmp_path / "ran"
     proc = subprocess.Popen(
         [DASH, script, check, "sh", "-c", f'touch "{marker}"'],
@@ -452,7 +468,7 @@ def _terminated_while_paused(
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
     )
-    time.sleep(0.25)
+    _wait_until_paused(tmp_path, proc)
     proc.send_signal(signal.SIGTERM)
     _, err = proc.communicate(timeout=20)
     return proc.returncode, err, marker.exists()
@@ -523,18 +539,17 @@ def test_shell_wrapper_passes_on_a_signal_that_came_while_the_command_was_being_
     child_start = "{ trap - TERM HUP USR1 USR2;"
     assert source.count(child_start) == 1
     script = tmp_path / "monitor-run.sh"
-    script.write_text(source.replace(child_start, "{ sleep 0.5; " + child_start[2:]))
-    proc = subprocess.Popen(
+    script.write_text(source.replace(child_start, "{ " + _pause(tmp_path) + "; " + child_start[2:]))
+    with subprocess.Popen(
         [DASH, str(script), check["uuid"], "sh", "-c", TRAPS_TERM],
         env=monitor.env(),
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
-    )
-    time.sleep(0.25)  # the child is forked and asleep, its traps still the wrapper's
-    proc.send_signal(signal.SIGTERM)
-    assert proc.wait(timeout=20) == 7
-    assert proc.stdout is not None and proc.stdout.read() == b"r\n"
-    proc.stdout.close()
+    ) as proc:
+        _wait_until_paused(tmp_path, proc)  # the child is forked, its traps still the wrapper's
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=20) == 7
+        assert proc.stdout is not None and proc.stdout.read() == b"r\n"
     pings = monitor.pings(check["uuid"])
     assert [(p["type"], p["exit_status"]) for p in pings] == [("start", None), ("fail", 7)]
 
