@@ -6,7 +6,8 @@ Method (see ``benchmarks/README.md``):
    in a temporary directory, or on a throwaway PostgreSQL database; create 1 000 simple checks
    through the API.
 2. Start the baseline: ``benchmarks/noop_app.py`` (one Litestar route that answers ``OK``) under
-   two uvicorn workers, started as ``monitor serve --workers 2`` starts them.
+   two uvicorn workers, started as ``monitor serve --workers 2`` starts them; and, for
+   reference only, the same app on one worker (``no-op-1``), as ``monitor serve`` runs.
 3. ``wrk -t1 -c32 --latency`` with a Lua script POSTing a short body to random ping URLs of
    those checks: 3 s warm-up on each, then no-op and monitor alternated three times (10 s each).
 4. Report per run and as medians: 2xx responses per second (for monitor these are *durable*
@@ -219,7 +220,9 @@ def to_run(target: str, round_: int, raw: dict[str, Any]) -> Run:
     )
 
 
-def bench_backend(backend: str, args: argparse.Namespace, noop: Server, work: Path) -> dict[str, Any]:
+def bench_backend(
+    backend: str, args: argparse.Namespace, noop: Server, work: Path, noop_one: Server | None = None
+) -> dict[str, Any]:
     with database(backend, work) as url:
         port = free_port()
         monitor = Server(
@@ -241,18 +244,24 @@ def bench_backend(backend: str, args: argparse.Namespace, noop: Server, work: Pa
             wanted = set(uuids)
 
             wrk(noop.base, script, args.warmup, args.connections)
+            if noop_one is not None:
+                wrk(noop_one.base, script, args.warmup, args.connections)
             wrk(monitor.base, script, args.warmup, args.connections)
             runs: list[Run] = []
             accounting: list[tuple[int, int]] = []
             for round_ in range(1, args.rounds + 1):
                 runs.append(to_run("no-op", round_, wrk(noop.base, script, args.duration, args.connections)))
+                if noop_one is not None:
+                    one = wrk(noop_one.base, script, args.duration, args.connections)
+                    runs.append(to_run("no-op-1", round_, one))
                 before = settled_pings(monitor.base, wanted)
                 run = to_run("monitor", round_, wrk(monitor.base, script, args.duration, args.connections))
                 runs.append(run)
                 counted = settled_pings(monitor.base, wanted) - before
                 accounting.append((run.ok, counted))
                 print(
-                    f"[{backend}] round {round_}: {runs[-2].ok_per_s:,.0f} vs {run.ok_per_s:,.0f} /s",
+                    f"[{backend}] round {round_}: {runs[-3 if noop_one else -2].ok_per_s:,.0f}"
+                    f" vs {run.ok_per_s:,.0f} /s",
                     flush=True,
                 )
         finally:
@@ -285,7 +294,7 @@ def report(results: list[dict[str, Any]], connections: int) -> bool:
     print()
     summary = (
         f"{'backend':9} {'no-op /s':>9} {'monitor /s':>10} {'ratio':>6} {'p50 ms':>7} {'p99 ms':>7} "
-        f"{'non-2xx':>8} {'pings ok':>9}"
+        f"{'non-2xx':>8} {'pings ok':>9} {'no-op-1 /s':>10} {'ratio-1':>7}"
     )
     print(summary)
     print("-" * len(summary))
@@ -297,17 +306,26 @@ def report(results: list[dict[str, Any]], connections: int) -> bool:
         non2xx = sum(r.non2xx for r in mon)
         counted_ok = all(ok <= counted <= ok + connections for ok, counted in result["accounting"])
         good = good and non2xx == 0 and counted_ok
+        one = [r.ok_per_s for r in result["runs"] if r.target == "no-op-1"]
+        reference = (
+            f" {statistics.median(one):>10,.0f} {mon_rate / statistics.median(one):>7.3f}" if one else ""
+        )
         print(
             f"{result['backend']:9} {noop_rate:>9,.0f} {mon_rate:>10,.0f} {mon_rate / noop_rate:>6.3f} "
             f"{statistics.median(r.p50_ms for r in mon):>7.2f} "
             f"{statistics.median(r.p99_ms for r in mon):>7.2f} "
-            f"{non2xx:>8} {'yes' if counted_ok else 'NO':>9}"
+            f"{non2xx:>8} {'yes' if counted_ok else 'NO':>9}{reference}"
         )
         for ok, counted in result["accounting"]:
             print(
                 f"    {result['backend']}: wrk 2xx {ok:,}, n_pings grew by {counted:,} "
                 f"(in flight at the end: {counted - ok})"
             )
+    if any(r.target == "no-op-1" for result in results for r in result["runs"]):
+        print(
+            "no-op-1 (the no-op on one worker, as `monitor serve` runs) and ratio-1 are for reference;"
+            " the goal's baseline is the two-worker no-op"
+        )
     print()
     for result in results:
         noop = [r for r in result["runs"] if r.target == "no-op"]
@@ -343,6 +361,12 @@ def main() -> int:
         default="monitor",
         help="start the no-op's 2 workers like 'monitor serve' does (default) or with the uvicorn CLI",
     )
+    parser.add_argument(
+        "--reference-noop",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="also measure the no-op on one worker (reported for reference, not a goal)",
+    )
     args = parser.parse_args()
     if shutil.which("wrk") is None:
         print("wrk is not installed: apt-get install -y wrk (Debian package)", file=sys.stderr)
@@ -359,12 +383,21 @@ def main() -> int:
         else:
             argv = [sys.executable, str(HERE / "noop_app.py"), str(port)]
         noop = Server("noop", argv, port, child_env(), work)
+        noop_one = None
+        if args.reference_noop:
+            one_port = free_port()
+            one_argv = [sys.executable, str(HERE / "noop_app.py"), str(one_port), "1"]
+            noop_one = Server("noop-1", one_argv, one_port, child_env(), work)
         try:
             noop.wait_ready(f"/ping/{uuid.uuid4()}")
+            if noop_one is not None:
+                noop_one.wait_ready(f"/ping/{uuid.uuid4()}")
             for backend in args.backends.split(","):
-                results.append(bench_backend(backend.strip(), args, noop, work))
+                results.append(bench_backend(backend.strip(), args, noop, work, noop_one))
         finally:
             noop.stop()
+            if noop_one is not None:
+                noop_one.stop()
     return 0 if report(results, args.connections) else 1
 
 
