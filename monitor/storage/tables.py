@@ -43,7 +43,25 @@ metadata = MetaData(
 
 
 _BIND_TEXTS = 4096
-"""Instants whose SQLite text a bind processor keeps (then it starts again)."""
+"""Instants whose SQLite text the bind processors keep (then they start again)."""
+
+_SQLITE_TEXTS: dict[datetime, str] = {}
+"""Instant → its SQLite text, shared by every :class:`UTCDateTime` column's bind processor."""
+
+
+def _sqlite_text(value: datetime) -> str:
+    """SQLAlchemy's SQLite ``DATETIME`` text of ``value``'s wall time (its zone ignored:
+    ``2026-01-05 13:00:00.000000``, microseconds always present); ``%`` formatting, about
+    twice as fast as ``isoformat`` and a slice."""
+    return "%04d-%02d-%02d %02d:%02d:%02d.%06d" % (  # noqa: UP031 (an f-string measured slower)
+        value.year,
+        value.month,
+        value.day,
+        value.hour,
+        value.minute,
+        value.second,
+        value.microsecond,
+    )
 
 
 class UTCDateTime(TypeDecorator[datetime]):
@@ -84,9 +102,11 @@ class UTCDateTime(TypeDecorator[datetime]):
         if dialect.name != "sqlite":
             return _naive_utc_or_none  # the driver's timestamp takes the naive datetime itself
         # the instants of a sweep or an ingest batch repeat (its ``now``, the ticks many checks
-        # share): their text is looked up, not formatted again. Equal instants in any zone are
+        # share, a ping's arrival in its ping, run and state rows): their text is looked up, not
+        # formatted again, in one table for every column (one per column missed each instant
+        # a ping's row shares with its run's and its check's). Equal instants in any zone are
         # one key and one UTC text; a naive datetime equals no aware one, so it never hits.
-        texts: dict[datetime, str] = {}
+        texts = _SQLITE_TEXTS
 
         def process(value: datetime | None) -> str | None:
             if value is None:
@@ -94,10 +114,7 @@ class UTCDateTime(TypeDecorator[datetime]):
             text = texts.get(value)
             if text is not None:
                 return text
-            if value.tzinfo is UTC:  # the usual case: the text without its "+00:00"
-                text = value.isoformat(" ", "microseconds")[:26]
-            else:
-                text = _naive_utc(value).isoformat(" ", "microseconds")
+            text = _sqlite_text(value if value.tzinfo is UTC else _naive_utc(value))
             if len(texts) >= _BIND_TEXTS:
                 texts.clear()
             texts[value] = text

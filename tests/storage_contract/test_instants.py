@@ -5,6 +5,8 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from sqlalchemy import DateTime, select, text
 from sqlalchemy.exc import StatementError
 from sqlalchemy.ext.asyncio import AsyncEngine
@@ -114,3 +116,22 @@ async def test_a_repeated_instant_binds_the_same_text_in_any_zone_and_a_naive_on
     for second in range(t._BIND_TEXTS + 10):
         instant = utc + timedelta(seconds=second)
         assert process(instant) == instant.isoformat(" ", "microseconds")[:26]
+
+
+def test_every_instant_column_shares_the_texts_it_formatted(engine: AsyncEngine) -> None:
+    """A ping's arrival is bound in its ping, run and check rows, each a column of its own:
+    SQLite's binds format it once, whichever column's processor comes first."""
+    first = t.UTCDateTime().bind_processor(engine.dialect)
+    second = t.UTCDateTime().bind_processor(engine.dialect)
+    if engine.dialect.name != "sqlite":
+        return
+    assert first is not None and second is not None
+    instant = datetime(2026, 7, 18, 2, 0, 1, 123456, tzinfo=UTC)
+    assert second(instant) is first(instant)
+
+
+@given(st.datetimes(timezones=st.just(UTC)))
+def test_the_sqlite_text_is_sqlalchemys_datetime_text(instant: datetime) -> None:
+    """The text formatted for SQLite is SQLAlchemy's own ``DATETIME`` text of the UTC wall time
+    (microseconds always present), so stored rows compare as those of a plain column."""
+    assert t._sqlite_text(instant) == instant.isoformat(" ", "microseconds")[:26]
