@@ -14,9 +14,10 @@ flips). Alerts carry a dedupe ``key`` unique per check; the database enforces it
 
 from __future__ import annotations
 
-import dataclasses
+import operator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 from monitor.domain.checks import (
     AlertKind,
@@ -149,6 +150,11 @@ def started(spec: CheckSpec, book: RunBook, now: datetime) -> bool:
 
 # -- pings --------------------------------------------------------------------------------
 
+_STATE_FIELDS = tuple(CheckState.__dataclass_fields__)
+_state_values = operator.attrgetter(*_STATE_FIELDS)
+"""A check state's values, in :data:`_STATE_FIELDS` order: the snapshot a rejected ping is
+undone from (one C call; copying the dataclass cost about 8 µs a ping)."""
+
 
 def apply_ping(
     spec: CheckSpec, state: CheckState, book: RunBook, ping: PingIn, *, guard: OutageGuard | None = None
@@ -168,7 +174,7 @@ def apply_ping(
     _check_finished(ping)
     _check_started(ping)
     fx = Effects(stored_kind=ping.kind)
-    snapshot = dataclasses.replace(state)
+    snapshot = _state_values(state)
     kind = _effective_kind(spec, state, fx, ping)
     fx.stored_kind = kind
     if kind is PingKind.IGN:
@@ -330,9 +336,15 @@ def _too_fast(spec: CheckSpec, run: Run) -> bool:
 
 
 def _bind_or_restore(
-    spec: CheckSpec, state: CheckState, book: RunBook, kind: PingKind, ping: PingIn, snapshot: CheckState
+    spec: CheckSpec,
+    state: CheckState,
+    book: RunBook,
+    kind: PingKind,
+    ping: PingIn,
+    snapshot: tuple[Any, ...],
 ) -> Binding:
-    """Bind the ping; when it is rejected, put ``state`` back as ``snapshot`` (it changes nothing)."""
+    """Bind the ping; when it is rejected, put ``state`` back as ``snapshot`` (its
+    :data:`_STATE_FIELDS`' values before the ping: it changes nothing)."""
     began = _began(ping)
     try:
         return bind(
@@ -347,8 +359,8 @@ def _bind_or_restore(
             received_is="started (the run's start)" if began < ping.received else "the ping's arrival",
         )
     except ValidationError:
-        for name in CheckState.__dataclass_fields__:  # a rejected ping changes nothing
-            setattr(state, name, getattr(snapshot, name))
+        for name, value in zip(_STATE_FIELDS, snapshot, strict=True):  # a rejected ping changes nothing
+            setattr(state, name, value)
         raise
 
 

@@ -151,7 +151,9 @@ def _aware_utc_of_naive(value: Any) -> datetime | None:
 
 def _aware_utc_of_text(value: Any) -> datetime | None:
     # the stored text with "+00:00" parses straight to aware UTC, five times faster than
-    # parsing it naive and replacing its zone
+    # parsing it naive and replacing its zone; most instants a check row holds are NULL
+    if value is None:
+        return None
     if isinstance(value, str) and len(value) == 26:
         return datetime.fromisoformat(value + "+00:00")
     return _aware_utc(value)

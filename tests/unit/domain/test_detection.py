@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -214,6 +215,24 @@ def test_a_rejected_ping_leaves_a_paused_check_paused() -> None:
     with pytest.raises(ValidationError):
         detection.apply_ping(spec, state, book, ping("success", T0, scheduled=T0 + s(7200)))
     assert state.paused and detection.status(state, T0) is Status.PAUSED
+
+
+def test_a_rejected_ping_leaves_every_state_field_as_it_was() -> None:
+    """A ping refused at binding (a ``scheduled`` hours ahead) undoes whatever was applied
+    before it (here the resume of a paused check): the state equals, field by field, the one
+    before the ping."""
+    spec = cron_spec("0 * * * *", grace=300)
+    state, book = CheckState(), RunBook()
+    detection.apply_ping(spec, state, book, ping("start", T0 + s(5)))
+    detection.apply_ping(spec, state, book, ping("success", T0 + s(20)))
+    detection.evaluate(spec, state, book, T0 + s(3 * 3600 + 400))
+    detection.pause(state, T0 + s(3 * 3600 + 450))  # a run ping would resume it before binding
+    before = dataclasses.replace(state)
+    with pytest.raises(ValidationError):
+        detection.apply_ping(
+            spec, state, book, ping("start", T0 + s(3 * 3600 + 500), scheduled=T0 + s(10 * 3600))
+        )
+    assert state == before
 
 
 def test_a_late_retry_of_a_tick_before_the_first_run_raises_nothing() -> None:
