@@ -118,17 +118,9 @@ class SqlDetectionStore(_Store):
         changed_runs: Sequence[Mapping[str, Any]],
         alerts: Sequence[outbox.NewAlert] = (),
     ) -> list[int | None]:
-        by_columns: dict[tuple[str, ...], list[Mapping[str, Any]]] = {}
-        for state in states:
-            columns = tuple(c for c in repositories.STATE_COLUMNS if c in state)
-            if columns:
-                by_columns.setdefault(columns, []).append(state)
         alert_insert = outbox.AlertInsert.of(alerts)
         writes = [
-            *(
-                bulk.RowsWrite(table=t.checks, key="id", rows=rows, columns=c)
-                for c, rows in by_columns.items()
-            ),
+            *repositories.state_writes(states, key="id"),
             bulk.RowsWrite(table=t.tick_marks, rows=marks, columns=MARK_COLUMNS, ignore_conflicts=True),
             bulk.RowsWrite(table=t.flips, rows=flips, columns=FLIP_COLUMNS),
             *_run_writes(new_runs, changed_runs, key="id"),

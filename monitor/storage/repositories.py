@@ -349,14 +349,16 @@ async def save_state(conn: AsyncConnection, updates: Sequence[Mapping[str, Any]]
     await bulk.write_together(conn, state_writes(updates))
 
 
-def state_writes(updates: Sequence[Mapping[str, Any]]) -> list[bulk.RowsWrite]:
-    """:func:`save_state`'s writes (one update of ``checks`` per set of columns), for
-    :func:`monitor.storage.bulk.write_together`."""
-    groups: dict[tuple[str, ...], list[dict[str, Any]]] = defaultdict(list)
+def state_writes(updates: Sequence[Mapping[str, Any]], *, key: str = "b_id") -> list[bulk.RowsWrite]:
+    """:func:`save_state`'s writes, for :func:`monitor.storage.bulk.write_together`: one update
+    of ``checks`` per set of columns. Each mapping names its check by ``key`` (``b_id`` in the
+    ingest's updates, ``id`` in a sweep's) and holds the columns to set."""
+    groups: dict[tuple[str, ...], list[Mapping[str, Any]]] = defaultdict(list)
     for values in updates:
-        groups[tuple(values)].append({**values, "id": values["b_id"]})
+        columns = tuple(c for c in values if c not in (key, "id"))
+        if columns:
+            groups[columns].append(values if key == "id" else {**values, "id": values[key]})
     return [
-        bulk.RowsWrite(table=t.checks, key="id", rows=rows, columns=[c for c in names if c != "b_id"])
-        for names, rows in groups.items()
-        if any(c != "b_id" for c in names)
+        bulk.RowsWrite(table=t.checks, key="id", rows=rows, columns=list(columns))
+        for columns, rows in groups.items()
     ]
