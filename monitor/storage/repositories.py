@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import operator
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
@@ -54,28 +55,78 @@ def hash_key(key: str) -> str:
     return hashlib.sha256(key.encode()).hexdigest()
 
 
+_SPEC_COLUMNS = (
+    "kind",
+    "schedule",
+    "dialect",
+    "tz",
+    "timeout",
+    "grace",
+    "max_runtime",
+    "failure_threshold",
+    "recovery_threshold",
+    "early_tolerance",
+    "expected_runs",
+    "min_runtime",
+    "manual_resume",
+    "methods",
+    "name",
+)
+_spec_values = operator.itemgetter(*_SPEC_COLUMNS)
+
+
 def spec_of(row: Mapping[str, Any]) -> CheckSpec:
-    """A check row's :class:`CheckSpec` (the schedule is parsed through the cache)."""
+    """A check row's :class:`CheckSpec`.
+
+    The spec is a frozen value of the row's spec columns, so rows holding the same values share
+    one (:data:`SPEC_CACHE` of them are kept, least recently used dropped): a sweep or an ingest
+    batch builds one per check it touches, and building it (a dozen ``timedelta`` and a frozen
+    dataclass of twelve fields) cost more than judging a plain miss.
+    """
+    return _spec(_spec_values(row))
+
+
+SPEC_CACHE = 65_536
+"""Distinct check specs :func:`spec_of` keeps (a few hundred bytes each)."""
+
+
+@functools.lru_cache(maxsize=SPEC_CACHE)
+def _spec(values: tuple[Any, ...]) -> CheckSpec:
+    (
+        kind,
+        schedule_text,
+        dialect,
+        tz,
+        timeout,
+        grace,
+        max_runtime,
+        failure_threshold,
+        recovery_threshold,
+        early_tolerance,
+        expected_runs,
+        min_runtime,
+        manual_resume,
+        methods,
+        name,
+    ) = values
     schedule: SimpleSchedule | schedules.CronSchedule
-    if row["kind"] == "cron":
-        schedule = schedules.parse_cron(row["schedule"], row["dialect"], row["tz"])
+    if kind == "cron":
+        schedule = schedules.parse_cron(schedule_text, dialect, tz)
     else:
-        schedule = SimpleSchedule(period=timedelta(seconds=row["timeout"]))
+        schedule = SimpleSchedule(period=timedelta(seconds=timeout))
     return CheckSpec(
         schedule=schedule,
-        grace=timedelta(seconds=row["grace"]),
-        max_runtime=timedelta(seconds=row["max_runtime"]),
-        failure_threshold=row["failure_threshold"],
-        recovery_threshold=row["recovery_threshold"],
-        early_tolerance=(
-            timedelta(seconds=row["early_tolerance"]) if row["early_tolerance"] is not None else None
-        ),
-        expected_runs=row["expected_runs"],
-        min_runtime=timedelta(seconds=row["min_runtime"]) if row["min_runtime"] is not None else None,
-        manual_resume=bool(row["manual_resume"]),
-        post_only=row["methods"] == "POST",
-        name=row["name"],
-        tz=row["tz"],
+        grace=timedelta(seconds=grace),
+        max_runtime=timedelta(seconds=max_runtime),
+        failure_threshold=failure_threshold,
+        recovery_threshold=recovery_threshold,
+        early_tolerance=timedelta(seconds=early_tolerance) if early_tolerance is not None else None,
+        expected_runs=expected_runs,
+        min_runtime=timedelta(seconds=min_runtime) if min_runtime is not None else None,
+        manual_resume=bool(manual_resume),
+        post_only=methods == "POST",
+        name=name,
+        tz=tz,
     )
 
 
