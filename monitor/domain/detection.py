@@ -125,6 +125,12 @@ class PingIn:
     """A start ping's ``started``: when its run really started, as the client saw it (aware
     UTC), for a start delivered late (docs/design.md §5); ``None``: it started at arrival. The
     ping binds, and its run is judged (late, duplicate, overlap), as if it had arrived then."""
+    applied_here: frozenset[datetime] = frozenset()
+    """Arrivals of the check's pings that the process applying this one stamped and applied
+    before it, within :data:`REORDER_WINDOW` (aware UTC; empty: none known, e.g. another
+    process's or a restarted one's). A process applies its own pings in the order it stamped
+    them, so a run whose first ping is one of these came first, and a start cannot have been
+    overtaken by it (:func:`_finish_overtook`)."""
 
 
 # -- status -------------------------------------------------------------------------------
@@ -457,21 +463,27 @@ def _apply_start(
     return run
 
 
-REORDER_WINDOW = timedelta(milliseconds=5)
+REORDER_WINDOW = timedelta(milliseconds=100)
 """How much later than a run's first ping its start may be stamped and still be its start.
 Each process stamps a ping's arrival when it reads it, and each commits its own batches: a
 client that sends the start and then, without waiting for its answer, the finish on another
-connection can reach two processes, and the finish can be both stamped and applied first
-(stamps a millisecond or two apart, measured with ``--workers 2``). A client that waits for an
-answer before its next ping is stamped later than that (the answer waits for the commit)."""
+connection can reach two processes, and the finish can be both stamped and applied first.
+A busy process reads late: on a loaded 2-core host (load 5-7) a start sent 2 ms before its
+finish was stamped up to 14 ms after it by ``--workers 2`` and by two replicas, and left open
+by a 5 ms window its run stayed open, every later finish bound one run behind, and false
+``overlap`` and ``duplicate`` alerts followed. A start really sent after a start-less finish
+(a script's ``curl`` of a success, then of a start, about 20-30 ms apart) joins it only when
+another process applied that finish: the pings one process applied itself
+(:attr:`PingIn.applied_here`) are never overtaken."""
 
 
 def _finish_overtook(ping: PingIn, run: Run) -> bool:
     """``run`` (finished, no start) opened with a first ping that arrived after ``ping`` (a
-    start), or before it by less than :data:`REORDER_WINDOW`: the start is its start. Not at
-    the same instant: a process's own pings are applied in the order it stamped them, and two
+    start), or before it by less than :data:`REORDER_WINDOW`, and that the start's process did
+    not apply itself (:attr:`PingIn.applied_here`): the start is its start. Not at the same
+    instant: a process's own pings are applied in the order it stamped them, and two
     processes' stamps are never equal to the microsecond."""
-    if run.finish_kind is None:
+    if run.finish_kind is None or run.first_ping_at in ping.applied_here:
         return False
     ahead = ping.received - run.first_ping_at
     return ahead < timedelta(0) or timedelta(0) < ahead < REORDER_WINDOW

@@ -10,6 +10,7 @@ retried ping by ping so one bad ping cannot sink its neighbours.
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import logging
 import uuid as uuid_module
@@ -76,6 +77,41 @@ class PingRequest:
     duration the run's start and finish pings give."""
 
 
+_NONE: frozenset[datetime] = frozenset()
+
+
+class AppliedHere:
+    """The arrivals of the pings one process applied, per check, within the last
+    :data:`~monitor.domain.detection.REORDER_WINDOW` of each check's newest: what
+    :attr:`monitor.domain.detection.PingIn.applied_here` tells a start, so a start this
+    process stamped after a start-less finish it applied itself opens a run of its own (that
+    finish really came first), while one stamped shortly after another process's finish may be
+    that run's start (docs/design.md §5, a start applied after its own finish).
+
+    Kept in memory, by the process's :class:`IngestWriter`: a restarted process knows none,
+    and judges its first starts as another process's would be. At most ``checks`` checks are
+    kept, the least recently pinged dropped first (an arrival matters for a tenth of a second).
+    """
+
+    def __init__(self, checks: int = 10_000) -> None:
+        self._checks = checks
+        self._by_check: collections.OrderedDict[int, list[datetime]] = collections.OrderedDict()
+
+    def of(self, check_id: int) -> frozenset[datetime]:
+        """The arrivals (aware UTC) of ``check_id``'s pings applied here within the window."""
+        arrivals = self._by_check.get(check_id)
+        return frozenset(arrivals) if arrivals else _NONE
+
+    def add(self, check_id: int, received: datetime) -> None:
+        """Record that a ping of ``check_id`` that arrived at ``received`` was applied here."""
+        horizon = received - detection.REORDER_WINDOW
+        arrivals = [at for at in self._by_check.pop(check_id, ()) if at >= horizon]
+        arrivals.append(received)
+        self._by_check[check_id] = arrivals
+        if len(self._by_check) > self._checks:
+            self._by_check.popitem(last=False)
+
+
 @dataclass(frozen=True, slots=True)
 class PingAnswer:
     """What the ping endpoint answers: a status code and a plain-text body."""
@@ -137,12 +173,16 @@ async def ingest_pings(
     settings: Settings,
     limiter: RateLimiter | None = None,
     on_locked: Callable[[], None] | None = None,
+    applied_here: AppliedHere | None = None,
 ) -> list[PingAnswer]:
     """Process ``requests`` in order in one transaction; answers only after commit.
 
     On SQLite the transaction runs whole in one worker-thread call (:meth:`UnitOfWork.run`).
 
     Args:
+        applied_here: the calling process's record of the pings it applied (its
+            :class:`IngestWriter`'s); each ping applied is added to it. ``None``: the pings are
+            judged as if another process had applied every earlier one.
         on_locked: called once the batch's checks are read and, on PostgreSQL, locked
             (``FOR UPDATE``, id order): from then on a later transaction touching one of them
             waits for this one's commit.
@@ -152,7 +192,9 @@ async def ingest_pings(
     """
     return await UnitOfWork.run(
         engine,
-        lambda uow: _ingest(uow, requests, settings=settings, limiter=limiter, on_locked=on_locked),
+        lambda uow: _ingest(
+            uow, requests, settings=settings, limiter=limiter, on_locked=on_locked, applied_here=applied_here
+        ),
     )
 
 
@@ -314,6 +356,7 @@ async def _ingest(
     settings: Settings,
     limiter: RateLimiter | None,
     on_locked: Callable[[], None] | None = None,
+    applied_here: AppliedHere | None = None,
 ) -> list[PingAnswer]:
     """
     Long because a batch's transaction resolves, binds, judges and writes in one sequence whose
@@ -372,6 +415,7 @@ async def _ingest(
                 continue
             remembered[memo] = success.status
         kind = _filtered_kind(ctx.row, request)
+        earlier = _NONE if applied_here is None or kind is not PingKind.START else applied_here.of(cid)
         ping = detection.PingIn(
             kind=kind,
             received=request.received,
@@ -383,6 +427,7 @@ async def _ingest(
             # methods=POST guards against link-preview bots fetching ping URLs; email pings
             # are not subject to it (Healthchecks' smtpd does not apply it either)
             post=request.method == "POST" or request.scheme == "email",
+            applied_here=earlier,
         )
         try:
             fx = detection.apply_ping(
@@ -393,6 +438,8 @@ async def _ingest(
             if request.idempotency_key:
                 remembered.pop((cid, request.kind.value, request.idempotency_key), None)
             continue
+        if applied_here is not None:
+            applied_here.add(cid, request.received)
         ctx.touched = True
         ctx.row["n_pings"] += 1
         stored_kind = fx.stored_kind or kind
@@ -553,6 +600,7 @@ class IngestWriter:
         self.engine = engine
         self.settings = settings
         self.limiter = RateLimiter(settings.ping_rate_limit)
+        self.applied_here = AppliedHere()
         self._queue: asyncio.Queue[tuple[PingRequest, asyncio.Future[PingAnswer]]] = asyncio.Queue()
         self._task: asyncio.Task[None] | None = None
         self._failures = FailureLog(logger, "ping ingest", action="ingest_batch_failed")
@@ -662,7 +710,12 @@ class IngestWriter:
         requests = [r for r, _ in batch]
         try:
             answers = await ingest_pings(
-                self.engine, requests, settings=self.settings, limiter=self.limiter, on_locked=on_locked
+                self.engine,
+                requests,
+                settings=self.settings,
+                limiter=self.limiter,
+                on_locked=on_locked,
+                applied_here=self.applied_here,
             )
         except Exception as error:
             # retried ping by ping; a database outage logs one traceback, then a counted
@@ -671,7 +724,11 @@ class IngestWriter:
             answers = []
             for request in requests:
                 try:
-                    answers.extend(await ingest_pings(self.engine, [request], settings=self.settings))
+                    answers.extend(
+                        await ingest_pings(
+                            self.engine, [request], settings=self.settings, applied_here=self.applied_here
+                        )
+                    )
                 except Exception as single:
                     self._failures.failed(single)
                     answers.append(PingAnswer(503, "storage unavailable, retry"))

@@ -180,11 +180,16 @@ async def test_three_replicas_same_tick_raise_one_duplicate(
     await assert_one_duplicate(engine, check_id, tick, count=3, channels=len(channels))
 
 
+@pytest.mark.parametrize("lag_ms", [1, 14, 60])
 @pytest.mark.parametrize(
     "fields", [{"timeout": 60, "grace": 60}, {"schedule": "* * * * *", "grace": 60}], ids=["simple", "cron"]
 )
 async def test_a_start_committed_after_the_finish_that_arrived_after_it_starts_that_run(
-    engine: AsyncEngine, project_id: int, settings_factory: Callable[..., Settings], fields: dict[str, Any]
+    engine: AsyncEngine,
+    project_id: int,
+    settings_factory: Callable[..., Settings],
+    fields: dict[str, Any],
+    lag_ms: int,
 ) -> None:
     # two processes (or replicas) ingest a client's start and its finish, sent 5 ms apart on two
     # connections; each commits its own batches, so the finish may be committed first
@@ -196,11 +201,12 @@ async def test_a_start_committed_after_the_finish_that_arrived_after_it_starts_t
         started = at + timedelta(seconds=60 * n)
         await ingest_pings(engine, [ping(uuid, started + timedelta(milliseconds=5))], settings=settings)
         await ingest_pings(engine, [ping(uuid, started, PingKind.START)], settings=settings)
-    # the start stamped 1 ms after its finish (another process read it later), and applied after
+    # the start stamped after its finish (another process read it later: up to 14 ms on a
+    # loaded 2-core host), and applied after
     finished = at + timedelta(seconds=240)
     await ingest_pings(engine, [ping(uuid, finished)], settings=settings)
     await ingest_pings(
-        engine, [ping(uuid, finished + timedelta(milliseconds=1), PingKind.START)], settings=settings
+        engine, [ping(uuid, finished + timedelta(milliseconds=lag_ms), PingKind.START)], settings=settings
     )
     async with engine.connect() as conn:
         r = t.runs.c
@@ -224,6 +230,44 @@ async def test_a_start_committed_after_the_finish_that_arrived_after_it_starts_t
         )
         == 0
     )
+
+
+async def test_a_start_after_a_finish_the_same_writer_applied_opens_a_run(
+    engine: AsyncEngine, project_id: int, writer: IngestWriter
+) -> None:
+    # a script's `curl` of a success, then of a start, about 20 ms apart: one process stamped
+    # and applied both, in that order, so the start is the next run's
+    check_id, uuid = await make_check(engine, project_id, name="scripted", timeout=60, grace=60)
+    at = T0 + timedelta(seconds=1)
+    assert (await writer.submit(ping(uuid, at))).status == 200
+    assert (await writer.submit(ping(uuid, at + timedelta(milliseconds=20), PingKind.START))).status == 200
+    async with engine.connect() as conn:
+        r = t.runs.c
+        runs = (
+            await conn.execute(
+                select(r.started_at, r.finished_at).where(r.check_id == check_id).order_by(r.first_ping_at)
+            )
+        ).all()
+    assert [tuple(run) for run in runs] == [(None, at), (at + timedelta(milliseconds=20), None)]
+
+
+async def test_a_start_the_writer_stamped_after_another_processs_finish_starts_that_run(
+    engine: AsyncEngine, project_id: int, settings_factory: Callable[..., Settings], writer: IngestWriter
+) -> None:
+    check_id, uuid = await make_check(engine, project_id, name="two processes", timeout=60, grace=60)
+    at = T0 + timedelta(seconds=1)
+    assert (await writer.submit(ping(uuid, at - timedelta(seconds=30)))).status == 200
+    # the finish through another process (its own ingest, not this writer)
+    await ingest_pings(engine, [ping(uuid, at)], settings=settings_factory())
+    assert (await writer.submit(ping(uuid, at + timedelta(milliseconds=14), PingKind.START))).status == 200
+    async with engine.connect() as conn:
+        r = t.runs.c
+        runs = (
+            await conn.execute(
+                select(r.started_at, r.finished_at).where(r.check_id == check_id).order_by(r.first_ping_at)
+            )
+        ).all()
+    assert [tuple(run) for run in runs][1:] == [(at, at)]
 
 
 async def assert_one_duplicate(

@@ -208,3 +208,40 @@ def test_a_start_at_the_instant_of_a_start_less_finish_opens_a_run() -> None:
     job.ping("success", tick(1) + s(2))
     job.ping("start", tick(1) + s(2))
     assert [r.started_at for r in job.book.open_runs()] == [tick(1) + s(2)]
+
+
+@pytest.mark.parametrize("lag_ms", [14, 60, 99])
+def test_a_start_another_process_stamped_late_after_its_finish_still_starts_that_run(lag_ms: int) -> None:
+    # sent 2 ms before its finish on another connection, read late by a busy process: on a
+    # loaded host the start's stamp came up to 14 ms after the finish's
+    job = Job()
+    job.ping("success", tick(0) + s(1))
+    job.ping("success", tick(1) + s(2))
+    job.ping("start", tick(1) + s(2) + timedelta(milliseconds=lag_ms))
+    assert not job.book.open_runs()
+    # the next run pairs as usual: nothing is left one run behind
+    job.ping("start", tick(2) + s(2))
+    job.ping("success", tick(2) + s(3))
+    assert not job.book.open_runs()
+    newest = max(job.book.runs.values(), key=lambda r: r.first_ping_at)
+    assert (newest.started_at, newest.finished_at) == (tick(2) + s(2), tick(2) + s(3))
+
+
+def test_a_start_after_a_finish_its_own_process_applied_opens_a_run() -> None:
+    # a script's `curl` of a success, then of a start, about 20 ms later, on one process: the
+    # finish was applied first because it came first
+    job = Job()
+    job.ping("success", tick(0) + s(1))
+    job.ping("success", tick(1) + s(2))
+    later = tick(1) + s(2) + timedelta(milliseconds=20)
+    job.ping("start", later, applied_here=frozenset({tick(1) + s(2)}))
+    assert [r.started_at for r in job.book.open_runs()] == [later]
+
+
+def test_a_start_a_window_after_a_start_less_finish_opens_a_run() -> None:
+    job = Job()
+    job.ping("success", tick(0) + s(1))
+    job.ping("success", tick(1) + s(2))
+    later = tick(1) + s(2) + detection.REORDER_WINDOW
+    job.ping("start", later)
+    assert [r.started_at for r in job.book.open_runs()] == [later]
