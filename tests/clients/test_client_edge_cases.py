@@ -674,7 +674,11 @@ def test_apscheduler_jobs_due_together_start_together_while_the_monitor_hangs(
             scheduler.add_job(job, DateTrigger(run_date=due), args=[name], id=f"together-{name}")
         scheduler.start()
         try:
-            wait_until(lambda: len(starts) == 4, timeout=10, what="the four jobs")
+            # and the scheduler's thread has removed the four one-shot jobs: shut down while it
+            # removes them, APScheduler raises JobLookupError in that thread
+            wait_until(
+                lambda: len(starts) == 4 and not scheduler.get_jobs(), timeout=10, what="the four jobs"
+            )
         finally:
             scheduler.shutdown(wait=False)
         client.close()
