@@ -178,7 +178,7 @@ def apply_ping(
     """
     now = ping.received
     _check_finished(ping)
-    _check_started(ping)
+    _check_started(spec, ping)
     fx = Effects(stored_kind=ping.kind)
     snapshot = _state_values(state)
     kind = _effective_kind(spec, state, fx, ping)
@@ -263,9 +263,13 @@ def _check_finished(ping: PingIn) -> None:
         raise ValidationError("finished", "is later than the ping's arrival")
 
 
-def _check_started(ping: PingIn) -> None:
-    """``started`` only on a start ping, and not later than its arrival plus
-    :data:`FINISHED_SKEW`.
+def _check_started(spec: CheckSpec, ping: PingIn) -> None:
+    """``started`` only on a start ping, not later than its arrival plus :data:`FINISHED_SKEW`,
+    and not earlier than its arrival minus the check's ``max_runtime``: a run that began then
+    had run out of time before its start arrived, and taken at its word a client whose clock
+    was reset (``started=2000-01-02…``) opened a run decades old that timed out at once and
+    took the check down. A refused ``started`` costs the real start only: the clients send the
+    ping again without it.
 
     Raises:
         ValidationError: field ``started``.
@@ -276,6 +280,11 @@ def _check_started(ping: PingIn) -> None:
         raise ValidationError("started", "only for a start ping")
     if ping.started > ping.received + FINISHED_SKEW:
         raise ValidationError("started", "is later than the ping's arrival")
+    if ping.started < ping.received - spec.max_runtime:
+        seconds = int(spec.max_runtime.total_seconds())
+        raise ValidationError(
+            "started", f"is more than the check's max_runtime ({seconds} s) before the ping's arrival"
+        )
 
 
 def _began(ping: PingIn) -> datetime:

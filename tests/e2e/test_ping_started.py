@@ -63,6 +63,12 @@ BAD: list[tuple[str, dict[str, Any], str]] = [
     ("/start", {"started": "2026-07-18T02:00:00"}, "started: needs a UTC offset or Z"),
     ("/start", {"started": "1999-12-31T23:59:59Z"}, "started: out of range (2000-01-01 to 9000-01-01)"),
     ("/start", {"started": "2026-07-18T02:00:06Z"}, "started: is later than the ping's arrival"),
+    # a client whose clock was reset: a run that began then would have timed out long ago
+    (
+        "/start",
+        {"started": "2000-01-02T00:00:00Z"},
+        "started: is more than the check's max_runtime (1800 s) before the ping's arrival",
+    ),
     ("", {"started": "2026-07-18T02:00:00Z"}, "started: only for a start ping"),
     ("/fail", {"started": "2026-07-18T02:00:00Z"}, "started: only for a start ping"),
     ("/0", {"started": "2026-07-18T02:00:00Z"}, "started: only for a start ping"),

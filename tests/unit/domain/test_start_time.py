@@ -10,6 +10,7 @@ within bounds: never later than the arrival (plus a small clock skew).
 
 from __future__ import annotations
 
+import dataclasses
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -108,6 +109,24 @@ def test_started_far_after_the_arrival_is_refused_and_changes_nothing() -> None:
         job.ping("start", tick(1) + s(5), scheduled=tick(1), rid=RID, started=too_late)
     assert (error.value.field, str(error.value)) == ("started", "started: is later than the ping's arrival")
     assert job.book.by_rid(RID) is None
+
+
+def test_started_longer_ago_than_the_max_runtime_is_refused_and_changes_nothing() -> None:
+    job = Job()
+    job.ping("success", tick(0) + s(1))
+    before = dataclasses.replace(job.state)
+    arrival = tick(1) + s(5)
+    with pytest.raises(ValidationError) as error:
+        job.ping("start", arrival, rid=RID, started=arrival - job.spec.max_runtime - s(1))
+    assert (error.value.field, str(error.value)) == (
+        "started",
+        "started: is more than the check's max_runtime (1800 s) before the ping's arrival",
+    )
+    assert job.book.by_rid(RID) is None
+    assert job.state == before
+    # exactly max_runtime before is a run that is just timing out, taken as sent
+    job.ping("start", arrival, rid=RID, started=arrival - job.spec.max_runtime)
+    assert job.run().started_at == arrival - job.spec.max_runtime
 
 
 @pytest.mark.parametrize("kind", ["success", "fail", "unknown", "log", "skip"])
