@@ -183,13 +183,11 @@ def apply_ping(
     snapshot = _state_values(state)
     kind = _effective_kind(spec, state, fx, ping)
     fx.stored_kind = kind
-    if kind is PingKind.IGN:
-        return fx
-    if kind is PingKind.LOG:
+    if kind in (PingKind.IGN, PingKind.LOG):
         # stored with the tick it would bind to, for display only; a bad scheduled is a 400
         # like on any other ping (DESIGN §5)
         fx.tick = bind(
-            spec, state, book, kind=kind, received=now, scheduled=ping.scheduled, rid=ping.rid
+            spec, state, book, kind=ping.kind, received=now, scheduled=ping.scheduled, rid=ping.rid
         ).tick
         return fx
 

@@ -564,6 +564,22 @@ async def test_post_only_check_stores_get_as_ign(api: Api) -> None:
     assert [p["type"] for p in await list_of(api, uuid, "pings")] == ["success", "ign", "ign"]
 
 
+async def test_an_ign_ping_is_stored_with_the_tick_it_would_bind_to(api: Api) -> None:
+    # DESIGN §5: log and ign pings are stored with the tick they would bind to, for display only
+    check = await create_check(api, name="nightly", schedule="0 2 * * *", grace=600, methods="POST")
+    uuid = check["uuid"]
+    api.clock.advance(30)  # 02:00:30, just after the 02:00 tick
+    assert (await ping(api, uuid, "GET")).status_code == 200
+    assert (await ping(api, f"{uuid}/log", "POST")).status_code == 200
+    pings = await list_of(api, uuid, "pings")
+    assert [(p["type"], p["scheduled"]) for p in pings] == [
+        ("log", "2026-07-18T02:00:00Z"),
+        ("ign", "2026-07-18T02:00:00Z"),
+    ]
+    assert (await get_check(api, uuid))["status"] == "new"
+    assert await list_of(api, uuid, "runs") == []
+
+
 async def test_ping_resumes_a_paused_check(api: Api) -> None:
     check = await create_check(api, name="job")
     uuid = check["uuid"]
