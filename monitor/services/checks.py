@@ -55,7 +55,8 @@ def _int(data: Mapping[str, Any], name: str, low: int, high: int) -> int:
             else f"must be an integer, got {value!r}",
         )
     if not low <= value <= high:
-        raise ValidationError(name, f"must be between {low} and {high}, got {value}")
+        # as sent: 1e308 is a whole number, and its integer would be 309 digits long
+        raise ValidationError(name, f"must be between {low} and {high}, got {data[name]!r}")
     return value
 
 

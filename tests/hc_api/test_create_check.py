@@ -283,3 +283,10 @@ async def test_six_field_cron_needs_the_seconds_dialect(api: Api) -> None:
     await _error(api, {"schedule": "*/5 * * * * *"}, "schedule: ")
     r = await _post(api, {"schedule": "*/5 * * * * *", "dialect": "seconds"})
     assert r.status_code == 201
+
+
+async def test_an_out_of_range_number_is_named_as_sent(api: Api) -> None:
+    # 1e308 is a whole number: its integer, 309 digits long, is not what the client sent
+    r = await _post(api, {"timeout": 1e308})
+    assert r.status_code == 400
+    assert r.json()["error"] == "timeout: must be between 1 and 31536000, got 1e+308"
