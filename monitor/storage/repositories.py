@@ -55,7 +55,8 @@ def hash_key(key: str) -> str:
     return hashlib.sha256(key.encode()).hexdigest()
 
 
-_SPEC_COLUMNS = (
+SPEC_COLUMNS = (
+    # what spec_of reads: the columns of a check row that make its CheckSpec
     "kind",
     "schedule",
     "dialect",
@@ -72,7 +73,7 @@ _SPEC_COLUMNS = (
     "methods",
     "name",
 )
-_spec_values = operator.itemgetter(*_SPEC_COLUMNS)
+_spec_values = operator.itemgetter(*SPEC_COLUMNS)
 
 
 def spec_of(row: Mapping[str, Any]) -> CheckSpec:

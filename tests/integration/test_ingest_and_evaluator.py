@@ -83,6 +83,16 @@ def ping(uuid: str, at: datetime, kind: PingKind = PingKind.SUCCESS, **kwargs: A
     return PingRequest(kind=kind, received=at, uuid=uuid, **kwargs)
 
 
+async def starts_and_ends(
+    engine: AsyncEngine, check_id: int
+) -> list[tuple[datetime | None, datetime | None]]:
+    """Each run's (started, finished) of ``check_id``, in the order the runs' first pings arrived."""
+    r = t.runs.c
+    query = select(r.started_at, r.finished_at).where(r.check_id == check_id).order_by(r.first_ping_at)
+    async with engine.connect() as conn:
+        return [(started, finished) for started, finished in (await conn.execute(query)).all()]
+
+
 async def scalar(engine: AsyncEngine, query: Any) -> Any:
     async with engine.connect() as conn:
         return (await conn.execute(query)).scalar_one()
@@ -208,14 +218,8 @@ async def test_a_start_committed_after_the_finish_that_arrived_after_it_starts_t
     await ingest_pings(
         engine, [ping(uuid, finished + timedelta(milliseconds=lag_ms), PingKind.START)], settings=settings
     )
-    async with engine.connect() as conn:
-        r = t.runs.c
-        runs = (
-            await conn.execute(
-                select(r.started_at, r.finished_at).where(r.check_id == check_id).order_by(r.first_ping_at)
-            )
-        ).all()
-    assert [tuple(run) for run in runs][1:] == [
+    runs = await starts_and_ends(engine, check_id)
+    assert runs[1:] == [
         *(
             (at + timedelta(seconds=60 * n), at + timedelta(seconds=60 * n, milliseconds=5))
             for n in range(1, 4)
@@ -241,14 +245,8 @@ async def test_a_start_after_a_finish_the_same_writer_applied_opens_a_run(
     at = T0 + timedelta(seconds=1)
     assert (await writer.submit(ping(uuid, at))).status == 200
     assert (await writer.submit(ping(uuid, at + timedelta(milliseconds=20), PingKind.START))).status == 200
-    async with engine.connect() as conn:
-        r = t.runs.c
-        runs = (
-            await conn.execute(
-                select(r.started_at, r.finished_at).where(r.check_id == check_id).order_by(r.first_ping_at)
-            )
-        ).all()
-    assert [tuple(run) for run in runs] == [(None, at), (at + timedelta(milliseconds=20), None)]
+    runs = await starts_and_ends(engine, check_id)
+    assert runs == [(None, at), (at + timedelta(milliseconds=20), None)]
 
 
 async def test_a_start_the_writer_stamped_after_another_processs_finish_starts_that_run(
@@ -260,14 +258,8 @@ async def test_a_start_the_writer_stamped_after_another_processs_finish_starts_t
     # the finish through another process (its own ingest, not this writer)
     await ingest_pings(engine, [ping(uuid, at)], settings=settings_factory())
     assert (await writer.submit(ping(uuid, at + timedelta(milliseconds=14), PingKind.START))).status == 200
-    async with engine.connect() as conn:
-        r = t.runs.c
-        runs = (
-            await conn.execute(
-                select(r.started_at, r.finished_at).where(r.check_id == check_id).order_by(r.first_ping_at)
-            )
-        ).all()
-    assert [tuple(run) for run in runs][1:] == [(at, at)]
+    runs = await starts_and_ends(engine, check_id)
+    assert runs[1:] == [(at, at)]
 
 
 async def assert_one_duplicate(
