@@ -35,15 +35,17 @@ from monitor.http.ping import PingApp
 from monitor.notify.apprise import AppriseChannelUrls, AppriseNotifier
 from monitor.notify.base import Notifier
 from monitor.notify.egress import install_egress_guard
-from monitor.services.ingest import IngestWriter
+from monitor.services.ingest import BATCHES_IN_FLIGHT, IngestWriter
 from monitor.services.retention import run_retention
 from monitor.settings import LOG_FORMAT, Settings
 from monitor.storage import cluster
 from monitor.storage.engine import make_engine, migrate
+from monitor.storage.sqlite_batch import runs_in_thread
 from monitor.web import auth as web_auth
 from monitor.web import badges as web_badges
 from monitor.web import setup as web_setup
 from monitor.workers.evaluator import run_evaluator
+from monitor.workers.ingest_process import IngestProcess
 from monitor.workers.liveness import run_liveness
 from monitor.workers.notifier import run_notifier
 
@@ -90,6 +92,12 @@ def create_app(
         # this process sends (the notifier loop, a channel's test-send): guard its connects first
         install_egress_guard()
         engine = make_engine(settings.database_url)
+        # a SQLite file's ping writes in a process of their own; it starts while this one migrates
+        ingest_process = None
+        starting = None
+        if settings.ingest_process and runs_in_thread(engine):
+            ingest_process = IngestProcess(settings)
+            starting = asyncio.ensure_future(ingest_process.start())
         if migrate_on_start:
             await migrate(engine)
         try:
@@ -111,7 +119,11 @@ def create_app(
             notifier=own_notifier,
             channel_urls=AppriseChannelUrls(),
         )
-        ingest = IngestWriter(engine, settings)
+        if starting is not None:
+            await starting
+        ingest = IngestWriter(
+            engine, settings, store=ingest_process, in_flight=BATCHES_IN_FLIGHT if ingest_process else None
+        )
         await ingest.start()
         writer_box["writer"] = ingest
         smtp_server = None
@@ -160,6 +172,8 @@ def create_app(
                 with contextlib.suppress(asyncio.CancelledError, Exception):
                     await task
             await ingest.stop()
+            if ingest_process is not None:
+                await ingest_process.stop()
             if notifier is None and isinstance(own_notifier, AppriseNotifier):
                 await own_notifier.aclose()
             await engine.dispose()

@@ -314,6 +314,14 @@ class Settings:
         "`notifier` (set by `serve` for its uvicorn workers, always starting with `http`)",
     )
 
+    ingest_process: bool = setting(
+        False,
+        env="MONITOR_INGEST_PROCESS",
+        kind=bool,
+        shown_default="`1` under `serve` on a SQLite file, else `0`",
+        doc="store pings in a child process of their own (a SQLite file's one writer, on a core "
+        "of its own) instead of in the API process; `0` keeps them in the API process",
+    )
     ingest_queue: int = setting(
         5000,
         env="MONITOR_INGEST_QUEUE",

@@ -121,6 +121,9 @@ def _export_environment(args: argparse.Namespace, settings: Settings, smtp_port:
     if smtp_port is not None:
         os.environ["MONITOR_SMTP_PORT"] = str(smtp_port)
         os.environ.setdefault("MONITOR_SMTP_HOST", args.host)
+    if not settings_module.given("ingest_process") and settings.database_url.startswith("sqlite"):
+        # the file's one writer in a process of its own, on the second core (monitor.workers.ingest_process)
+        os.environ["MONITOR_INGEST_PROCESS"] = "1"
     if not settings_module.given("base_url"):
         # ping_url and links follow the address actually served unless told otherwise
         os.environ["MONITOR_BASE_URL"] = f"http://{_shown_host(args.host)}:{args.port}"

@@ -15,7 +15,7 @@ import contextlib
 import logging
 import uuid as uuid_module
 from collections import defaultdict, deque
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -125,6 +125,7 @@ OK = PingAnswer(200, "OK")
 CREATED = PingAnswer(201, "Created")
 NOT_FOUND = PingAnswer(404, "not found")
 QUEUE_FULL = PingAnswer(503, "busy: too many pings waiting to be stored, retry", retry_after=1)
+STORAGE_UNAVAILABLE = PingAnswer(503, "storage unavailable, retry")
 BATCHES_IN_FLIGHT = 2
 SPLIT_MIN = 4
 """PostgreSQL: ingest transactions one process runs at once (:class:`IngestWriter`)."""
@@ -594,17 +595,31 @@ class IngestWriter:
     started meanwhile — but only once the previous one holds its checks' rows, so a later ping
     of the same check waits for the earlier one's commit and pings of a check are still
     processed in arrival order.
+
+    Args:
+        store: stores each batch (default: :class:`BatchIngest`, in this process); another
+            process's store (``monitor.workers.ingest_process``) must store the batches in the
+            order it is handed them and call ``on_locked`` once that order is fixed.
+        in_flight: batches handed to ``store`` at once (default: :data:`BATCHES_IN_FLIGHT` on
+            PostgreSQL, 1 on SQLite).
     """
 
-    def __init__(self, engine: Engine, settings: Settings) -> None:
+    def __init__(
+        self,
+        engine: Engine,
+        settings: Settings,
+        store: BatchStore | None = None,
+        *,
+        in_flight: int | None = None,
+    ) -> None:
         self.engine = engine
         self.settings = settings
-        self.limiter = RateLimiter(settings.ping_rate_limit)
-        self.applied_here = AppliedHere()
+        self._store: BatchStore = store if store is not None else BatchIngest(engine, settings)
         self._queue: asyncio.Queue[tuple[PingRequest, asyncio.Future[PingAnswer]]] = asyncio.Queue()
         self._task: asyncio.Task[None] | None = None
-        self._failures = FailureLog(logger, "ping ingest", action="ingest_batch_failed")
-        self._in_flight_limit = BATCHES_IN_FLIGHT if engine.dialect.name == "postgresql" else 1
+        if in_flight is None:
+            in_flight = BATCHES_IN_FLIGHT if engine.dialect.name == "postgresql" else 1
+        self._in_flight_limit = in_flight
         self._in_flight: set[asyncio.Task[None]] = set()
         self._carry: list[tuple[PingRequest, asyncio.Future[PingAnswer]]] = []
 
@@ -707,7 +722,35 @@ class IngestWriter:
         batch: list[tuple[PingRequest, asyncio.Future[PingAnswer]]],
         on_locked: Callable[[], None] | None,
     ) -> None:
-        requests = [r for r, _ in batch]
+        answers = await self._store([r for r, _ in batch], on_locked)
+        for (_, future), answer in zip(batch, answers, strict=True):
+            if not future.done():
+                future.set_result(answer)
+
+
+BatchStore = Callable[[list[PingRequest], Callable[[], None] | None], Awaitable[list[PingAnswer]]]
+"""Stores a batch of pings and answers each (in order) once committed: :class:`BatchIngest` in
+this process, or another process's (``monitor.workers.ingest_process``). The second argument
+is :func:`ingest_pings`' ``on_locked``."""
+
+
+class BatchIngest:
+    """One process's store of ping batches: :func:`ingest_pings` with the process's rate
+    limiter and :class:`AppliedHere`, a failed batch retried ping by ping.
+
+    Never raises: a ping whose transaction failed is answered ``503`` (nothing of it stored).
+    """
+
+    def __init__(self, engine: Engine, settings: Settings) -> None:
+        self.engine = engine
+        self.settings = settings
+        self.limiter = RateLimiter(settings.ping_rate_limit)
+        self.applied_here = AppliedHere()
+        self._failures = FailureLog(logger, "ping ingest", action="ingest_batch_failed")
+
+    async def __call__(
+        self, requests: list[PingRequest], on_locked: Callable[[], None] | None = None
+    ) -> list[PingAnswer]:
         try:
             answers = await ingest_pings(
                 self.engine,
@@ -731,9 +774,7 @@ class IngestWriter:
                     )
                 except Exception as single:
                     self._failures.failed(single)
-                    answers.append(PingAnswer(503, "storage unavailable, retry"))
+                    answers.append(STORAGE_UNAVAILABLE)
         else:
             self._failures.succeeded()
-        for (_, future), answer in zip(batch, answers, strict=True):
-            if not future.done():
-                future.set_result(answer)
+        return answers

@@ -57,7 +57,20 @@ async def run_in_thread(engine: AsyncEngine, work: Callable[[AsyncConnection], A
         RuntimeError: ``work`` awaited something that is not a statement.
     """
     sync_engine = _sync_engine(engine)
+    if _inline:
+        return _transaction(sync_engine, work)
     return await asyncio.to_thread(_transaction, sync_engine, work)
+
+
+_inline = False
+
+
+def run_inline() -> None:
+    """From now on, :func:`run_in_thread` runs each transaction in the calling thread, blocking
+    it: for a process that does nothing but store (``monitor.workers.ingest_process``), where a
+    thread hop per transaction buys nothing. Its callers then never suspend."""
+    global _inline
+    _inline = True
 
 
 def _transaction(sync_engine: Engine, work: Callable[[AsyncConnection], Awaitable[T]]) -> T:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.process import CURL, MonitorProcess, checkout_env, wait_until
+from tests.support.process import CURL, MonitorProcess, checkout_env, curl_api, curl_ping, wait_until
 from tests.support.receivers import free_port
 
 pytestmark = pytest.mark.e2e
@@ -78,3 +78,57 @@ def test_sigterm_stops_serve_within_2s_while_the_sqlite_file_is_locked(tmp_path:
 def _query(db: Path, sql: str) -> list[tuple[object, ...]]:
     with sqlite3.connect(db, timeout=5) as conn:
         return list(conn.execute(sql).fetchall())
+
+
+def _children(pid: int) -> list[int]:
+    path = Path(f"/proc/{pid}/task/{pid}/children")
+    return [int(c) for c in path.read_text().split()] if path.exists() else []
+
+
+def _ingest_child(pid: int) -> int:
+    found = [
+        c
+        for c in _children(pid)
+        if b"monitor.workers.ingest_process" in Path(f"/proc/{c}/cmdline").read_bytes()
+    ]
+    assert len(found) == 1, found
+    return found[0]
+
+
+def _gone(pid: int) -> bool:
+    stat = Path(f"/proc/{pid}/stat")
+    # an exited child of ours not yet reaped is a zombie: it runs nothing
+    return not stat.exists() or stat.read_text().rsplit(")", 1)[1].split()[0] == "Z"
+
+
+def test_serve_stores_pings_in_a_child_process_that_ends_with_it(tmp_path: Path) -> None:
+    monitor = _serve(tmp_path)
+    try:
+        monitor.wait_healthy(60)
+        assert monitor.proc is not None
+        child = _ingest_child(monitor.proc.pid)
+        status, body = curl_api(
+            monitor.base, "POST", "/api/v3/checks/", API_KEY, {"name": "c", "timeout": 60}
+        )
+        assert status == 201, body
+        assert curl_ping(body["ping_url"]) == "OK"
+        assert _query(tmp_path / "monitor.db", "SELECT n_pings FROM checks") == [(1,)]
+        monitor.proc.kill()  # the API process dies: the child sees its pipe close and exits
+        monitor.proc.wait(10)
+        wait_until(lambda: _gone(child), timeout=10, what="the ingest process to exit")
+    finally:
+        monitor.close()
+
+
+def test_sigterm_stops_serve_and_its_ingest_process(tmp_path: Path) -> None:
+    monitor = _serve(tmp_path)
+    try:
+        monitor.wait_healthy(60)
+        assert monitor.proc is not None
+        child = _ingest_child(monitor.proc.pid)
+        assert monitor.terminate(timeout=10) == 0, monitor.describe()
+        wait_until(lambda: _gone(child), timeout=10, what="the ingest process to exit")
+    finally:
+        monitor.close()
+    assert "Traceback" not in monitor.stderr, monitor.stderr[-3000:]
+    assert "ingest_process_failed" not in monitor.stderr and "ingest process failed" not in monitor.stderr

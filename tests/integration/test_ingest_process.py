@@ -1,0 +1,141 @@
+"""Ping batches stored by the ingest process (``monitor.workers.ingest_process``), a real child
+process on a real SQLite file, fed by an :class:`IngestWriter` as ``monitor serve`` feeds it."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+from sqlalchemy import func, select
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from monitor.domain.checks import PingKind
+from monitor.services import checks as check_service
+from monitor.services.ingest import BATCHES_IN_FLIGHT, IngestWriter, PingRequest
+from monitor.services.projects import create_project
+from monitor.settings import Settings
+from monitor.storage import tables as t
+from monitor.storage.engine import make_engine
+from monitor.workers.ingest_process import IngestProcess
+from tests.conftest import fresh_sqlite_url
+
+T0 = datetime(2026, 7, 18, 2, 0, tzinfo=UTC)
+
+
+@pytest.fixture
+async def engine(sqlite_template: Path, tmp_path: Path) -> AsyncIterator[AsyncEngine]:
+    engine = make_engine(fresh_sqlite_url(sqlite_template, tmp_path))
+    yield engine
+    await engine.dispose()
+
+
+@pytest.fixture
+async def child(engine: AsyncEngine) -> AsyncIterator[IngestProcess]:
+    process = IngestProcess(Settings(database_url=str(engine.url), ingest_wait=0.005))
+    await process.start()
+    yield process
+    await process.stop()
+
+
+@pytest.fixture
+async def writer(engine: AsyncEngine, child: IngestProcess) -> AsyncIterator[IngestWriter]:
+    ingest = IngestWriter(engine, child.settings, store=child, in_flight=BATCHES_IN_FLIGHT)
+    await ingest.start()
+    yield ingest
+    await ingest.stop()
+
+
+async def make_checks(engine: AsyncEngine, count: int) -> list[tuple[int, str]]:
+    async with engine.begin() as conn:
+        project = await create_project(conn, "p", T0)
+        made = []
+        for i in range(count):
+            fields = {"name": f"c{i}", "timeout": 60}
+            check_id, _ = await check_service.create_or_upsert(
+                conn, int(project["id"]), fields, T0, shards=16
+            )  # type: ignore[call-overload]
+            made.append(check_id)
+        rows = (await conn.execute(select(t.checks.c.id, t.checks.c.uuid))).all()
+    uuids = dict(rows)
+    return [(cid, uuids[cid]) for cid in made]
+
+
+def ping(uuid: str, at: datetime, kind: PingKind = PingKind.SUCCESS) -> PingRequest:
+    return PingRequest(kind=kind, received=at, uuid=uuid, method="POST", body=b"done", body_size=4)
+
+
+async def stored(engine: AsyncEngine) -> list[tuple[int, int, datetime]]:
+    p = t.pings.c
+    async with engine.connect() as conn:
+        return [tuple(r) for r in (await conn.execute(select(p.check_id, p.n, p.received_at))).all()]  # type: ignore[misc]
+
+
+async def test_batches_are_stored_in_order_and_answered_after_commit(
+    engine: AsyncEngine, writer: IngestWriter, child: IngestProcess
+) -> None:
+    checks = await make_checks(engine, 20)
+    requests = [ping(checks[i % 20][1], T0 + timedelta(milliseconds=i)) for i in range(400)]
+    answers = await asyncio.gather(*(writer.submit(r) for r in requests))
+    assert {(a.status, a.text) for a in answers} == {(200, "OK")}
+    rows = await stored(engine)
+    assert len(rows) == 400
+    # each check's pings numbered 1..20 in the order they arrived: no batch overtook another
+    for check_id, _ in checks:
+        mine = sorted((n, received) for cid, n, received in rows if cid == check_id)
+        assert [n for n, _ in mine] == list(range(1, 21))
+        assert [received for _, received in mine] == sorted(received for _, received in mine)
+    async with engine.connect() as conn:
+        assert (await conn.execute(select(func.sum(t.checks.c.n_pings)))).scalar_one() == 400
+    assert child.pid is not None and child.pid != os.getpid()
+
+
+async def test_an_unknown_check_and_a_bad_ping_are_answered_by_the_child(
+    engine: AsyncEngine, writer: IngestWriter
+) -> None:
+    [(_, uuid)] = await make_checks(engine, 1)
+    unknown = "00000000-0000-4000-8000-000000000000"
+    bad_finish = PingRequest(kind=PingKind.SUCCESS, received=T0, uuid=uuid, finished=T0 + timedelta(hours=1))
+    answers = await asyncio.gather(writer.submit(ping(unknown, T0)), writer.submit(bad_finish))
+    assert answers[0].status == 404
+    assert answers[1].status == 400 and answers[1].text.startswith("finished:")
+
+
+async def test_a_child_that_dies_with_a_batch_answers_it_503_and_the_next_batch_gets_a_new_child(
+    engine: AsyncEngine, writer: IngestWriter, child: IngestProcess
+) -> None:
+    [(_, uuid)] = await make_checks(engine, 1)
+    first = child.pid
+    assert first is not None
+    os.kill(first, signal.SIGSTOP)  # holds the batch unread in its pipe
+    lost = asyncio.ensure_future(writer.submit(ping(uuid, T0)))
+    await asyncio.sleep(0.3)
+    assert not lost.done()
+    os.kill(first, signal.SIGKILL)
+    answer = await asyncio.wait_for(lost, 10)
+    assert (answer.status, answer.text) == (503, "storage unavailable, retry")
+    assert await stored(engine) == []  # a 503 stored nothing
+    again = await asyncio.wait_for(writer.submit(ping(uuid, T0 + timedelta(seconds=1))), 60)
+    assert (again.status, again.text) == (200, "OK")
+    assert child.pid not in (None, first)
+    assert [n for _, n, _ in await stored(engine)] == [1]
+
+
+async def test_the_child_ignores_sigterm_and_exits_once_its_pipe_closes(
+    engine: AsyncEngine, child: IngestProcess
+) -> None:
+    [(_, uuid)] = await make_checks(engine, 1)
+    pid = child.pid
+    assert pid is not None
+    os.kill(pid, signal.SIGTERM)  # as a terminal's Ctrl-C reaches the whole process group
+    answers = await child([ping(uuid, T0)])
+    assert [a.status for a in answers] == [200]
+    assert child.pid == pid
+    await child.stop()
+    assert child.pid is None
+    with pytest.raises(ProcessLookupError):
+        os.kill(pid, 0)  # exited and reaped
