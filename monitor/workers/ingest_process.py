@@ -44,6 +44,9 @@ logger = logging.getLogger(__name__)
 HEADER = struct.Struct(">I")
 START_TIMEOUT = 60.0
 """Seconds the child may take to import and make its engine before it is given up on."""
+BATCH_TIMEOUT = 60.0
+"""Seconds a batch may wait for its answer before the child is taken for stalled and killed:
+twice SQLite's 30 s busy timeout, after which a transaction waiting for the file fails."""
 STOP_TIMEOUT = 10.0
 """Seconds the child may take to finish its batch and exit once its stdin is closed."""
 
@@ -57,22 +60,24 @@ class IngestProcess:
     in flight, which keeps both processes busy: the child stores one while this process
     answers the one before and collects the next.
 
-    A child that dies is started again for the next batch; the batches it held are answered
-    ``503`` (the client retries: nothing acknowledged is lost, and a batch the child committed
-    before dying is stored twice at worst, as when a process dies between its commit and its
-    answer).
+    A child that dies, or leaves a batch unanswered for :data:`BATCH_TIMEOUT` (it is then
+    killed), is started again for the next batch; the batches it held are answered ``503``
+    (the client retries: nothing acknowledged is lost, and a batch the child committed before
+    dying is stored twice at worst, as when a process dies between its commit and its answer).
     """
 
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
         self._process: asyncio.subprocess.Process | None = None
+        self._failed: asyncio.subprocess.Process | None = None
         self._waiting: collections.deque[tuple[asyncio.Future[list[PingAnswer]], int]] = collections.deque()
         self._reader: asyncio.Task[None] | None = None
         self._lock = asyncio.Lock()
 
     @property
     def pid(self) -> int | None:
-        """The running child's process id (``None`` before :meth:`start` and after :meth:`stop`)."""
+        """The child's process id (``None`` before :meth:`start`, after :meth:`stop`, and once
+        it failed, until the next batch starts another)."""
         return self._process.pid if self._process is not None else None
 
     async def start(self) -> None:
@@ -107,24 +112,21 @@ class IngestProcess:
         """Close the child's stdin once its batches are answered; wait for it to exit (killed
         after :data:`STOP_TIMEOUT`)."""
         async with self._lock:
-            process, self._process = self._process, None
-            if process is not None:
-                if self._waiting:
-                    await asyncio.wait([f for f, _ in self._waiting], timeout=STOP_TIMEOUT)
-                await _end(process)
-            if self._reader is not None:
-                await self._reader
-                self._reader = None
+            if self._waiting:
+                await asyncio.wait([f for f, _ in self._waiting], timeout=STOP_TIMEOUT)
+            await self._end()
 
     async def __call__(
         self, requests: list[PingRequest], on_locked: Callable[[], None] | None = None
     ) -> list[PingAnswer]:
         """Store ``requests`` in the child; their answers, in order (``503`` if it failed)."""
-        answer: asyncio.Future[list[PingAnswer]] = asyncio.get_running_loop().create_future()
+        loop = asyncio.get_running_loop()
+        answer: asyncio.Future[list[PingAnswer]] = loop.create_future()
         async with self._lock:
             try:
-                if self._process is None or self._process.returncode is not None:
-                    await self._restart()
+                if self._process is None:
+                    await self._end()  # the reader of a child that failed, if any
+                    await self.start()
                 process = self._process
                 assert process is not None and process.stdin is not None
                 self._waiting.append((answer, len(requests)))
@@ -134,18 +136,22 @@ class IngestProcess:
                 self._fail(error)
                 if not answer.done():
                     answer.set_result([STORAGE_UNAVAILABLE] * len(requests))
+            else:
+                overdue = loop.call_later(BATCH_TIMEOUT, self._overdue, process, answer)
+                answer.add_done_callback(lambda _: overdue.cancel())
         if on_locked is not None:
             on_locked()
         return await answer
 
-    async def _restart(self) -> None:
-        if self._process is not None:
-            await _end(self._process)
-            self._process = None
+    async def _end(self) -> None:
+        """End the child, if any (or the one that failed), and its reader."""
+        for process in (self._process, self._failed):
+            if process is not None:
+                await _end(process)
+        self._process = self._failed = None
         if self._reader is not None:
             await self._reader
             self._reader = None
-        await self.start()
 
     async def _read(self, process: asyncio.subprocess.Process) -> None:
         """Answer the batches in flight in order, from the child's frames, until it exits."""
@@ -160,13 +166,29 @@ class IngestProcess:
             if self._waiting:
                 self._fail(error)
 
+    def _overdue(self, process: asyncio.subprocess.Process, answer: asyncio.Future[list[PingAnswer]]) -> None:
+        if not answer.done() and process.returncode is None:
+            logger.error(
+                "the ingest process left a batch unanswered for %.0f s: it is killed",
+                BATCH_TIMEOUT,
+                extra={"action": "ingest_process_stalled"},
+            )
+            process.kill()  # its reader sees the pipe close and answers its batches 503
+
     def _fail(self, error: BaseException) -> None:
-        """Answer every batch in flight ``503``: the child died, or could not be reached."""
+        """Answer every batch in flight ``503`` and let the next batch start another child:
+        this one died, stalled, or could not be reached."""
         logger.error(
             "the ingest process failed (%s); its batches are answered 503 and it is started again",
-            error or type(error).__name__,
+            str(error) or type(error).__name__,
             extra={"action": "ingest_process_failed"},
         )
+        if self._process is not None:
+            if self._process.returncode is None:
+                with contextlib.suppress(ProcessLookupError):
+                    self._process.kill()
+            # ended, with its reader, before the next child starts
+            self._failed, self._process = self._process, None
         while self._waiting:
             waiting, count = self._waiting.popleft()
             if not waiting.done():

@@ -21,6 +21,7 @@ from monitor.services.projects import create_project
 from monitor.settings import Settings
 from monitor.storage import tables as t
 from monitor.storage.engine import make_engine
+from monitor.workers import ingest_process
 from monitor.workers.ingest_process import IngestProcess
 from tests.conftest import fresh_sqlite_url
 
@@ -139,3 +140,20 @@ async def test_the_child_ignores_sigterm_and_exits_once_its_pipe_closes(
     assert child.pid is None
     with pytest.raises(ProcessLookupError):
         os.kill(pid, 0)  # exited and reaped
+
+
+async def test_a_child_that_leaves_a_batch_unanswered_is_killed_and_replaced(
+    engine: AsyncEngine, writer: IngestWriter, child: IngestProcess, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    [(_, uuid)] = await make_checks(engine, 1)
+    monkeypatch.setattr(ingest_process, "BATCH_TIMEOUT", 0.5)
+    stalled = child.pid
+    assert stalled is not None
+    os.kill(stalled, signal.SIGSTOP)  # a child that never answers (it is not dead)
+    answer = await asyncio.wait_for(writer.submit(ping(uuid, T0)), 10)
+    assert (answer.status, answer.text) == (503, "storage unavailable, retry")
+    again = await asyncio.wait_for(writer.submit(ping(uuid, T0 + timedelta(seconds=1))), 60)
+    assert (again.status, again.text) == (200, "OK")
+    assert child.pid not in (None, stalled)
+    with pytest.raises(ProcessLookupError):
+        os.kill(stalled, 0)  # killed and reaped, not left stopped
