@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import shutil
@@ -220,52 +221,89 @@ def to_run(target: str, round_: int, raw: dict[str, Any]) -> Run:
     )
 
 
+@dataclass
+class Target:
+    """A monitor under measurement: its server, Lua script and check uuids."""
+
+    server: Server
+    script: Path
+    uuids: set[str]
+
+
+def start_monitor(name: str, url: str, args: argparse.Namespace, work: Path, **env: str) -> Target:
+    """``monitor serve --port P`` as shipped (``env``: extra ``MONITOR_*``) with ``args.checks``
+    checks created through the API."""
+    port = free_port()
+    server = Server(
+        name,
+        [sys.executable, "-m", "monitor", "serve", "--port", str(port)],
+        port,
+        child_env(
+            MONITOR_DATABASE_URL=url,
+            MONITOR_API_KEY=API_KEY,
+            MONITOR_BASE_URL=f"http://127.0.0.1:{port}",
+            **env,
+        ),
+        work,
+    )
+    try:
+        server.wait_ready("/health")
+        started = time.monotonic()
+        uuids = asyncio.run(create_checks(server.base, args.checks))
+    except BaseException:
+        server.stop()
+        raise
+    print(f"[{name}] created {len(uuids)} checks in {time.monotonic() - started:.1f}s", flush=True)
+    script = work / f"pings-{name}.lua"
+    script.write_text(LUA % {"paths": ", ".join(f'"/ping/{u}"' for u in uuids)})
+    return Target(server, script, set(uuids))
+
+
+def measure_monitor(
+    target: Target, label: str, round_: int, args: argparse.Namespace, accounting: list[tuple[int, int]]
+) -> Run:
+    """One measured wrk run against ``target``, its pings accounted for (``accounting``)."""
+    before = settled_pings(target.server.base, target.uuids)
+    run = to_run(label, round_, wrk(target.server.base, target.script, args.duration, args.connections))
+    accounting.append((run.ok, settled_pings(target.server.base, target.uuids) - before))
+    return run
+
+
 def bench_backend(
     backend: str, args: argparse.Namespace, noop: Server, work: Path, noop_one: Server | None = None
 ) -> dict[str, Any]:
-    with database(backend, work) as url:
-        port = free_port()
-        monitor = Server(
-            f"monitor-{backend}",
-            [sys.executable, "-m", "monitor", "serve", "--port", str(port)],
-            port,
-            child_env(
-                MONITOR_DATABASE_URL=url, MONITOR_API_KEY=API_KEY, MONITOR_BASE_URL=f"http://127.0.0.1:{port}"
-            ),
-            work,
-        )
-        try:
-            monitor.wait_ready("/health")
-            started = time.monotonic()
-            uuids = asyncio.run(create_checks(monitor.base, args.checks))
-            print(f"[{backend}] created {len(uuids)} checks in {time.monotonic() - started:.1f}s", flush=True)
-            script = work / f"pings-{backend}.lua"
-            script.write_text(LUA % {"paths": ", ".join(f'"/ping/{u}"' for u in uuids)})
-            wanted = set(uuids)
-
-            wrk(noop.base, script, args.warmup, args.connections)
+    """Long because it alternates every target of the backend round by round, each started and
+    stopped around them."""
+    with contextlib.ExitStack() as stack:
+        url = stack.enter_context(database(backend, work))
+        monitor = start_monitor(f"monitor-{backend}", url, args, work)
+        stack.callback(monitor.server.stop)
+        one_process = None
+        if args.reference_one_process and backend == "sqlite":
+            # the same server with the ping writes in the API process: what the child process buys
+            (work / "one-process").mkdir(exist_ok=True)
+            other = stack.enter_context(database(backend, work / "one-process"))
+            one_process = start_monitor("monitor-1p", other, args, work, MONITOR_INGEST_PROCESS="0")
+            stack.callback(one_process.server.stop)
+        wrk(noop.base, monitor.script, args.warmup, args.connections)
+        if noop_one is not None:
+            wrk(noop_one.base, monitor.script, args.warmup, args.connections)
+        for target in (monitor, one_process):
+            if target is not None:
+                wrk(target.server.base, target.script, args.warmup, args.connections)
+        runs: list[Run] = []
+        accounting: list[tuple[int, int]] = []
+        for round_ in range(1, args.rounds + 1):
+            runs.append(
+                to_run("no-op", round_, wrk(noop.base, monitor.script, args.duration, args.connections))
+            )
             if noop_one is not None:
-                wrk(noop_one.base, script, args.warmup, args.connections)
-            wrk(monitor.base, script, args.warmup, args.connections)
-            runs: list[Run] = []
-            accounting: list[tuple[int, int]] = []
-            for round_ in range(1, args.rounds + 1):
-                runs.append(to_run("no-op", round_, wrk(noop.base, script, args.duration, args.connections)))
-                if noop_one is not None:
-                    one = wrk(noop_one.base, script, args.duration, args.connections)
-                    runs.append(to_run("no-op-1", round_, one))
-                before = settled_pings(monitor.base, wanted)
-                run = to_run("monitor", round_, wrk(monitor.base, script, args.duration, args.connections))
-                runs.append(run)
-                counted = settled_pings(monitor.base, wanted) - before
-                accounting.append((run.ok, counted))
-                print(
-                    f"[{backend}] round {round_}: {runs[-3 if noop_one else -2].ok_per_s:,.0f}"
-                    f" vs {run.ok_per_s:,.0f} /s",
-                    flush=True,
-                )
-        finally:
-            monitor.stop()
+                one = wrk(noop_one.base, monitor.script, args.duration, args.connections)
+                runs.append(to_run("no-op-1", round_, one))
+            if one_process is not None:
+                runs.append(measure_monitor(one_process, "mon-1p", round_, args, accounting))
+            runs.append(measure_monitor(monitor, "monitor", round_, args, accounting))
+            print(f"[{backend}] round {round_}: {runs[-1].ok_per_s:,.0f} /s", flush=True)
     return {"backend": backend, "runs": runs, "accounting": accounting}
 
 
@@ -294,7 +332,7 @@ def report(results: list[dict[str, Any]], connections: int) -> bool:
     print()
     summary = (
         f"{'backend':9} {'no-op /s':>9} {'monitor /s':>10} {'ratio':>6} {'p50 ms':>7} {'p99 ms':>7} "
-        f"{'non-2xx':>8} {'pings ok':>9} {'no-op-1 /s':>10} {'ratio-1':>7}"
+        f"{'non-2xx':>8} {'pings ok':>9} {'no-op-1 /s':>10} {'ratio-1':>7} {'mon-1p /s':>9} {'× 1p':>6}"
     )
     print(summary)
     print("-" * len(summary))
@@ -310,6 +348,11 @@ def report(results: list[dict[str, Any]], connections: int) -> bool:
         reference = (
             f" {statistics.median(one):>10,.0f} {mon_rate / statistics.median(one):>7.3f}" if one else ""
         )
+        one_process = [r.ok_per_s for r in result["runs"] if r.target == "mon-1p"]
+        if one_process:
+            reference += (
+                f" {statistics.median(one_process):>9,.0f} {mon_rate / statistics.median(one_process):>6.3f}"
+            )
         print(
             f"{result['backend']:9} {noop_rate:>9,.0f} {mon_rate:>10,.0f} {mon_rate / noop_rate:>6.3f} "
             f"{statistics.median(r.p50_ms for r in mon):>7.2f} "
@@ -325,6 +368,11 @@ def report(results: list[dict[str, Any]], connections: int) -> bool:
         print(
             "no-op-1 (the no-op on one worker, as `monitor serve` runs) and ratio-1 are for reference;"
             " the goal's baseline is the two-worker no-op"
+        )
+    if any(r.target == "mon-1p" for result in results for r in result["runs"]):
+        print(
+            "mon-1p (monitor with MONITOR_INGEST_PROCESS=0: its pings stored in the API process) and"
+            " × 1p (monitor ÷ mon-1p) are for reference"
         )
     print()
     for result in results:
@@ -366,6 +414,12 @@ def main() -> int:
         action=argparse.BooleanOptionalAction,
         default=True,
         help="also measure the no-op on one worker (reported for reference, not a goal)",
+    )
+    parser.add_argument(
+        "--reference-one-process",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="SQLite: also measure monitor with MONITOR_INGEST_PROCESS=0 (for reference, not a goal)",
     )
     args = parser.parse_args()
     if shutil.which("wrk") is None:
