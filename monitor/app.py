@@ -96,7 +96,7 @@ def create_app(
         ingest_process = None
         starting = None
         if settings.ingest_process and runs_in_thread(engine):
-            ingest_process = IngestProcess(settings)
+            ingest_process = IngestProcess(settings, engine)
             starting = asyncio.ensure_future(ingest_process.start())
         if migrate_on_start:
             await migrate(engine)

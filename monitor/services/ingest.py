@@ -199,6 +199,24 @@ async def ingest_pings(
     )
 
 
+async def stored(engine: Engine, requests: Sequence[PingRequest]) -> list[bool]:
+    """Whether each of ``requests`` is stored, for a batch whose transaction may or may not
+    have committed (its writer died between the two): a ping is known by its check and its
+    arrival instant, which its writer stamped to the microsecond. A ping addressed to a check
+    that does not exist (yet) is not stored.
+    """
+    async with UnitOfWork.read(engine) as uow:
+        by_uuid = await uow.pings.ids_by_uuid(r.uuid for r in requests if r.uuid)
+        by_slug = await uow.pings.ids_by_slug((r.ping_key, r.slug) for r in requests if r.ping_key and r.slug)
+        targets = [
+            by_uuid.get(r.uuid) if r.uuid else by_slug.get((r.ping_key or "", r.slug or "")) for r in requests
+        ]
+        found = await uow.pings.arrived(
+            (cid, r.received) for cid, r in zip(targets, requests, strict=True) if cid is not None
+        )
+    return [cid is not None and (cid, r.received) in found for cid, r in zip(targets, requests, strict=True)]
+
+
 async def _resolve(
     uow: UnitOfWork, requests: Sequence[PingRequest], now: datetime, *, shards: int
 ) -> tuple[list[int | None], dict[int, dict[str, Any]], set[int]]:

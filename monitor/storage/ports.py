@@ -679,6 +679,10 @@ class PingStore(Protocol):
         """Check id per ``(project ping_key, check slug)``, unlocked (unknown pairs absent)."""
         ...
 
+    async def arrived(self, pairs: Iterable[tuple[int, datetime]]) -> set[tuple[int, datetime]]:
+        """Which of these ``(check id, arrival)`` pings (aware UTC, to the microsecond) are stored."""
+        ...
+
     async def project_by_ping_key(self, ping_key: str) -> int | None:
         """The id of the project with this ping key, or ``None``."""
         ...

@@ -148,6 +148,18 @@ class SqlPingStore(_Store):
         )
         return [(int(cid), str(kind), str(key), int(status)) for cid, kind, key, status in found]
 
+    async def arrived(self, pairs: Iterable[tuple[int, datetime]]) -> set[tuple[int, datetime]]:
+        wanted = set(pairs)
+        if not wanted:
+            return set()
+        p = t.pings.c
+        found = await self.conn.execute(
+            select(p.check_id, p.received_at)
+            .where(p.check_id.in_({cid for cid, _ in wanted}))
+            .where(p.received_at.in_({at for _, at in wanted}))
+        )
+        return {(int(cid), at) for cid, at in found} & wanted
+
     async def insert(self, rows: Sequence[Mapping[str, Any]]) -> None:
         # one statement per batch (bulk), not SQLAlchemy's per-row executemany processing; a
         # column a row leaves out takes its Core default, as ``t.pings.insert()`` would give it

@@ -24,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import ctypes
 import gc
 import logging
 import os
@@ -34,16 +35,19 @@ import sys
 from collections.abc import Callable
 from typing import Any, BinaryIO
 
-from monitor.services.ingest import STORAGE_UNAVAILABLE, BatchIngest, PingAnswer, PingRequest
+from monitor.services.ingest import OK, BatchIngest, PingAnswer, PingRequest, stored
 from monitor.settings import LOG_FORMAT, Settings
 from monitor.storage import sqlite_batch
 from monitor.storage.engine import make_engine
+from monitor.storage.unit_of_work import Engine
 
 logger = logging.getLogger(__name__)
 
 HEADER = struct.Struct(">I")
 START_TIMEOUT = 60.0
 """Seconds the child may take to import and make its engine before it is given up on."""
+CHILD_FAILED = PingAnswer(503, "storage unavailable, retry", retry_after=1)
+"""The answer to each ping of a batch the child did not answer (it died or stalled)."""
 BATCH_TIMEOUT = 60.0
 """Seconds a batch may wait for its answer before the child is taken for stalled and killed:
 twice SQLite's 30 s busy timeout, after which a transaction waiting for the file fails."""
@@ -61,16 +65,19 @@ class IngestProcess:
     answers the one before and collects the next.
 
     A child that dies, or leaves a batch unanswered for :data:`BATCH_TIMEOUT` (it is then
-    killed), is started again for the next batch; the batches it held are answered ``503``
-    (the client retries: nothing acknowledged is lost, and a batch the child committed before
-    dying is stored twice at worst, as when a process dies between its commit and its answer).
+    killed), is started again for the next batch. Each batch it held may or may not have
+    committed: once the child has exited, the database says which of its pings are stored
+    (:func:`monitor.services.ingest.stored`); those are answered ``200``, the others ``503``
+    with ``Retry-After: 1`` (nothing of them is stored: the client's retry loses nothing and
+    stores nothing twice).
     """
 
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: Settings, engine: Engine) -> None:
         self.settings = settings
+        self.engine = engine
         self._process: asyncio.subprocess.Process | None = None
         self._failed: asyncio.subprocess.Process | None = None
-        self._waiting: collections.deque[tuple[asyncio.Future[list[PingAnswer]], int]] = collections.deque()
+        self._waiting: collections.deque[asyncio.Future[list[PingAnswer] | None]] = collections.deque()
         self._reader: asyncio.Task[None] | None = None
         self._lock = asyncio.Lock()
 
@@ -90,13 +97,14 @@ class IngestProcess:
             sys.executable,
             "-m",
             "monitor.workers.ingest_process",
+            str(os.getpid()),
             stdin=asyncio.subprocess.PIPE,
             stdout=asyncio.subprocess.PIPE,
         )
         try:
             assert process.stdin is not None and process.stdout is not None
             process.stdin.write(_frame(self.settings))
-            await process.stdin.drain()
+            await asyncio.wait_for(process.stdin.drain(), START_TIMEOUT)
             ready = await asyncio.wait_for(_read_frame(process.stdout), START_TIMEOUT)
             if ready != "ready":
                 raise RuntimeError(f"the ingest process did not start: {ready!r}")
@@ -106,14 +114,16 @@ class IngestProcess:
                 raise RuntimeError("the ingest process exited while starting") from None
             raise
         self._process = process
-        self._reader = asyncio.create_task(self._read(process), name="ingest-process-reader")
+        # each child's batches in a queue of their own: its reader never answers another's
+        self._waiting = collections.deque()
+        self._reader = asyncio.create_task(self._read(process, self._waiting), name="ingest-process-reader")
 
     async def stop(self) -> None:
         """Close the child's stdin once its batches are answered; wait for it to exit (killed
         after :data:`STOP_TIMEOUT`)."""
         async with self._lock:
             if self._waiting:
-                await asyncio.wait([f for f, _ in self._waiting], timeout=STOP_TIMEOUT)
+                await asyncio.wait(list(self._waiting), timeout=STOP_TIMEOUT)
             await self._end()
 
     async def __call__(
@@ -121,78 +131,136 @@ class IngestProcess:
     ) -> list[PingAnswer]:
         """Store ``requests`` in the child; their answers, in order (``503`` if it failed)."""
         loop = asyncio.get_running_loop()
-        answer: asyncio.Future[list[PingAnswer]] = loop.create_future()
+        answer: asyncio.Future[list[PingAnswer] | None] = loop.create_future()
         async with self._lock:
             try:
                 if self._process is None:
-                    await self._end()  # the reader of a child that failed, if any
+                    await self._end()  # the child that failed, if any, and its reader
                     await self.start()
                 process = self._process
                 assert process is not None and process.stdin is not None
-                self._waiting.append((answer, len(requests)))
+                self._waiting.append(answer)
+                # armed before the write: a child that stopped reading also blocks the write
+                overdue = loop.call_later(BATCH_TIMEOUT, self._overdue, process, answer)
+                answer.add_done_callback(lambda _: overdue.cancel())
                 process.stdin.write(_frame(requests))
                 await process.stdin.drain()
             except (OSError, RuntimeError) as error:
-                self._fail(error)
+                if self._process is not None:
+                    self._fail(error)
+                elif not self._failed:  # not a child failed meanwhile (stalled, or died): none started
+                    logger.error(
+                        "the ingest process could not be started: %s",
+                        error,
+                        extra={"action": "ingest_process_failed"},
+                    )
                 if not answer.done():
-                    answer.set_result([STORAGE_UNAVAILABLE] * len(requests))
-            else:
-                overdue = loop.call_later(BATCH_TIMEOUT, self._overdue, process, answer)
-                answer.add_done_callback(lambda _: overdue.cancel())
+                    answer.set_result(None)
         if on_locked is not None:
             on_locked()
-        return await answer
+        answers = await answer
+        return answers if answers is not None else await self._in_doubt(requests)
+
+    async def _in_doubt(self, requests: list[PingRequest]) -> list[PingAnswer]:
+        """The answers to a batch the child failed to answer: ``200`` for its pings the
+        database holds (the child committed them before it ended), ``503`` for the others."""
+        async with self._lock:  # the next child starts after the failed one was ended
+            await self._end_failed()
+        try:
+            found = await stored(self.engine, requests)
+        except Exception as error:  # the database cannot say: a retry may store a ping twice
+            logger.error(
+                "could not tell which pings of a failed batch are stored: %s",
+                error,
+                extra={"action": "ingest_process_in_doubt"},
+            )
+            return [CHILD_FAILED] * len(requests)
+        return [OK if was_stored else CHILD_FAILED for was_stored in found]
 
     async def _end(self) -> None:
-        """End the child, if any (or the one that failed), and its reader."""
-        for process in (self._process, self._failed):
-            if process is not None:
-                await _end(process)
-        self._process = self._failed = None
-        if self._reader is not None:
+        """End the child, if any (and the one that failed), and its reader."""
+        process, self._process = self._process, None
+        if process is not None:
+            await _end(process)
+        await self._end_failed()
+
+    async def _end_failed(self) -> None:
+        """End the child that failed, if any (it was killed), and its reader."""
+        process, self._failed = self._failed, None
+        if process is not None:
+            await _end(process)
+        if self._reader is not None and (self._process is None or self._reader.done()):
             await self._reader
             self._reader = None
 
-    async def _read(self, process: asyncio.subprocess.Process) -> None:
-        """Answer the batches in flight in order, from the child's frames, until it exits."""
+    async def _read(
+        self,
+        process: asyncio.subprocess.Process,
+        waiting: collections.deque[asyncio.Future[list[PingAnswer] | None]],
+    ) -> None:
+        """Answer ``process``'s batches in order, from its frames, until it exits; a child that
+        exits unasked (nothing in flight) is started again for the next batch, not failed."""
         assert process.stdout is not None
         try:
             while True:
                 answers = await _read_frame(process.stdout)
-                waiting, _ = self._waiting.popleft()
-                if not waiting.done():
-                    waiting.set_result(answers)
+                if not waiting:
+                    return  # its batches were failed already: a stale answer, the child is ending
+                future = waiting.popleft()
+                if not future.done():
+                    future.set_result(answers)
         except (OSError, EOFError, asyncio.IncompleteReadError) as error:
-            if self._waiting:
+            if process is not self._process:
+                return  # stopped, or failed already
+            if waiting:
                 self._fail(error)
+            else:
+                logger.warning(
+                    "the ingest process exited (%s); another starts with the next batch",
+                    _exit_of(process),
+                    extra={"action": "ingest_process_exited"},
+                )
+                self._failed, self._process = process, None
 
-    def _overdue(self, process: asyncio.subprocess.Process, answer: asyncio.Future[list[PingAnswer]]) -> None:
-        if not answer.done() and process.returncode is None:
+    def _overdue(
+        self, process: asyncio.subprocess.Process, answer: asyncio.Future[list[PingAnswer] | None]
+    ) -> None:
+        if not answer.done() and process.returncode is None and process is self._process:
             logger.error(
                 "the ingest process left a batch unanswered for %.0f s: it is killed",
                 BATCH_TIMEOUT,
                 extra={"action": "ingest_process_stalled"},
             )
-            process.kill()  # its reader sees the pipe close and answers its batches 503
+            self._fail(TimeoutError("stalled"))
 
     def _fail(self, error: BaseException) -> None:
-        """Answer every batch in flight ``503`` and let the next batch start another child:
-        this one died, stalled, or could not be reached."""
+        """Mark every batch in flight in doubt (:meth:`_in_doubt` answers them) and let the
+        next batch start another child: this one died, stalled, or could not be reached."""
+        process = self._process
         logger.error(
-            "the ingest process failed (%s); its batches are answered 503 and it is started again",
-            str(error) or type(error).__name__,
+            "the ingest process failed (%s); its batches are answered 503 and another starts with the next",
+            _exit_of(process)
+            if process is not None and process.returncode is not None
+            else type(error).__name__,
             extra={"action": "ingest_process_failed"},
         )
-        if self._process is not None:
-            if self._process.returncode is None:
+        if process is not None:
+            if process.returncode is None:
                 with contextlib.suppress(ProcessLookupError):
-                    self._process.kill()
+                    process.kill()  # a stopped process too: its reader then sees the pipe close
             # ended, with its reader, before the next child starts
-            self._failed, self._process = self._process, None
+            self._failed, self._process = process, None
         while self._waiting:
-            waiting, count = self._waiting.popleft()
-            if not waiting.done():
-                waiting.set_result([STORAGE_UNAVAILABLE] * count)
+            future = self._waiting.popleft()
+            if not future.done():
+                future.set_result(None)
+
+
+def _exit_of(process: asyncio.subprocess.Process) -> str:
+    code = process.returncode
+    if code is None:
+        return "still running"
+    return f"killed by signal {-code}" if code < 0 else f"exit status {code}"
 
 
 def _frame(value: Any) -> bytes:
@@ -259,10 +327,26 @@ async def _serve(settings: Settings, requests: BinaryIO, answers: BinaryIO) -> N
         await engine.dispose()
 
 
+def _die_with(parent: int) -> None:
+    """Be killed (SIGKILL) when the process that started this one ends, even while stopped
+    (a stopped child cannot read its pipe closing): Linux's ``PR_SET_PDEATHSIG``. Exits at
+    once if that process has already ended."""
+    if sys.platform == "linux":
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    if os.getppid() != parent:
+        sys.exit(0)
+
+
+PR_SET_PDEATHSIG = 1
+
+
 def main() -> None:
-    """``python -m monitor.workers.ingest_process``: the child (started by :class:`IngestProcess`)."""
+    """``python -m monitor.workers.ingest_process PARENT_PID``: the child (started by
+    :class:`IngestProcess`)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    _die_with(int(sys.argv[1]))
     requests = sys.stdin.buffer
     answers = os.fdopen(os.dup(sys.stdout.fileno()), "wb")
     sys.stdout = sys.stderr  # nothing printed may reach the answers' pipe

@@ -5,6 +5,8 @@ database's write lock (the leases it gives back on the way out are then left to 
 
 from __future__ import annotations
 
+import os
+import signal
 import sqlite3
 import subprocess
 import time
@@ -132,3 +134,20 @@ def test_sigterm_stops_serve_and_its_ingest_process(tmp_path: Path) -> None:
         monitor.close()
     assert "Traceback" not in monitor.stderr, monitor.stderr[-3000:]
     assert "ingest_process_failed" not in monitor.stderr and "ingest process failed" not in monitor.stderr
+
+
+def test_a_stopped_ingest_process_does_not_outlive_serve(tmp_path: Path) -> None:
+    monitor = _serve(tmp_path)
+    child = 0
+    try:
+        monitor.wait_healthy(60)
+        assert monitor.proc is not None
+        child = _ingest_child(monitor.proc.pid)
+        os.kill(child, signal.SIGSTOP)  # it cannot see its pipe close
+        monitor.proc.kill()
+        monitor.proc.wait(10)
+        wait_until(lambda: _gone(child), timeout=10, what="the stopped ingest process to be killed")
+    finally:
+        monitor.close()
+        if child and not _gone(child):
+            os.kill(child, signal.SIGKILL)

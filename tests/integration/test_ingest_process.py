@@ -37,7 +37,7 @@ async def engine(sqlite_template: Path, tmp_path: Path) -> AsyncIterator[AsyncEn
 
 @pytest.fixture
 async def child(engine: AsyncEngine) -> AsyncIterator[IngestProcess]:
-    process = IngestProcess(Settings(database_url=str(engine.url), ingest_wait=0.005))
+    process = IngestProcess(Settings(database_url=str(engine.url), ingest_wait=0.005), engine)
     await process.start()
     yield process
     await process.stop()
@@ -118,7 +118,7 @@ async def test_a_child_that_dies_with_a_batch_answers_it_503_and_the_next_batch_
     assert not lost.done()
     os.kill(first, signal.SIGKILL)
     answer = await asyncio.wait_for(lost, 10)
-    assert (answer.status, answer.text) == (503, "storage unavailable, retry")
+    assert (answer.status, answer.text, answer.retry_after) == (503, "storage unavailable, retry", 1)
     assert await stored(engine) == []  # a 503 stored nothing
     again = await asyncio.wait_for(writer.submit(ping(uuid, T0 + timedelta(seconds=1))), 60)
     assert (again.status, again.text) == (200, "OK")
@@ -151,9 +151,79 @@ async def test_a_child_that_leaves_a_batch_unanswered_is_killed_and_replaced(
     assert stalled is not None
     os.kill(stalled, signal.SIGSTOP)  # a child that never answers (it is not dead)
     answer = await asyncio.wait_for(writer.submit(ping(uuid, T0)), 10)
-    assert (answer.status, answer.text) == (503, "storage unavailable, retry")
+    assert (answer.status, answer.text, answer.retry_after) == (503, "storage unavailable, retry", 1)
     again = await asyncio.wait_for(writer.submit(ping(uuid, T0 + timedelta(seconds=1))), 60)
     assert (again.status, again.text) == (200, "OK")
     assert child.pid not in (None, stalled)
     with pytest.raises(ProcessLookupError):
         os.kill(stalled, 0)  # killed and reaped, not left stopped
+
+
+async def test_a_child_that_died_while_idle_is_replaced_before_the_next_batch(
+    engine: AsyncEngine, writer: IngestWriter, child: IngestProcess
+) -> None:
+    [(_, uuid)] = await make_checks(engine, 1)
+    dead = child.pid
+    assert dead is not None
+    os.kill(dead, signal.SIGKILL)
+    await asyncio.sleep(0.5)  # its pipe closed with nothing in flight
+    answer = await asyncio.wait_for(writer.submit(ping(uuid, T0)), 60)
+    assert (answer.status, answer.text) == (200, "OK")  # not a 503: the ping was never the dead child's
+    assert child.pid not in (None, dead)
+
+
+async def test_a_stopped_child_is_killed_even_when_its_pipe_is_full(
+    engine: AsyncEngine, writer: IngestWriter, child: IngestProcess, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    [(_, uuid)] = await make_checks(engine, 1)
+    monkeypatch.setattr(ingest_process, "BATCH_TIMEOUT", 0.5)
+    stalled = child.pid
+    assert stalled is not None
+    os.kill(stalled, signal.SIGSTOP)
+    body = os.urandom(100_000)  # 8 such pings: a frame far larger than the pipe holds
+    big = [
+        PingRequest(
+            kind=PingKind.LOG,
+            received=T0 + timedelta(milliseconds=i),
+            uuid=uuid,
+            body=body,
+            body_size=len(body),
+        )
+        for i in range(8)
+    ]
+    answers = await asyncio.wait_for(asyncio.gather(*(writer.submit(r) for r in big)), 10)
+    assert {(a.status, a.retry_after) for a in answers} == {(503, 1)}
+    again = await asyncio.wait_for(writer.submit(ping(uuid, T0 + timedelta(seconds=1))), 60)
+    assert (again.status, again.text) == (200, "OK")
+    assert [n for _, n, _ in await stored(engine)] == [1]
+
+
+async def test_a_failed_batch_is_answered_from_the_database_pings_it_holds_200_the_others_503(
+    engine: AsyncEngine, child: IngestProcess
+) -> None:
+    [(_, uuid)] = await make_checks(engine, 1)
+    committed = [ping(uuid, T0), ping(uuid, T0 + timedelta(seconds=1))]
+    assert [a.status for a in await child(committed)] == [200, 200]
+    # the same batch, as if the child had died between its commit and its answer, with a ping
+    # it never stored and one of a check that does not exist
+    never = ping(uuid, T0 + timedelta(seconds=1, microseconds=1))
+    unknown = ping("00000000-0000-4000-8000-000000000000", T0)
+    answers = await child._in_doubt([*committed, never, unknown])
+    assert [(a.status, a.retry_after) for a in answers] == [(200, None), (200, None), (503, 1), (503, 1)]
+
+
+async def test_the_database_is_asked_only_once_the_failed_child_has_exited(
+    engine: AsyncEngine, writer: IngestWriter, child: IngestProcess
+) -> None:
+    [(_, uuid)] = await make_checks(engine, 1)
+    stalled = child.pid
+    assert stalled is not None
+    # the child holds the batch unread; killed, it can no longer commit it once the
+    # database is asked (a stopped child dies at SIGKILL too)
+    os.kill(stalled, signal.SIGSTOP)
+    answer = asyncio.ensure_future(writer.submit(ping(uuid, T0)))
+    await asyncio.sleep(0.2)
+    os.kill(stalled, signal.SIGKILL)
+    assert (await asyncio.wait_for(answer, 10)).status == 503
+    with pytest.raises(ProcessLookupError):
+        os.kill(stalled, 0)

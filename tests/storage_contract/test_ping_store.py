@@ -147,3 +147,21 @@ async def test_insert_gives_left_out_columns_their_defaults(uow: UnitOfWork) -> 
         "body_size": 0,
     }
     assert (row["response_status"], row["received_at"], row["scheduled"]) == (200, NOW, None)
+
+
+async def test_arrived_names_the_stored_pings_by_check_and_arrival_to_the_microsecond(
+    uow: UnitOfWork,
+) -> None:
+    project = await add_project(uow)
+    first, second = await add_check(uow, project, name="a"), await add_check(uow, project, name="b")
+    at = NOW + timedelta(microseconds=123_457)
+    await uow.pings.insert([ping_row(first, 1, received_at=at), ping_row(second, 1, received_at=NOW)])
+    asked = {
+        (first, at),
+        (first, at + timedelta(microseconds=1)),  # a microsecond later: another ping
+        (second, at),  # another check's arrival
+        (second, NOW),
+        (first + second + 1000, NOW),  # no such check
+    }
+    assert await uow.pings.arrived(asked) == {(first, at), (second, NOW)}
+    assert await uow.pings.arrived([]) == set()
