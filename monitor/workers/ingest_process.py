@@ -5,7 +5,7 @@ batches in a worker thread (:class:`monitor.services.ingest.IngestWriter`). Both
 interpreter lock, so the process never uses more than one core; on SQLite, where more API
 processes cannot help (one file, one writer), the second core stayed idle (measured: 0.8 cores
 busy of 2 at the most pings per second). Here the batches go to a child process that owns the
-SQLite writes (``python -m monitor.workers.ingest_process``): the HTTP process parses and
+SQLite writes (``python -m monitor.workers.ingest_child``): the HTTP process parses and
 answers, the child judges and commits, each on a core of its own.
 
 The protocol, over the child's stdin and stdout: frames of a 4-byte big-endian length and a
@@ -24,12 +24,10 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
-import ctypes
 import gc
 import logging
 import os
 import pickle
-import signal
 import struct
 import sys
 from collections.abc import Callable
@@ -96,7 +94,7 @@ class IngestProcess:
         process = await asyncio.create_subprocess_exec(
             sys.executable,
             "-m",
-            "monitor.workers.ingest_process",
+            "monitor.workers.ingest_child",
             str(os.getpid()),
             stdin=asyncio.subprocess.PIPE,
             stdout=asyncio.subprocess.PIPE,
@@ -212,6 +210,10 @@ class IngestProcess:
         except (OSError, EOFError, asyncio.IncompleteReadError) as error:
             if process is not self._process:
                 return  # stopped, or failed already
+            with contextlib.suppress(TimeoutError):  # its exit status, for the log
+                await asyncio.wait_for(asyncio.shield(process.wait()), 1.0)
+            if process is not self._process:
+                return
             if waiting:
                 self._fail(error)
             else:
@@ -327,26 +329,9 @@ async def _serve(settings: Settings, requests: BinaryIO, answers: BinaryIO) -> N
         await engine.dispose()
 
 
-def _die_with(parent: int) -> None:
-    """Be killed (SIGKILL) when the process that started this one ends, even while stopped
-    (a stopped child cannot read its pipe closing): Linux's ``PR_SET_PDEATHSIG``. Exits at
-    once if that process has already ended."""
-    if sys.platform == "linux":
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
-    if os.getppid() != parent:
-        sys.exit(0)
-
-
-PR_SET_PDEATHSIG = 1
-
-
-def main() -> None:
-    """``python -m monitor.workers.ingest_process PARENT_PID``: the child (started by
-    :class:`IngestProcess`)."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    _die_with(int(sys.argv[1]))
+def run_child() -> None:
+    """The child's work, once :mod:`monitor.workers.ingest_child` has set it up: the settings
+    from stdin, then batches until stdin closes."""
     requests = sys.stdin.buffer
     answers = os.fdopen(os.dup(sys.stdout.fileno()), "wb")
     sys.stdout = sys.stderr  # nothing printed may reach the answers' pipe
@@ -357,7 +342,3 @@ def main() -> None:
         return
     logging.basicConfig(level=settings.log_level.upper(), stream=sys.stderr, format=LOG_FORMAT)
     asyncio.run(_serve(settings, requests, answers))
-
-
-if __name__ == "__main__":
-    main()

@@ -87,12 +87,19 @@ def _children(pid: int) -> list[int]:
     return [int(c) for c in path.read_text().split()] if path.exists() else []
 
 
+def _ingest_children(pid: int) -> list[int]:
+    found = []
+    for child in _children(pid):
+        try:
+            if b"monitor.workers.ingest_child" in Path(f"/proc/{child}/cmdline").read_bytes():
+                found.append(child)
+        except FileNotFoundError:  # ended meanwhile
+            pass
+    return found
+
+
 def _ingest_child(pid: int) -> int:
-    found = [
-        c
-        for c in _children(pid)
-        if b"monitor.workers.ingest_process" in Path(f"/proc/{c}/cmdline").read_bytes()
-    ]
+    found = _ingest_children(pid)
     assert len(found) == 1, found
     return found[0]
 
@@ -144,6 +151,26 @@ def test_a_stopped_ingest_process_does_not_outlive_serve(tmp_path: Path) -> None
         assert monitor.proc is not None
         child = _ingest_child(monitor.proc.pid)
         os.kill(child, signal.SIGSTOP)  # it cannot see its pipe close
+        monitor.proc.kill()
+        monitor.proc.wait(10)
+        wait_until(lambda: _gone(child), timeout=10, what="the stopped ingest process to be killed")
+    finally:
+        monitor.close()
+        if child and not _gone(child):
+            os.kill(child, signal.SIGKILL)
+
+
+def test_an_ingest_process_stopped_while_it_starts_does_not_outlive_serve(tmp_path: Path) -> None:
+    monitor = _serve(tmp_path)
+    child = 0
+    try:
+        assert monitor.proc is not None
+        pid = monitor.proc.pid
+        [child] = wait_until(
+            lambda: _ingest_children(pid), timeout=60, interval=0.005, what="the ingest process"
+        )
+        time.sleep(0.1)  # past its first statements, inside its imports (a second or more)
+        os.kill(child, signal.SIGSTOP)
         monitor.proc.kill()
         monitor.proc.wait(10)
         wait_until(lambda: _gone(child), timeout=10, what="the stopped ingest process to be killed")
