@@ -210,19 +210,22 @@ class IngestProcess:
         except (OSError, EOFError, asyncio.IncompleteReadError) as error:
             if process is not self._process:
                 return  # stopped, or failed already
-            with contextlib.suppress(TimeoutError):  # its exit status, for the log
+            in_flight = bool(waiting)
+            if in_flight:
+                self._fail(error, log=False)
+            else:
+                self._failed, self._process = process, None
+            # at once, so no batch is written to it meanwhile; then its exit status, for the log
+            with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(asyncio.shield(process.wait()), 1.0)
-            if process is not self._process:
-                return
-            if waiting:
-                self._fail(error)
+            if in_flight:
+                _log_failure(process, error)
             else:
                 logger.warning(
                     "the ingest process exited (%s); another starts with the next batch",
                     _exit_of(process),
                     extra={"action": "ingest_process_exited"},
                 )
-                self._failed, self._process = process, None
 
     def _overdue(
         self, process: asyncio.subprocess.Process, answer: asyncio.Future[list[PingAnswer] | None]
@@ -235,17 +238,12 @@ class IngestProcess:
             )
             self._fail(TimeoutError("stalled"))
 
-    def _fail(self, error: BaseException) -> None:
+    def _fail(self, error: BaseException, *, log: bool = True) -> None:
         """Mark every batch in flight in doubt (:meth:`_in_doubt` answers them) and let the
         next batch start another child: this one died, stalled, or could not be reached."""
         process = self._process
-        logger.error(
-            "the ingest process failed (%s); its batches are answered 503 and another starts with the next",
-            _exit_of(process)
-            if process is not None and process.returncode is not None
-            else type(error).__name__,
-            extra={"action": "ingest_process_failed"},
-        )
+        if log:
+            _log_failure(process, error)
         if process is not None:
             if process.returncode is None:
                 with contextlib.suppress(ProcessLookupError):
@@ -256,6 +254,18 @@ class IngestProcess:
             future = self._waiting.popleft()
             if not future.done():
                 future.set_result(None)
+
+
+def _log_failure(process: asyncio.subprocess.Process | None, error: BaseException) -> None:
+    how = (
+        _exit_of(process) if process is not None and process.returncode is not None else type(error).__name__
+    )
+    logger.error(
+        "the ingest process failed (%s); its batches are answered from the database and another"
+        " starts with the next",
+        how,
+        extra={"action": "ingest_process_failed"},
+    )
 
 
 def _exit_of(process: asyncio.subprocess.Process) -> str:

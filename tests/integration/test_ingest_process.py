@@ -70,6 +70,11 @@ def ping(uuid: str, at: datetime, kind: PingKind = PingKind.SUCCESS) -> PingRequ
     return PingRequest(kind=kind, received=at, uuid=uuid, method="POST", body=b"done", body_size=4)
 
 
+def _died(pid: int) -> bool:
+    stat = Path(f"/proc/{pid}/stat")
+    return not stat.exists() or stat.read_text().rsplit(")", 1)[1].split()[0] == "Z"
+
+
 async def stored(engine: AsyncEngine) -> list[tuple[int, int, datetime]]:
     p = t.pings.c
     async with engine.connect() as conn:
@@ -166,7 +171,11 @@ async def test_a_child_that_died_while_idle_is_replaced_before_the_next_batch(
     dead = child.pid
     assert dead is not None
     os.kill(dead, signal.SIGKILL)
-    await asyncio.sleep(0.5)  # its pipe closed with nothing in flight
+    for _ in range(2000):  # until it has died: its pipe closed with nothing in flight
+        if _died(dead):
+            break
+        await asyncio.sleep(0.005)
+    await asyncio.sleep(0.02)  # the reader's turn to see the pipe close (not its exit status)
     answer = await asyncio.wait_for(writer.submit(ping(uuid, T0)), 60)
     assert (answer.status, answer.text) == (200, "OK")  # not a 503: the ping was never the dead child's
     assert child.pid not in (None, dead)
