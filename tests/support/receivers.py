@@ -127,6 +127,9 @@ class _Handler(BaseHTTPRequestHandler):
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
     block_on_close = False
+    # socketserver's default listen backlog is 5: fifty deliveries connecting at once on a
+    # loaded host overflowed it, and the kernel reset the connections it could not queue
+    request_queue_size = 128
 
     def __init__(self, receiver: HttpReceiver) -> None:
         self.receiver = receiver
