@@ -548,10 +548,15 @@ def test_shell_wrapper_passes_on_a_signal_that_came_while_the_command_was_being_
     ) as proc:
         _wait_until_paused(tmp_path, proc)  # the child is forked, its traps still the wrapper's
         proc.send_signal(signal.SIGTERM)
-        assert proc.wait(timeout=20) == 7
-        assert proc.stdout is not None and proc.stdout.read() == b"r\n"
+        status = proc.wait(timeout=20)  # a lost signal: the wrapper waits for ever
+        # passed on once the start mark exists, just before the command's exec: 7 when the
+        # command's own trap was set by then, 143 (128 + SIGTERM) when a loaded host ran the
+        # wrapper first; the command got it either way (it would otherwise loop for ever)
+        assert status in (7, 143)
+        assert proc.stdout is not None
+        assert proc.stdout.read() in ((b"", b"r\n") if status == 7 else (b"",))  # "r" follows the trap
     pings = monitor.pings(check["uuid"])
-    assert [(p["type"], p["exit_status"]) for p in pings] == [("start", None), ("fail", 7)]
+    assert [(p["type"], p["exit_status"]) for p in pings] == [("start", None), ("fail", status)]
 
 
 class _SlowFinish(BaseHTTPRequestHandler):
