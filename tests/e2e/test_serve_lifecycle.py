@@ -143,6 +143,16 @@ def test_sigterm_stops_serve_and_its_ingest_process(tmp_path: Path) -> None:
     assert "ingest_process_failed" not in monitor.stderr and "ingest process failed" not in monitor.stderr
 
 
+def _stop_then_kill_serve(monitor: MonitorProcess, child: int) -> None:
+    """SIGSTOP the ingest process (it cannot see its pipe close), SIGKILL serve: the kernel
+    must kill the child (PR_SET_PDEATHSIG)."""
+    assert monitor.proc is not None
+    os.kill(child, signal.SIGSTOP)
+    monitor.proc.kill()
+    monitor.proc.wait(10)
+    wait_until(lambda: _gone(child), timeout=10, what="the stopped ingest process to be killed")
+
+
 def test_a_stopped_ingest_process_does_not_outlive_serve(tmp_path: Path) -> None:
     monitor = _serve(tmp_path)
     child = 0
@@ -150,10 +160,7 @@ def test_a_stopped_ingest_process_does_not_outlive_serve(tmp_path: Path) -> None
         monitor.wait_healthy(60)
         assert monitor.proc is not None
         child = _ingest_child(monitor.proc.pid)
-        os.kill(child, signal.SIGSTOP)  # it cannot see its pipe close
-        monitor.proc.kill()
-        monitor.proc.wait(10)
-        wait_until(lambda: _gone(child), timeout=10, what="the stopped ingest process to be killed")
+        _stop_then_kill_serve(monitor, child)
     finally:
         monitor.close()
         if child and not _gone(child):
@@ -170,10 +177,7 @@ def test_an_ingest_process_stopped_while_it_starts_does_not_outlive_serve(tmp_pa
             lambda: _ingest_children(pid), timeout=60, interval=0.005, what="the ingest process"
         )
         time.sleep(0.1)  # past its first statements, inside its imports (a second or more)
-        os.kill(child, signal.SIGSTOP)
-        monitor.proc.kill()
-        monitor.proc.wait(10)
-        wait_until(lambda: _gone(child), timeout=10, what="the stopped ingest process to be killed")
+        _stop_then_kill_serve(monitor, child)
     finally:
         monitor.close()
         if child and not _gone(child):

@@ -70,6 +70,16 @@ def ping(uuid: str, at: datetime, kind: PingKind = PingKind.SUCCESS) -> PingRequ
     return PingRequest(kind=kind, received=at, uuid=uuid, method="POST", body=b"done", body_size=4)
 
 
+def stall(child: IngestProcess, monkeypatch: pytest.MonkeyPatch) -> int:
+    """Stop the child (SIGSTOP: it never answers, and is not dead) with the stall timeout cut
+    to 0.5 s; its pid."""
+    monkeypatch.setattr(ingest_process, "BATCH_TIMEOUT", 0.5)
+    stalled = child.pid
+    assert stalled is not None
+    os.kill(stalled, signal.SIGSTOP)
+    return stalled
+
+
 def _died(pid: int) -> bool:
     stat = Path(f"/proc/{pid}/stat")
     return not stat.exists() or stat.read_text().rsplit(")", 1)[1].split()[0] == "Z"
@@ -151,10 +161,7 @@ async def test_a_child_that_leaves_a_batch_unanswered_is_killed_and_replaced(
     engine: AsyncEngine, writer: IngestWriter, child: IngestProcess, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     [(_, uuid)] = await make_checks(engine, 1)
-    monkeypatch.setattr(ingest_process, "BATCH_TIMEOUT", 0.5)
-    stalled = child.pid
-    assert stalled is not None
-    os.kill(stalled, signal.SIGSTOP)  # a child that never answers (it is not dead)
+    stalled = stall(child, monkeypatch)
     answer = await asyncio.wait_for(writer.submit(ping(uuid, T0)), 10)
     assert (answer.status, answer.text, answer.retry_after) == (503, "storage unavailable, retry", 1)
     again = await asyncio.wait_for(writer.submit(ping(uuid, T0 + timedelta(seconds=1))), 60)
@@ -185,10 +192,7 @@ async def test_a_stopped_child_is_killed_even_when_its_pipe_is_full(
     engine: AsyncEngine, writer: IngestWriter, child: IngestProcess, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     [(_, uuid)] = await make_checks(engine, 1)
-    monkeypatch.setattr(ingest_process, "BATCH_TIMEOUT", 0.5)
-    stalled = child.pid
-    assert stalled is not None
-    os.kill(stalled, signal.SIGSTOP)
+    stall(child, monkeypatch)
     body = os.urandom(100_000)  # 8 such pings: a frame far larger than the pipe holds
     big = [
         PingRequest(
