@@ -173,15 +173,19 @@ class Execution:
     _tail: bytearray = field(default_factory=bytearray)
 
     async def terminate(self, reason: str) -> None:
-        """SIGTERM the run's process group, SIGKILL after :data:`TERMINATE_GRACE`; cancel an HTTP call."""
-        self.terminated = self.terminated or reason
+        """SIGTERM the run's process group, SIGKILL after :data:`TERMINATE_GRACE`; cancel an HTTP call.
+
+        A process that has already exited, its exit read or not, is left alone and not marked
+        terminated: its own exit status stands."""
         proc = self.process
         if proc is None:
+            self.terminated = self.terminated or reason
             if self.task is not None:
                 self.task.cancel()
             return
-        if proc.returncode is not None:
+        if exited(self):
             return
+        self.terminated = self.terminated or reason
         _signal_group(proc.pid, signal.SIGTERM)
         try:
             await asyncio.wait_for(asyncio.shield(proc.wait()), TERMINATE_GRACE)

@@ -321,12 +321,17 @@ def test_fenced_billing_refuses_a_stalled_replicas_stale_write(stack: Stack) -> 
         )
         assert new["holder"] != holder["holder"]
         wait_until(lambda: _charges(db, int(new["token"])), timeout=10, what="a charge under the new token")
-        for pid in stalled:
-            os.kill(pid, signal.SIGCONT)
-        stalled.clear()
+        # the run wakes first and writes; its replica, once awake, would end a run still going
+        # (overtaken by the newer holder's), so it wakes only after the run has exited
+        os.kill(job_pid, signal.SIGCONT)
+        stalled.remove(job_pid)
         wait_until(
             lambda: _query(db, "SELECT tick, token, highest FROM rejections"), timeout=10, what="the refusal"
         )
+        wait_until(lambda: _exited(job_pid), timeout=10, what="the refused run's exit")
+        for pid in stalled:
+            os.kill(pid, signal.SIGCONT)
+        stalled.clear()
         assert _query(db, "SELECT tick, token, highest FROM rejections") == [(tick, token, int(new["token"]))]
         assert all(row[1] >= int(new["token"]) for row in _query(db, "SELECT tick, token FROM charges"))
         assert tick not in {row[0] for row in _query(db, "SELECT tick, token FROM charges")}
@@ -343,6 +348,15 @@ def test_fenced_billing_refuses_a_stalled_replicas_stale_write(stack: Stack) -> 
         stop(*replicas)
         for p in replicas:
             p.close()
+
+
+def _exited(pid: int) -> bool:
+    """Whether process ``pid`` has exited (a zombie its stopped parent has not reaped, or gone)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        return True
+    return stat.rsplit(")", 1)[1].split()[0] in ("Z", "X")
 
 
 def _query(db: Path, sql: str) -> list[tuple[Any, ...]]:

@@ -8,6 +8,7 @@ import json
 import os
 import signal
 import sys
+import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -77,6 +78,23 @@ async def test_kill_after_terminates_the_whole_process_group() -> None:
     # a job that exits 0 on SIGTERM still did not finish in time: a failure, like timeout(1)
     outcome = await run({"command": "trap 'exit 0' TERM; sleep 30 & wait", "kill_after": 0.3})
     assert outcome.exit_status == 124
+
+
+async def test_terminating_a_run_that_already_exited_keeps_its_own_exit_status() -> None:
+    """A run that exits (3) while its replica decides to end it: its exit is not yet read when
+    ``terminate`` comes, and it is neither signalled nor reported as terminated."""
+    execution = executor.Execution(context=context())
+    assert await executor.spawn_command(execution, ("sh", "-c", "exit 3"), {"PATH": "/usr/bin:/bin"}) is None
+    assert execution.process is not None
+    deadline = time.monotonic() + 10
+    while not executor.exited(execution):  # the loop does not run: the exit stays unread
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    assert execution.process.returncode is None
+    await execution.terminate("lease lost")
+    outcome = await executor.wait_command(execution, None)
+    assert outcome.exit_status == 3 and outcome.terminated is None
+    assert b"terminated" not in outcome.output
 
 
 GUARDED = """
