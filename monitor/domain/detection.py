@@ -53,8 +53,9 @@ MAX_TICKS_PER_EVALUATION = 1000
 
 def iso(instant: datetime) -> str:
     """``YYYY-MM-DDTHH:MM:SSZ`` (microseconds kept when present)."""
-    text = instant.astimezone(UTC).isoformat()
-    return text.replace("+00:00", "Z")
+    if instant.tzinfo is not UTC:
+        instant = instant.astimezone(UTC)
+    return instant.isoformat().replace("+00:00", "Z")
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -940,7 +941,7 @@ class OutageGuard:
     seen_until: datetime | None = None
 
     def covers(self, deadline: datetime) -> bool:
-        return any(start < deadline <= end for start, end in self.outages)
+        return bool(self.outages) and any(start < deadline <= end for start, end in self.outages)
 
     def defers(self, deadline: datetime) -> bool:
         return self.seen_until is not None and deadline > self.seen_until
@@ -981,7 +982,8 @@ def evaluate(
             events.append((tick + spec.grace, 1, tick))
             cursor = tick
             judged += 1
-    events.sort(key=lambda e: (e[0], e[1]))
+    if len(events) > 1:
+        events.sort(key=_event_order)
     for deadline, _, item in events:
         if guard.defers(deadline):
             break  # judged once the outage has ended and been recorded
@@ -995,6 +997,11 @@ def evaluate(
         state.judged_until = tick
     _advance(spec, state, book, now)
     return fx
+
+
+def _event_order(event: tuple[datetime, int, Run | datetime]) -> tuple[datetime, int]:
+    """Deadline first; at one instant, a run's time-out before a tick's miss."""
+    return event[0], event[1]
 
 
 def _judge_tick(
@@ -1014,10 +1021,9 @@ def _judge_tick(
     episode nor changes the status; it is counted in the episode that run closed, or else
     raises one ``missed`` alert shared with the consecutive superseded ticks before it.
     """
-    present = {
-        r.rid or r.id for r in book.real_runs_of(tick) if r.satisfies(now, spec.max_runtime) or r.succeeded
-    }
-    outcome = Outcome.INCOMPLETE if book.real_runs_of(tick) else Outcome.MISSED
+    real = book.real_runs_of(tick)
+    present = {r.rid or r.id for r in real if r.satisfies(now, spec.max_runtime) or r.succeeded}
+    outcome = Outcome.INCOMPLETE if real else Outcome.MISSED
     if blind:
         outcome = Outcome.UNKNOWN
     mark = TickMark(scheduled=tick, outcome=outcome)
@@ -1101,8 +1107,11 @@ def _bump(key: str, count: int) -> AlertDraft:
 
 
 def _cursor(state: CheckState) -> datetime | None:
-    marks = [t for t in (state.watch_from, state.judged_until) if t is not None]
-    return max(marks) if marks else None
+    """The later of ``watch_from`` and ``judged_until`` (``None`` when neither is set)."""
+    watch_from, judged_until = state.watch_from, state.judged_until
+    if watch_from is None or judged_until is None:
+        return judged_until if watch_from is None else watch_from
+    return max(watch_from, judged_until)
 
 
 def refresh(spec: CheckSpec, state: CheckState, book: RunBook, now: datetime) -> None:

@@ -160,7 +160,10 @@ class RunBook:
 
     def runs_of(self, tick: datetime) -> list[Run]:
         """Runs bound to ``tick``, oldest first (``early`` runs included)."""
-        return sorted((r for r in self.runs.values() if r.scheduled == tick), key=lambda r: r.first_ping_at)
+        found = [r for r in self.runs.values() if r.scheduled == tick]
+        if len(found) > 1:
+            found.sort(key=_first_ping_at)
+        return found
 
     def real_runs_of(self, tick: datetime) -> list[Run]:
         """Runs bound to ``tick`` that count for it (not ``early``), oldest first."""
@@ -199,7 +202,15 @@ class RunBook:
         return max(found, key=lambda r: r.first_ping_at) if found else None
 
     def open_runs(self) -> list[Run]:
-        return sorted((r for r in self.runs.values() if r.is_open), key=lambda r: r.first_ping_at)
+        """Runs not yet judged (:attr:`Run.is_open`), oldest first."""
+        found = [r for r in self.runs.values() if r.outcome is None]
+        if len(found) > 1:
+            found.sort(key=_first_ping_at)
+        return found
+
+
+def _first_ping_at(run: Run) -> datetime:
+    return run.first_ping_at
 
 
 def needed_since(spec: CheckSpec, state: CheckState) -> datetime | None:
