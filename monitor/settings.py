@@ -355,7 +355,7 @@ class Settings:
         kind=int,
         minimum=1,
         maximum=MAX_NOTIFY_CONCURRENCY,
-        doc="of those, most to one target host (a slow target holds only its own slots)",
+        doc="of those, most to one target host (fewer to one whose sends time out: it holds only its own)",
     )
 
     ping_retention: int = setting(

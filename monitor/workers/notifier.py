@@ -56,47 +56,79 @@ DRAIN_TIMEOUT = 5.0
 _RECORD_FAILURES = FailureLog(logger, "delivery recording", action="delivery_record_failed")
 
 
-class _Slots:
-    """Deliveries in flight: in all, and per target (:func:`~monitor.notify.urls.target_key`)."""
+START_ALLOWANCE = 4
+"""Deliveries a target may have in flight until deliveries to it have been seen to end in time
+(at most ``MONITOR_NOTIFY_PER_HOST``): see :class:`_Slots`."""
 
-    def __init__(self) -> None:
+
+class _Slots:
+    """Deliveries in flight: in all, and per target (:func:`~monitor.notify.urls.target_key`),
+    and how many each target may have (its *allowance*).
+
+    A target's allowance works like TCP's slow start: it starts at :data:`START_ALLOWANCE`,
+    doubles (up to ``per_host``) each time a delivery to it ends within half the send timeout,
+    and halves (down to 1) each time one takes longer. A target that accepts connections but
+    never answers (a dead host behind a firewall, a hung webhook) so holds a few slots, not
+    ``per_host``: several such targets at once cannot take every slot of the process and hold
+    the alerts to targets that answer for a send timeout each round."""
+
+    def __init__(self, per_host: int, slow_after: float) -> None:
         self.count = 0
         self.busy: Counter[str] = Counter()
         self.freed = asyncio.Event()
+        self.per_host = per_host
+        self.slow_after = slow_after
+        self.allowances: dict[str, int] = {}
+
+    def allowance(self, target: str) -> int:
+        """Deliveries ``target`` may have in flight now (1 to ``per_host``)."""
+        return self.allowances.get(target, min(START_ALLOWANCE, self.per_host))
 
     def take(self, target: str) -> None:
         self.count += 1
         self.busy[target] += 1
 
-    def give(self, target: str) -> None:
+    def give(self, target: str, took: float | None = None) -> None:
+        """A delivery to ``target`` is no longer in flight; ``took``: the seconds its send
+        took (``None``: it was not sent, which says nothing of the target)."""
         self.count -= 1
         self.busy[target] -= 1
+        if took is not None:
+            allowance = self.allowance(target)
+            if took < self.slow_after:
+                self.allowances[target] = min(self.per_host, allowance * 2)
+            else:
+                self.allowances[target] = max(1, allowance // 2)
         self.freed.set()
 
 
-def _full_channels(channel_targets: dict[str, str], slots: _Slots, per_host: int) -> set[str]:
-    """Channels not to claim for now: their target has fewer than a quarter of its
-    ``per_host`` slots free (at least one). Waiting for a few slots to free up claims a
-    busy target's rows several at a time instead of one claim transaction per delivery."""
-    low = per_host - max(1, per_host // 4)
-    return {channel for channel, target in channel_targets.items() if slots.busy[target] > low}
+def _full_channels(channel_targets: dict[str, str], slots: _Slots) -> set[str]:
+    """Channels not to claim for now: their target has fewer than a quarter of its allowance
+    free (at least one slot). Waiting for a few slots to free up claims a busy target's rows
+    several at a time instead of one claim transaction per delivery."""
+    full = set()
+    for channel, target in channel_targets.items():
+        allowance = slots.allowance(target)
+        if slots.busy[target] > allowance - max(1, allowance // 4):
+            full.add(channel)
+    return full
 
 
 class _Room:
     """The ``keep`` test of :func:`~monitor.services.dispatch.claim_due`: a claimed row is
-    kept while its target has a free slot, counting the rows kept before it in this claim."""
+    kept while its target has room in its allowance, counting the rows kept before it in this
+    claim."""
 
-    def __init__(self, channel_targets: dict[str, str], slots: _Slots, per_host: int) -> None:
+    def __init__(self, channel_targets: dict[str, str], slots: _Slots) -> None:
         self.channel_targets = channel_targets
         self.slots = slots
-        self.per_host = per_host
         self.planned: Counter[str] = Counter()
         self.seen = 0
 
     def __call__(self, channel_id: str, url: str) -> bool:
         self.seen += 1
         target = self.channel_targets.setdefault(channel_id, target_key(url))
-        if self.slots.busy[target] + self.planned[target] >= self.per_host:
+        if self.slots.busy[target] + self.planned[target] >= self.slots.allowance(target):
             return False
         self.planned[target] += 1
         return True
@@ -226,8 +258,8 @@ async def run_notifier(
     pre_send_delay: float = 0.0,
 ) -> None:
     """Loop forever: keep up to ``settings.notify_concurrency`` deliveries going, at most
-    ``settings.notify_per_host`` of them to one target; sleep until woken, a delivery ends, or
-    the next poll.
+    ``settings.notify_per_host`` of them to one target (fewer to a target whose sends time out:
+    :class:`_Slots`); sleep until woken, a delivery ends, or the next poll.
 
     A channel whose target is at its limit is left out of the next claims, and rows claimed
     beyond a target's limit are given back at once, so a slow target holds only its own slots
@@ -237,7 +269,7 @@ async def run_notifier(
     """
     wake = wake or asyncio.Event()
     limit = settings.notify_concurrency
-    slots = _Slots()
+    slots = _Slots(settings.notify_per_host, settings.notify_timeout / 2)
     batches: set[asyncio.Task[None]] = set()
     channel_targets: dict[str, str] = {}
     recorder = _Recorder(engine, settings)
@@ -262,11 +294,11 @@ async def run_notifier(
                 else:
                     reminder_failures.succeeded()
             try:
-                full = _full_channels(channel_targets, slots, settings.notify_per_host)
+                full = _full_channels(channel_targets, slots)
                 accepted: list[tuple[Delivery, str]] = []
                 paced = not claims.worth_claiming(full)
                 if not paced:
-                    keep = _Room(channel_targets, slots, settings.notify_per_host)
+                    keep = _Room(channel_targets, slots)
                     jobs = await claim_due(
                         engine,
                         clock.now(),
@@ -370,16 +402,19 @@ async def _send(
     slots: _Slots,
     recorder: _Recorder,
 ) -> None:
+    took: float | None = None
     try:
+        began = time.monotonic()
         try:
             result = await notifier.send(job.url, job.message, timeout=settings.notify_timeout)
         except asyncio.CancelledError:
             raise
         except Exception as error:  # an adapter bug must not lose the row: record it as a failure
             result = DeliveryResult(ok=False, error=f"{type(error).__name__}: {error}")
+        took = time.monotonic() - began
         await recorder.record(Attempt(job, result, clock.now()))
     finally:
-        slots.give(target)
+        slots.give(target, took)
 
 
 async def _idle_for(engine: Engine, clock: Clock) -> float:

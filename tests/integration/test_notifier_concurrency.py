@@ -16,6 +16,7 @@ from monitor.notify.apprise import AppriseNotifier
 from monitor.services.ingest import PingRequest, ingest_pings
 from monitor.settings import Settings
 from monitor.storage import tables as t
+from monitor.workers import notifier as notifier_worker
 from monitor.workers.notifier import run_notifier
 from tests.conftest import Api
 from tests.support.receivers import HttpReceiver
@@ -191,6 +192,59 @@ async def test_a_slow_target_holds_only_its_own_slots(
         assert len(slow.requests) <= settings.notify_per_host
     finally:
         slow.hang_s = 0
+
+
+async def test_several_targets_that_never_answer_cannot_hold_every_slot(
+    api: Api, make_http_receiver: Callable[..., HttpReceiver]
+) -> None:
+    # three hung hosts with more alerts than the process has slots, raised before the healthy
+    # target's: at the per-host limit they would hold all 16 slots for a send timeout
+    hung = [make_http_receiver(hang_s=3) for _ in range(3)]
+    healthy = make_http_receiver()
+    settings = api.settings.replace(notify_timeout=5.0, notify_concurrency=16, notify_per_host=8)
+    now = SystemClock().now()
+    for n, receiver in enumerate(hung):
+        channel = await _channel(api, receiver.url)
+        checks = [await _check(api, channel, name=f"hung-{n}-{i}") for i in range(12)]
+        await ingest_pings(
+            api.engine,
+            [PingRequest(kind=PingKind.FAIL, received=now, uuid=u) for u in checks],
+            settings=settings,
+        )
+    good = await _channel(api, healthy.url)
+    fast_checks = [await _check(api, good, name=f"fast-{i}") for i in range(30)]
+    await ingest_pings(
+        api.engine,
+        [PingRequest(kind=PingKind.FAIL, received=now, uuid=u) for u in fast_checks],
+        settings=settings,
+    )
+    started = time.monotonic()
+    try:
+        await _run_until(
+            api, settings, lambda: len(healthy.requests) >= len(fast_checks), within=10, settle=False
+        )
+        assert time.monotonic() - started < 2.5  # before the first hung send ends
+        assert all(len(receiver.requests) <= notifier_worker.START_ALLOWANCE for receiver in hung)
+    finally:
+        for receiver in hung:
+            receiver.hang_s = 0
+
+
+def test_a_targets_allowance_grows_with_sends_in_time_and_shrinks_with_slow_ones() -> None:
+    slots = notifier_worker._Slots(per_host=32, slow_after=5.0)
+    assert slots.allowance("a:1") == notifier_worker.START_ALLOWANCE
+    for expected in (8, 16, 32, 32):
+        slots.take("a:1")
+        slots.give("a:1", took=0.01)
+        assert slots.allowance("a:1") == expected
+    for expected in (16, 8, 4, 2, 1, 1):
+        slots.take("a:1")
+        slots.give("a:1", took=5.0)
+        assert slots.allowance("a:1") == expected
+    slots.take("a:1")
+    slots.give("a:1")  # not sent (its claim was lost): says nothing of the target
+    assert slots.allowance("a:1") == 1 and slots.count == 0 and slots.busy["a:1"] == 0
+    assert notifier_worker._Slots(per_host=2, slow_after=5.0).allowance("b") == 2
 
 
 async def test_a_notifier_stopped_mid_send_lets_the_send_end_and_records_it_once(
