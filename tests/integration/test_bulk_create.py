@@ -51,6 +51,11 @@ async def test_one_bad_check_in_a_list_creates_none_and_names_it(api: Api) -> No
     assert answer.json() == {"error": "[2].slug: 'same' is also the slug of [0]"}
     answer = await api.client.post("/api/v3/checks/", json=[], headers=api.headers)
     assert answer.status_code == 400 and answer.json()["error"].startswith("body: ")
+    answer = await api.client.post(
+        "/api/v3/checks/", json=[{"name": "a"}, {"name": "b"}, 5], headers=api.headers
+    )
+    assert answer.status_code == 400
+    assert answer.json() == {"error": "[2]: must be a JSON object (a check), got int"}
     answer = await api.client.post("/api/v3/checks/", json=[{"name": "x"}] * 1001, headers=api.headers)
     assert answer.status_code == 400 and answer.json()["error"].startswith("checks: ")
     answer = await api.client.post(

@@ -124,10 +124,15 @@ class ChecksController(Controller):
         services = services_of(request.app.state)
         shards = services.settings.shards
         if isinstance(data, list):
-            if not data or not all(isinstance(item, dict) for item in data):
+            if not data:
                 raise ValidationError(
                     "body", "must be a JSON object, or a non-empty list of JSON objects (several checks)"
                 )
+            for index, item in enumerate(data):
+                if not isinstance(item, dict):
+                    raise ValidationError(
+                        f"[{index}]", f"must be a JSON object (a check), got {type(item).__name__}"
+                    )
             bodies = await check_service.create_checks(
                 services.engine, key.project_id, data, _view(request), shards=shards
             )
