@@ -60,8 +60,8 @@ def handle_litestar_validation(
     _: Request[Any, Any, Any], exc: LitestarValidation
 ) -> Response[dict[str, str]]:
     """A typed parameter or body (a msgspec Struct) Litestar refused: the first problem, named
-    as our own errors name it (``url: Expected `str`, got `int```, ``body: must be a JSON
-    object``, ``url: is required``)."""
+    and worded as our own errors are (``url: must be a string, got int``, ``body: must be a
+    JSON object``, ``url: is required``)."""
     detail = exc.extra if isinstance(exc.extra, list) and exc.extra else None
     if detail and isinstance(detail[0], dict):
         key = str(detail[0].get("key") or detail[0].get("source") or "request")
@@ -76,14 +76,36 @@ def handle_litestar_validation(
                 message = "must be a JSON object"
             elif message == "'data'":  # no body at all
                 message = "is required: a JSON object"
+        message = _worded(message)
         field, bracket, rest = key.partition("[")
-        if bracket:  # kinds[0] → "kinds: [0] Expected …": the field first, as everywhere else
+        if bracket:  # kinds[0] → "kinds: [0] must be …": the field first, as everywhere else
             key, message = field, f"[{rest} {message}"
         return _json(400, f"{key}: {message}")
     return _json(400, f"request: {exc.detail}")
 
 
 MISSING_FIELD_RE = re.compile(r"^Object missing required field `([^`]+)`")
+EXPECTED_RE = re.compile(r"^Expected `([^`]+)`(.*)$", re.DOTALL)
+TYPE_WORDS = {
+    "str": "a string",
+    "int": "an integer",
+    "float": "a number",
+    "bool": "a boolean",
+    "object": "a JSON object",
+    "array": "a list",
+    "null": "null",
+}
+"""msgspec's type names in its messages, as the checks API words them."""
+
+
+def _worded(message: str) -> str:
+    """msgspec's ``Expected `str | null`, got `int``` as ``must be a string or null, got int``
+    (and ``Expected `int` >= 1`` as ``must be an integer >= 1``); other messages unchanged."""
+    expected = EXPECTED_RE.match(message)
+    if expected is None:
+        return message
+    types = " or ".join(TYPE_WORDS.get(name.strip(), name.strip()) for name in expected[1].split("|"))
+    return f"must be {types}{expected[2].replace('`', '')}"
 
 
 def _wants_page(request: Request[Any, Any, Any]) -> bool:

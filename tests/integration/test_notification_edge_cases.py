@@ -293,6 +293,26 @@ async def test_channel_field_rules(api: Api) -> None:
     assert r.status_code == 201 and r.json()["kinds"] == [] and r.json()["name"] == "JSON 127.0.0.1", r.text
 
 
+async def test_typed_bodies_word_their_errors_as_the_checks_api_does(api: Api) -> None:
+    for path, body, error in [
+        ("/api/v3/channels/", {"url": 5}, "url: must be a string, got int"),
+        (
+            "/api/v3/channels/",
+            {"url": "json://127.0.0.1:9/x", "default": "yes"},
+            "default: must be a boolean, got str",
+        ),
+        (
+            "/api/v3/channels/",
+            {"url": "json://127.0.0.1:9/x", "kinds": [5]},
+            "kinds: [0] must be a string, got int",
+        ),
+        ("/api/v3/maintenance/", {"name": ["x"]}, "name: must be a string, got array"),
+        ("/api/v3/channels/", [], "body: must be a JSON object"),
+    ]:
+        r = await api.client.post(path, json=body, headers=api.headers)
+        assert r.status_code == 400 and r.json() == {"error": error}, (body, r.text)
+
+
 # --------------------------------------------------------------------------- routing, messages
 
 
