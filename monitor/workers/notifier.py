@@ -57,7 +57,7 @@ _RECORD_FAILURES = FailureLog(logger, "delivery recording", action="delivery_rec
 
 
 START_ALLOWANCE = 4
-"""Deliveries a target may have in flight until deliveries to it have been seen to end in time
+"""Deliveries a target may have in flight until a delivery to it has been seen to end in time
 (at most ``MONITOR_NOTIFY_PER_HOST``): see :class:`_Slots`."""
 
 
@@ -65,12 +65,12 @@ class _Slots:
     """Deliveries in flight: in all, and per target (:func:`~monitor.notify.urls.target_key`),
     and how many each target may have (its *allowance*).
 
-    A target's allowance works like TCP's slow start: it starts at :data:`START_ALLOWANCE`,
-    doubles (up to ``per_host``) each time a delivery to it ends within half the send timeout,
-    and halves (down to 1) each time one takes longer. A target that accepts connections but
-    never answers (a dead host behind a firewall, a hung webhook) so holds a few slots, not
-    ``per_host``: several such targets at once cannot take every slot of the process and hold
-    the alerts to targets that answer for a send timeout each round."""
+    A target's allowance starts at :data:`START_ALLOWANCE`; a delivery to it that ends within
+    half the send timeout raises it to ``per_host``, and each one that takes longer halves it
+    (down to 1). A target that accepts connections but never answers (a dead host behind a
+    firewall, a hung webhook) so holds a few slots, not ``per_host``: several such targets at
+    once cannot take every slot of the process and hold the alerts to targets that answer for a
+    send timeout each round."""
 
     def __init__(self, per_host: int, slow_after: float) -> None:
         self.count = 0
@@ -96,7 +96,7 @@ class _Slots:
         if took is not None:
             allowance = self.allowance(target)
             if took < self.slow_after:
-                self.allowances[target] = min(self.per_host, allowance * 2)
+                self.allowances[target] = self.per_host
             else:
                 self.allowances[target] = max(1, allowance // 2)
         self.freed.set()
