@@ -552,8 +552,8 @@ async def test_bad_create_inputs_name_the_field(api: Api) -> None:
         r = await api.client.post("/api/v3/checks/", content=json.dumps(body), headers=api.headers)
         assert_error(r, status, field)
     # a list creates several checks: the item that is not one is named
-    r = await api.client.post("/api/v3/checks/", json=[1, 2], headers=api.headers)
-    assert_error(r, 400, "[0]")
+    r = await api.client.post("/api/v3/checks/", json=[{"name": "a"}, 2], headers=api.headers)
+    assert_error(r, 400, "[1]")
     r = await api.client.post("/api/v3/checks/", json={"schedule": "0 0 30 2 *"}, headers=api.headers)
     assert "never" in r.json()["error"]
     r = await api.client.post("/api/v3/checks/", json={"schedule": "*/10 * * * * *"}, headers=api.headers)

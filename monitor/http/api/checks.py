@@ -124,11 +124,11 @@ class ChecksController(Controller):
         services = services_of(request.app.state)
         shards = services.settings.shards
         if isinstance(data, list):
-            if not data:
+            if not any(isinstance(item, dict) for item in data):  # not a list of checks at all
                 raise ValidationError(
                     "body", "must be a JSON object, or a non-empty list of JSON objects (several checks)"
                 )
-            for index, item in enumerate(data):
+            for index, item in enumerate(data):  # a list of checks, one of them not a check
                 if not isinstance(item, dict):
                     raise ValidationError(
                         f"[{index}]", f"must be a JSON object (a check), got {type(item).__name__}"
