@@ -38,6 +38,7 @@ from monitor.settings import LOG_FORMAT, Settings
 from monitor.storage import sqlite_batch
 from monitor.storage.engine import make_engine
 from monitor.storage.unit_of_work import Engine
+from monitor.workers import ingest_child
 
 logger = logging.getLogger(__name__)
 
@@ -98,6 +99,7 @@ class IngestProcess:
             str(os.getpid()),
             stdin=asyncio.subprocess.PIPE,
             stdout=asyncio.subprocess.PIPE,
+            preexec_fn=ingest_child.armed_at_fork(os.getpid()),
         )
         try:
             assert process.stdin is not None and process.stdout is not None

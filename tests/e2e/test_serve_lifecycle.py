@@ -105,9 +105,12 @@ def _ingest_child(pid: int) -> int:
 
 
 def _gone(pid: int) -> bool:
-    stat = Path(f"/proc/{pid}/stat")
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except (FileNotFoundError, ProcessLookupError):  # reaped, perhaps between open and read
+        return True
     # an exited child of ours not yet reaped is a zombie: it runs nothing
-    return not stat.exists() or stat.read_text().rsplit(")", 1)[1].split()[0] == "Z"
+    return stat.rsplit(")", 1)[1].split()[0] == "Z"
 
 
 def test_serve_stores_pings_in_a_child_process_that_ends_with_it(tmp_path: Path) -> None:
@@ -167,7 +170,12 @@ def test_a_stopped_ingest_process_does_not_outlive_serve(tmp_path: Path) -> None
             os.kill(child, signal.SIGKILL)
 
 
-def test_an_ingest_process_stopped_while_it_starts_does_not_outlive_serve(tmp_path: Path) -> None:
+@pytest.mark.parametrize("after", [0.0, 0.1])
+def test_an_ingest_process_stopped_while_it_starts_does_not_outlive_serve(
+    tmp_path: Path, after: float
+) -> None:
+    """Stopped as soon as it is seen (on a busy host, before its own first statement), or
+    inside its imports."""
     monitor = _serve(tmp_path)
     child = 0
     try:
@@ -176,7 +184,7 @@ def test_an_ingest_process_stopped_while_it_starts_does_not_outlive_serve(tmp_pa
         [child] = wait_until(
             lambda: _ingest_children(pid), timeout=60, interval=0.005, what="the ingest process"
         )
-        time.sleep(0.1)  # past its first statements, inside its imports (a second or more)
+        time.sleep(after)
         _stop_then_kill_serve(monitor, child)
     finally:
         monitor.close()

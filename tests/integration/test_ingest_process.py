@@ -81,8 +81,11 @@ def stall(child: IngestProcess, monkeypatch: pytest.MonkeyPatch) -> int:
 
 
 def _died(pid: int) -> bool:
-    stat = Path(f"/proc/{pid}/stat")
-    return not stat.exists() or stat.read_text().rsplit(")", 1)[1].split()[0] == "Z"
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except (FileNotFoundError, ProcessLookupError):  # reaped, perhaps between open and read
+        return True
+    return stat.rsplit(")", 1)[1].split()[0] == "Z"
 
 
 async def stored(engine: AsyncEngine) -> list[tuple[int, int, datetime]]:
