@@ -36,6 +36,17 @@ async def _check(api: Api, channel: str, name: str = "job") -> str:
     return str(r.json()["uuid"])
 
 
+async def _failed_checks(api: Api, channel: str, prefix: str, count: int, settings: Settings) -> list[str]:
+    """``count`` checks on ``channel`` (named ``<prefix>-<i>``), each sent a fail ping: one
+    alert each, queued to ``channel``."""
+    uuids = [await _check(api, channel, name=f"{prefix}-{i}") for i in range(count)]
+    now = SystemClock().now()
+    await ingest_pings(
+        api.engine, [PingRequest(kind=PingKind.FAIL, received=now, uuid=u) for u in uuids], settings=settings
+    )
+    return uuids
+
+
 async def _settled(api: Api) -> bool:
     """No notification is open or claimed (every attempt so far is recorded)."""
     n = t.notifications.c
@@ -170,19 +181,8 @@ async def test_a_slow_target_holds_only_its_own_slots(
     good = await _channel(api, healthy.url)
     # more alerts for the slow target than the process has delivery slots
     settings = api.settings.replace(notify_timeout=5.0, notify_concurrency=16, notify_per_host=4)
-    now = SystemClock().now()
-    slow_checks = [await _check(api, stuck, name=f"slow-{i}") for i in range(40)]
-    await ingest_pings(
-        api.engine,
-        [PingRequest(kind=PingKind.FAIL, received=now, uuid=u) for u in slow_checks],
-        settings=settings,
-    )
-    fast_checks = [await _check(api, good, name=f"fast-{i}") for i in range(10)]
-    await ingest_pings(
-        api.engine,
-        [PingRequest(kind=PingKind.FAIL, received=now, uuid=u) for u in fast_checks],
-        settings=settings,
-    )
+    await _failed_checks(api, stuck, "slow", 40, settings)
+    fast_checks = await _failed_checks(api, good, "fast", 10, settings)
     started = time.monotonic()
     try:
         await _run_until(
@@ -202,22 +202,9 @@ async def test_several_targets_that_never_answer_cannot_hold_every_slot(
     hung = [make_http_receiver(hang_s=8) for _ in range(3)]
     healthy = make_http_receiver()
     settings = api.settings.replace(notify_timeout=20.0, notify_concurrency=16, notify_per_host=8)
-    now = SystemClock().now()
     for n, receiver in enumerate(hung):
-        channel = await _channel(api, receiver.url)
-        checks = [await _check(api, channel, name=f"hung-{n}-{i}") for i in range(12)]
-        await ingest_pings(
-            api.engine,
-            [PingRequest(kind=PingKind.FAIL, received=now, uuid=u) for u in checks],
-            settings=settings,
-        )
-    good = await _channel(api, healthy.url)
-    fast_checks = [await _check(api, good, name=f"fast-{i}") for i in range(30)]
-    await ingest_pings(
-        api.engine,
-        [PingRequest(kind=PingKind.FAIL, received=now, uuid=u) for u in fast_checks],
-        settings=settings,
-    )
+        await _failed_checks(api, await _channel(api, receiver.url), f"hung-{n}", 12, settings)
+    fast_checks = await _failed_checks(api, await _channel(api, healthy.url), "fast", 30, settings)
     started = time.monotonic()
     try:
         await _run_until(
