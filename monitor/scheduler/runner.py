@@ -163,6 +163,12 @@ class Slot:
     """How many of :attr:`stranded` count as running (``Forbid`` waits for them): those whose
     holder still heartbeats (it lost the lease, not its life; it reports them itself)."""
     runs: set[executor.Execution] = field(default_factory=set)
+    replacing: int = 0
+    """``Replace`` steps in flight (terminating the runs, then starting the new tick): each
+    counts as a run in progress, so a round while one is in flight replaces again (after it)
+    instead of starting its tick beside the run that step is about to start."""
+    replace_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    """Serializes the ``Replace`` steps: each terminates the runs in progress when it begins."""
     unrecorded: int = 0
     """Runs of this replica whose end is not recorded yet (a stopping replica keeps the lease)."""
     unheld_since: datetime | None = None
@@ -532,7 +538,7 @@ class Scheduler:
             return
         plan = planning.plan(
             slot.rules,
-            running=len(slot.runs) + slot.busy,
+            running=len(slot.runs) + slot.busy + slot.replacing,
             queued=slot.queue,
             backlog=backlog,
             now=now,
@@ -543,9 +549,10 @@ class Scheduler:
         slot.queue = list(plan.queue)
         for due, reason in plan.skip:
             await self._skip(slot, due, reason, now)
-        if plan.terminate_running and slot.runs:
+        if plan.terminate_running and (slot.runs or slot.replacing):
             # terminating may take TERMINATE_GRACE seconds: never on the loop's own time
-            self._spawn(self._replace(slot, list(slot.runs), plan.start))
+            slot.replacing += 1
+            self._spawn(self._replace(slot, plan.start))
             return
         for due in plan.start:
             await self._start(slot, due)
@@ -599,13 +606,23 @@ class Scheduler:
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    async def _replace(
-        self, slot: Slot, runs: Sequence[executor.Execution], start: Sequence[planning.Due]
-    ) -> None:
+    async def _replace(self, slot: Slot, start: Sequence[planning.Due]) -> None:
         """``Replace``: terminate the runs in progress, then (still holding the lease and not
-        stopping) start the new tick; until it is claimed the tick stays unclaimed."""
+        stopping) start the new tick; until it is claimed the tick stays unclaimed.
+
+        One step at a time per job (:attr:`Slot.replace_lock`), each terminating the runs in
+        progress when it begins: a step still waiting for a slow SIGTERM when the next tick
+        comes is followed by one that replaces the run it started."""
+        try:
+            async with slot.replace_lock:
+                await self._replace_now(slot, start)
+        finally:
+            slot.replacing -= 1
+
+    async def _replace_now(self, slot: Slot, start: Sequence[planning.Due]) -> None:
+        self._reap(slot)
         reason = f"replaced by the tick {schedules.format_utc(start[0].tick)}" if start else "replaced"
-        await asyncio.gather(*(run.terminate(reason) for run in runs), return_exceptions=True)
+        await asyncio.gather(*(run.terminate(reason) for run in list(slot.runs)), return_exceptions=True)
         for due in start:
             if self.stopping or slot.token is None:
                 return
@@ -809,7 +826,7 @@ class Scheduler:
             return
         plan = planning.plan(
             slot.rules,
-            running=len(slot.runs) + slot.busy,
+            running=len(slot.runs) + slot.busy + slot.replacing,
             queued=(),
             backlog=[planning.Due(tick=tick) for tick in ticks],
             now=now,

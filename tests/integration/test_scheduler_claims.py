@@ -252,6 +252,60 @@ async def test_forbid_skips_bufferall_queues_replace_terminates(engine: AsyncEng
         await scheduler.leases.close()
 
 
+async def test_replace_waits_for_a_slow_replacement_before_replacing_again(
+    engine: AsyncEngine, tmp_path: Path
+) -> None:
+    """A run that takes its time to end on SIGTERM is still ending when the next tick comes: that
+    tick replaces the run the first replacement starts, it does not start beside it."""
+    out = tmp_path / "log"
+    job = parse_job(
+        {
+            "name": "replace",
+            "schedule": "*/2 * * * * *",
+            "dialect": "seconds",
+            "command": (
+                f'echo "start $MONITOR_SCHEDULED_TIME" >> {out}; '
+                f"trap 'sleep 0.6; echo \"end $MONITOR_SCHEDULED_TIME\" >> {out}; exit 0' TERM; "
+                "sleep 30 & wait"
+            ),
+            "concurrency_policy": "Replace",
+        },
+        0,
+    )
+    clock = FrozenClock(at(1.9))
+    reporter = RecordingReporter()
+    scheduler = Scheduler(engine, [job], clock, reporter, lease_ttl=TTL, holder="a:1")
+    try:
+        for now in (1.9, 2.05):
+            clock.set(at(now))
+            await scheduler.round()
+        for _ in range(200):  # the first run has started its trap before it is replaced
+            if out.exists() and out.read_text():
+                break
+            await asyncio.sleep(0.05)
+        for now in (4.05, 6.05):  # the second round comes while the first replacement waits
+            clock.set(at(now))
+            await scheduler.round()
+            await asyncio.sleep(0.05)
+        ended = {("replace", 2, 143), ("replace", 4, 143)}
+        for _ in range(300):
+            finished = {(e[1], int((e[2] - T0).total_seconds()), e[4]) for e in reporter.of("finish")}
+            starts = [int((e[2] - T0).total_seconds()) for e in reporter.of("start")]
+            if ended <= finished and starts == [2, 4, 6]:
+                break
+            await asyncio.sleep(0.05)
+        assert ended <= finished
+        assert starts == [2, 4, 6]
+        lines = [line.split()[0] for line in out.read_text().splitlines()]
+        assert lines[:5] == ["start", "end", "start", "end", "start"]
+    finally:
+        for slot in scheduler.slots:
+            for run in list(slot.runs):
+                await run.terminate("test over")
+        await settle(scheduler)
+        await scheduler.leases.close()
+
+
 async def test_replicas_share_the_jobs_fairly(engine: AsyncEngine) -> None:
     """A replica holding every job gives idle ones up, one a round, once another is live."""
     clock = FrozenClock(at(0))
