@@ -618,6 +618,7 @@ class Scheduler:
                 await self._replace_now(slot, start)
         finally:
             slot.replacing -= 1
+            await self._release_if_done(slot)  # stopping: the lease waited for this step
 
     async def _replace_now(self, slot: Slot, start: Sequence[planning.Due]) -> None:
         self._reap(slot)
@@ -840,9 +841,9 @@ class Scheduler:
 
     async def _release_if_done(self, slot: Slot) -> None:
         """Stopping: release the job's lease once none of its runs is in progress or unrecorded
-        (so another replica takes the job over at once)."""
+        and no ``Replace`` step is in flight (so another replica takes the job over at once)."""
         self._reap(slot)
-        if not self.stopping or slot.token is None or slot.runs or slot.unrecorded:
+        if not self.stopping or slot.token is None or slot.runs or slot.unrecorded or slot.replacing:
             return
         name = slot.job.lease_name
         slot.forget()
