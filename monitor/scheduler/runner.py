@@ -163,12 +163,14 @@ class Slot:
     """How many of :attr:`stranded` count as running (``Forbid`` waits for them): those whose
     holder still heartbeats (it lost the lease, not its life; it reports them itself)."""
     runs: set[executor.Execution] = field(default_factory=set)
-    replacing: int = 0
-    """``Replace`` steps in flight (terminating the runs, then starting the new tick): each
-    counts as a run in progress, so a round while one is in flight replaces again (after it)
-    instead of starting its tick beside the run that step is about to start."""
-    replace_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
-    """Serializes the ``Replace`` steps: each terminates the runs in progress when it begins."""
+    replacing: bool = False
+    """A ``Replace`` step is in flight (terminating the runs in progress, then starting
+    :attr:`replace_next`): it counts as a run in progress, so a round meanwhile hands its tick to
+    that step instead of starting it beside the run the step is about to start."""
+    replace_next: planning.Due | None = None
+    """The tick the step in flight starts once the runs in progress have ended; a newer tick due
+    meanwhile takes its place, and it is skipped as ``replaced`` (Kubernetes' ``Replace``: only
+    the newest tick starts)."""
     unrecorded: int = 0
     """Runs of this replica whose end is not recorded yet (a stopping replica keeps the lease)."""
     unheld_since: datetime | None = None
@@ -538,7 +540,7 @@ class Scheduler:
             return
         plan = planning.plan(
             slot.rules,
-            running=len(slot.runs) + slot.busy + slot.replacing,
+            running=len(slot.runs) + slot.busy + int(slot.replacing),
             queued=slot.queue,
             backlog=backlog,
             now=now,
@@ -551,8 +553,11 @@ class Scheduler:
             await self._skip(slot, due, reason, now)
         if plan.terminate_running and (slot.runs or slot.replacing):
             # terminating may take TERMINATE_GRACE seconds: never on the loop's own time
-            slot.replacing += 1
-            self._spawn(self._replace(slot, plan.start))
+            for due in plan.start:
+                await self._replace_with(slot, due, now)
+            if not slot.replacing:
+                slot.replacing = True
+                self._spawn(self._replace(slot))
             return
         for due in plan.start:
             await self._start(slot, due)
@@ -606,40 +611,63 @@ class Scheduler:
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    async def _replace(self, slot: Slot, start: Sequence[planning.Due]) -> None:
-        """``Replace``: terminate the runs in progress, then (still holding the lease and not
-        stopping) start the new tick; until it is claimed the tick stays unclaimed.
+    async def _replace_with(self, slot: Slot, due: planning.Due, now: datetime) -> None:
+        """Make ``due`` the tick the ``Replace`` step starts; the one it was to start is skipped
+        as ``replaced`` (claimed and reported now)."""
+        superseded, slot.replace_next = slot.replace_next, due
+        if superseded is not None and superseded.tick != due.tick:
+            await self._skip(slot, superseded, planning.SkipReason.REPLACED, now)
 
-        One step at a time per job (:attr:`Slot.replace_lock`), each terminating the runs in
-        progress when it begins: a step still waiting for a slow SIGTERM when the next tick
-        comes is followed by one that replaces the run it started."""
+    async def _replace(self, slot: Slot) -> None:
+        """``Replace``: terminate the runs in progress, then (still holding the lease and not
+        stopping) start :attr:`Slot.replace_next`; until it is claimed the tick stays unclaimed.
+
+        One step at a time per job, for as long as rounds hand it ticks: each pass terminates
+        the runs in progress when it begins, and starts only the newest tick handed to it
+        meanwhile (the others were skipped as ``replaced``), unless that tick is past the job's
+        ``starting_deadline`` (then skipped as such): a run slow to end on SIGTERM delays the
+        next run, never more and more of them."""
         try:
-            async with slot.replace_lock:
-                await self._replace_now(slot, start)
+            while (due := slot.replace_next) is not None:
+                if self.stopping or slot.token is None:
+                    return
+                self._reap(slot)
+                reason = f"replaced by the tick {schedules.format_utc(due.tick)}"
+                ending = [run.terminate(reason) for run in list(slot.runs)]
+                await asyncio.gather(*ending, return_exceptions=True)
+                due, slot.replace_next = slot.replace_next, None  # the newest, handed over meanwhile
+                if due is None or self.stopping or slot.token is None:
+                    return
+                if not await self._start_replacement(slot, due):
+                    return
         finally:
-            slot.replacing -= 1
+            slot.replacing = False
+            slot.replace_next = None
             await self._release_if_done(slot)  # stopping: the lease waited for this step
 
-    async def _replace_now(self, slot: Slot, start: Sequence[planning.Due]) -> None:
-        self._reap(slot)
-        reason = f"replaced by the tick {schedules.format_utc(start[0].tick)}" if start else "replaced"
-        await asyncio.gather(*(run.terminate(reason) for run in list(slot.runs)), return_exceptions=True)
-        for due in start:
-            if self.stopping or slot.token is None:
-                return
-            try:
+    async def _start_replacement(self, slot: Slot, due: planning.Due) -> bool:
+        """Start ``due`` (or skip it past the starting deadline); ``False``: the lease or the
+        database session was lost, the step ends."""
+        now = self.clock.now()
+        deadline = slot.rules.starting_deadline
+        try:
+            if deadline is not None and now - due.tick > deadline:
+                await self._skip(slot, due, planning.SkipReason.STARTING_DEADLINE, now)
+            else:
                 await self._start(slot, due)
-            except StaleLease as error:
-                await self._step_down(slot, error)
-            except Exception as error:
-                if session_lost(error):
-                    await self._session_lost(slot, error)
-                    return
-                logger.exception(
-                    "could not start %s",
-                    slot.job.name,
-                    extra={"action": "scheduler_failed", "job": slot.job.name},
-                )
+        except StaleLease as error:
+            await self._step_down(slot, error)
+            return False
+        except Exception as error:
+            if session_lost(error):
+                await self._session_lost(slot, error)
+                return False
+            logger.exception(
+                "could not start %s",
+                slot.job.name,
+                extra={"action": "scheduler_failed", "job": slot.job.name},
+            )
+        return True
 
     def _reap(self, slot: Slot) -> None:
         slot.runs = {r for r in slot.runs if r.task is None or not r.task.done()}
@@ -827,7 +855,7 @@ class Scheduler:
             return
         plan = planning.plan(
             slot.rules,
-            running=len(slot.runs) + slot.busy + slot.replacing,
+            running=len(slot.runs) + slot.busy + int(slot.replacing),
             queued=(),
             backlog=[planning.Due(tick=tick) for tick in ticks],
             now=now,

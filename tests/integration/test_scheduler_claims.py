@@ -224,7 +224,14 @@ async def test_forbid_skips_bufferall_queues_replace_terminates(engine: AsyncEng
         for now in (1.9, 2.05, 4.05, 6.05):  # the first round takes the leases
             clock.set(at(now))
             await scheduler.round()
-            await asyncio.sleep(0.05)
+            # the replacement of each tick has started its run before the next tick comes (a
+            # tick due while a run is still ending would replace the tick waiting for it)
+            for _ in range(200):
+                if now < 2 or ("replace", now // 2 * 2) in {
+                    (e[1], int((e[2] - T0).total_seconds())) for e in reporter.of("start")
+                }:
+                    break
+                await asyncio.sleep(0.05)
         starts = {(e[1], int((e[2] - T0).total_seconds())) for e in reporter.of("start")}
         skips = {(e[1], int((e[2] - T0).total_seconds()), e[3]) for e in reporter.of("skip")}
         assert {s for s in starts if s[0] == "forbid"} == {("forbid", 2)}
@@ -252,13 +259,10 @@ async def test_forbid_skips_bufferall_queues_replace_terminates(engine: AsyncEng
         await scheduler.leases.close()
 
 
-async def test_replace_waits_for_a_slow_replacement_before_replacing_again(
-    engine: AsyncEngine, tmp_path: Path
-) -> None:
-    """A run that takes its time to end on SIGTERM is still ending when the next tick comes: that
-    tick replaces the run the first replacement starts, it does not start beside it."""
-    out = tmp_path / "log"
-    job = parse_job(
+def slow_to_end(out: Path, **keys: Any) -> Job:
+    """A ``Replace`` job on a 2 s schedule whose runs take 0.6 s to end on SIGTERM; each appends
+    ``start <tick>`` and ``end <tick>`` to ``out``."""
+    return parse_job(
         {
             "name": "replace",
             "schedule": "*/2 * * * * *",
@@ -269,41 +273,106 @@ async def test_replace_waits_for_a_slow_replacement_before_replacing_again(
                 "sleep 30 & wait"
             ),
             "concurrency_policy": "Replace",
+            **keys,
         },
         0,
     )
+
+
+async def start_first_run(scheduler: Scheduler, clock: FrozenClock, out: Path) -> None:
+    """Rounds at 1.9 s (the lease) and 2.05 s, until the tick 2 run has set its trap."""
+    for now in (1.9, 2.05):
+        clock.set(at(now))
+        await scheduler.round()
+    for _ in range(200):
+        if written(out):
+            return
+        await asyncio.sleep(0.05)
+    raise AssertionError("the first run did not start")
+
+
+def written(out: Path) -> list[str]:
+    """The first word of each line the job appended (``start`` / ``end``)."""
+    return [line.split()[0] for line in out.read_text().splitlines()] if out.exists() else []
+
+
+async def wait_for_reports(
+    reporter: RecordingReporter, finished: set[tuple[str, int, int]], starts: list[int]
+) -> None:
+    """Until ``finished`` (job, tick second, exit status) were reported and the starts (tick
+    seconds, in order) are ``starts``, up to 15 s."""
+    for _ in range(300):
+        seen = {(e[1], int((e[2] - T0).total_seconds()), e[4]) for e in reporter.of("finish")}
+        started = [int((e[2] - T0).total_seconds()) for e in reporter.of("start")]
+        if finished <= seen and started == starts:
+            return
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"finished {seen}, started {started}")
+
+
+async def stop_runs(scheduler: Scheduler) -> None:
+    for slot in scheduler.slots:
+        for run in list(slot.runs):
+            await run.terminate("test over")
+    await settle(scheduler)
+    await scheduler.leases.close()
+
+
+async def test_replace_starts_only_the_newest_tick_due_while_a_run_is_ending(
+    engine: AsyncEngine, tmp_path: Path
+) -> None:
+    """A run slow to end on SIGTERM is still ending when two more ticks come: the newer replaces
+    the older, which is skipped as replaced (Kubernetes' Replace), not started beside the run
+    nor queued behind it (a queue a slow-to-die job would grow without end)."""
+    out = tmp_path / "log"
     clock = FrozenClock(at(1.9))
     reporter = RecordingReporter()
+    scheduler = Scheduler(
+        engine, [slow_to_end(out)], clock, reporter, lease_ttl=timedelta(seconds=30), holder="a:1"
+    )
+    try:
+        await start_first_run(scheduler, clock, out)
+        for now in (4.05, 6.05):  # both while the tick 2 run is ending (0.6 s)
+            clock.set(at(now))
+            await scheduler.round()
+            await asyncio.sleep(0.05)
+        await wait_for_reports(reporter, {("replace", 2, 143)}, [2, 6])
+        skips = [(int((e[2] - T0).total_seconds()), e[3]) for e in reporter.of("skip")]
+        assert skips == [(4, "replaced")]
+        assert written(out)[:3] == ["start", "end", "start"]
+        # the next tick replaces the run that replacement started, once more one at a time
+        clock.set(at(8.05))
+        await scheduler.round()
+        await wait_for_reports(reporter, {("replace", 2, 143), ("replace", 6, 143)}, [2, 6, 8])
+        assert written(out)[:5] == ["start", "end", "start", "end", "start"]
+    finally:
+        await stop_runs(scheduler)
+
+
+async def test_a_replacement_past_its_starting_deadline_is_skipped(
+    engine: AsyncEngine, tmp_path: Path
+) -> None:
+    """The starting deadline holds for a tick waiting for the run it replaces to end."""
+    out = tmp_path / "log"
+    clock = FrozenClock(at(1.9))
+    reporter = RecordingReporter()
+    job = slow_to_end(out, starting_deadline=1)
     scheduler = Scheduler(engine, [job], clock, reporter, lease_ttl=TTL, holder="a:1")
     try:
-        for now in (1.9, 2.05):
-            clock.set(at(now))
-            await scheduler.round()
-        for _ in range(200):  # the first run has started its trap before it is replaced
-            if out.exists() and out.read_text():
+        await start_first_run(scheduler, clock, out)
+        clock.set(at(4.05))
+        await scheduler.round()
+        clock.set(at(5.5))  # the tick 4 run could start only now, 1.5 s after its time
+        await wait_for_reports(reporter, {("replace", 2, 143)}, [2])
+        for _ in range(100):
+            if reporter.of("skip"):
                 break
             await asyncio.sleep(0.05)
-        for now in (4.05, 6.05):  # the second round comes while the first replacement waits
-            clock.set(at(now))
-            await scheduler.round()
-            await asyncio.sleep(0.05)
-        ended = {("replace", 2, 143), ("replace", 4, 143)}
-        for _ in range(300):
-            finished = {(e[1], int((e[2] - T0).total_seconds()), e[4]) for e in reporter.of("finish")}
-            starts = [int((e[2] - T0).total_seconds()) for e in reporter.of("start")]
-            if ended <= finished and starts == [2, 4, 6]:
-                break
-            await asyncio.sleep(0.05)
-        assert ended <= finished
-        assert starts == [2, 4, 6]
-        lines = [line.split()[0] for line in out.read_text().splitlines()]
-        assert lines[:5] == ["start", "end", "start", "end", "start"]
+        skips = [(int((e[2] - T0).total_seconds()), e[3]) for e in reporter.of("skip")]
+        assert skips == [(4, "starting_deadline")]
+        assert [int((e[2] - T0).total_seconds()) for e in reporter.of("start")] == [2]
     finally:
-        for slot in scheduler.slots:
-            for run in list(slot.runs):
-                await run.terminate("test over")
-        await settle(scheduler)
-        await scheduler.leases.close()
+        await stop_runs(scheduler)
 
 
 async def test_replicas_share_the_jobs_fairly(engine: AsyncEngine) -> None:
