@@ -874,6 +874,7 @@ class Scheduler:
         if not self.stopping or slot.token is None or slot.runs or slot.unrecorded or slot.replacing:
             return
         name = slot.job.lease_name
+        await self._hand_over_queue(slot)
         slot.forget()
         try:
             await self.leases.hand_over(name)
@@ -883,6 +884,33 @@ class Scheduler:
             log_failure("could not release a job lease", error, "lease_release_failed")
             return
         logger.info("lease_released %s (stopping)", name, extra={"action": "lease_released", "lease": name})
+
+    async def _hand_over_queue(self, slot: Slot) -> None:
+        """Stopping: claim the ticks still buffered (``BufferOne`` / ``BufferAll``) for the next
+        holder, which runs them as orphans (attempt 1, their original times). Left unclaimed
+        behind a later claimed tick (a ``buffer_full`` skip), the next holder, which resumes
+        after the newest claimed tick, would never run them: a false ``missed``."""
+        if not slot.queue:
+            return
+        fence = self._fence(slot)
+        now = self.clock.now()
+        try:
+            async with self.engine.begin() as conn:
+                for due in slot.queue:
+                    await claims.claim(
+                        conn, fence, slot.job.name, due.tick, now=now, run_id=None, attempt=due.attempt - 1
+                    )
+        except asyncio.CancelledError:
+            raise
+        except Exception as error:
+            log_failure("could not hand the buffered ticks over", error, "queue_handover_failed")
+            return
+        logger.info(
+            "queue_handed_over %s: %d buffered ticks",
+            slot.job.name,
+            len(slot.queue),
+            extra={"action": "queue_handed_over", "job": slot.job.name},
+        )
 
     async def _finish(self, slot: Slot, execution: executor.Execution) -> None:
         try:

@@ -72,6 +72,7 @@ async def claim(
     run_id: str | None,
     state: ClaimState = ClaimState.CLAIMED,
     reason: str | None = None,
+    attempt: int = 1,
 ) -> bool:
     """Claim ``tick`` of ``job`` (fenced); ``False`` when the row exists already.
 
@@ -83,6 +84,8 @@ async def claim(
         run_id: the run's id (``None`` for a skip).
         state: ``claimed`` to run it, ``skipped`` to skip it.
         reason: why it is skipped.
+        attempt: 1; 0 for a tick handed over unrun to the next holder, whose
+            :func:`retake` runs it as attempt 1.
 
     Raises:
         StaleLease: the caller no longer holds the lease; nothing was written.
@@ -92,7 +95,7 @@ async def claim(
         repositories.insert_ignoring_conflicts(conn, t.job_claims).values(
             job=job,
             tick=tick,
-            attempt=1,
+            attempt=attempt,
             state=state.value,
             token=fence.token,
             holder=fence.holder,

@@ -531,6 +531,49 @@ async def test_replacing_a_run_that_ignores_sigterm_never_holds_the_loop_up(engi
     assert ("stubborn", at(4)) not in {(e[1], e[2]) for e in reporter.of("start")}
 
 
+async def test_a_stopping_replica_hands_its_buffered_tick_to_the_next_holder(engine: AsyncEngine) -> None:
+    """BufferOne: tick 4 waits for the run of tick 2, tick 6 is skipped as buffer_full (claimed).
+    The replica stops (SIGTERM) once that run has ended: the next holder resumes after the newest
+    claimed tick (6), and still runs tick 4 (attempt 1, its own time) instead of leaving a hole
+    the monitor would report as missed."""
+    job = parse_job(
+        {
+            "name": "buffered",
+            "schedule": "*/2 * * * * *",
+            "dialect": "seconds",
+            "command": "sleep 1",
+            "concurrency_policy": "BufferOne",
+        },
+        0,
+    )
+    clock = FrozenClock(at(1.9))
+    first, second = RecordingReporter(), RecordingReporter()
+    a = Scheduler(engine, [job], clock, first, lease_ttl=TTL, holder="a:1")
+    b = Scheduler(engine, [job], clock, second, lease_ttl=TTL, holder="b:2")
+    try:
+        for now in (1.9, 2.05, 4.05, 6.05):
+            clock.set(at(now))
+            await a.round()
+        assert [(int((e[2] - T0).total_seconds()), e[3]) for e in first.of("skip")] == [(6, "buffer_full")]
+        a.stopping = True  # as after SIGTERM: the run ends, then the lease is handed over
+        await settle(a)
+        assert not a.leases.held
+        clock.set(at(6.5))
+        await b.round()
+        assert [(int((e[2] - T0).total_seconds()), e[3]) for e in second.of("start")] == [(4, 1)]
+        await settle(b)
+        rows = await claims.list_claims(engine, "buffered")
+        states = {int((c.tick - T0).total_seconds()): c.state for c in rows}
+        assert states == {
+            2: claims.ClaimState.FINISHED,
+            4: claims.ClaimState.FINISHED,
+            6: claims.ClaimState.SKIPPED,
+        }
+    finally:
+        await a.leases.close()
+        await b.leases.close()
+
+
 async def test_a_lease_lost_while_a_round_settles_stranded_runs_ends_that_round_quietly(
     engine: AsyncEngine,
 ) -> None:
