@@ -646,12 +646,18 @@ class Scheduler:
             await self._release_if_done(slot)  # stopping: the lease waited for this step
 
     async def _start_replacement(self, slot: Slot, due: planning.Due) -> bool:
-        """Start ``due`` (or skip it past the starting deadline); ``False``: the lease or the
+        """Start ``due``, or skip it: as ``replaced`` when a newer tick is due already (its own
+        round starts it), past the starting deadline as such; ``False``: the lease or the
         database session was lost, the step ends."""
         now = self.clock.now()
         deadline = slot.rules.starting_deadline
+        newest = slot.job.schedule.tick_at_or_before(now)
         try:
-            if deadline is not None and now - due.tick > deadline:
+            if newest is not None and newest > due.tick:
+                # a newer tick came due while the run was ending and its round has yet to come:
+                # that round starts it (nothing runs now), this one would be killed at once
+                await self._skip(slot, due, planning.SkipReason.REPLACED, now)
+            elif deadline is not None and now - due.tick > deadline:
                 await self._skip(slot, due, planning.SkipReason.STARTING_DEADLINE, now)
             else:
                 await self._start(slot, due)

@@ -267,9 +267,9 @@ def slow_to_end(out: Path, **keys: Any) -> Job:
             "name": "replace",
             "schedule": "*/2 * * * * *",
             "dialect": "seconds",
-            "command": (
-                f'echo "start $MONITOR_SCHEDULED_TIME" >> {out}; '
+            "command": (  # the trap is set before the start line tells the test the run began
                 f"trap 'sleep 0.6; echo \"end $MONITOR_SCHEDULED_TIME\" >> {out}; exit 0' TERM; "
+                f'echo "start $MONITOR_SCHEDULED_TIME" >> {out}; '
                 "sleep 30 & wait"
             ),
             "concurrency_policy": "Replace",
@@ -294,6 +294,16 @@ async def start_first_run(scheduler: Scheduler, clock: FrozenClock, out: Path) -
 def written(out: Path) -> list[str]:
     """The first word of each line the job appended (``start`` / ``end``)."""
     return [line.split()[0] for line in out.read_text().splitlines()] if out.exists() else []
+
+
+async def wait_written(out: Path, lines: list[str]) -> None:
+    """Until the job's lines begin with ``lines`` (a run's start line is written after its
+    start is reported, and after its trap is set), up to 10 s."""
+    for _ in range(200):
+        if written(out)[: len(lines)] == lines:
+            return
+        await asyncio.sleep(0.05)
+    assert written(out)[: len(lines)] == lines
 
 
 async def wait_for_reports(
@@ -339,12 +349,43 @@ async def test_replace_starts_only_the_newest_tick_due_while_a_run_is_ending(
         await wait_for_reports(reporter, {("replace", 2, 143)}, [2, 6])
         skips = [(int((e[2] - T0).total_seconds()), e[3]) for e in reporter.of("skip")]
         assert skips == [(4, "replaced")]
-        assert written(out)[:3] == ["start", "end", "start"]
+        await wait_written(out, ["start", "end", "start"])
         # the next tick replaces the run that replacement started, once more one at a time
         clock.set(at(8.05))
         await scheduler.round()
         await wait_for_reports(reporter, {("replace", 2, 143), ("replace", 6, 143)}, [2, 6, 8])
-        assert written(out)[:5] == ["start", "end", "start", "end", "start"]
+        await wait_written(out, ["start", "end", "start", "end", "start"])
+    finally:
+        await stop_runs(scheduler)
+
+
+async def test_a_replacement_whose_successor_is_due_already_leaves_it_to_the_next_round(
+    engine: AsyncEngine, tmp_path: Path
+) -> None:
+    """The run ends just as the next tick comes, before that tick's round: the tick waiting for
+    the run is skipped as replaced, not started only to be killed by that round at once."""
+    out = tmp_path / "log"
+    clock = FrozenClock(at(1.9))
+    reporter = RecordingReporter()
+    scheduler = Scheduler(
+        engine, [slow_to_end(out)], clock, reporter, lease_ttl=timedelta(seconds=30), holder="a:1"
+    )
+    try:
+        await start_first_run(scheduler, clock, out)
+        clock.set(at(4.05))
+        await scheduler.round()
+        clock.set(at(6.01))  # tick 6 is due; its round comes after the run of tick 2 ended
+        await wait_for_reports(reporter, {("replace", 2, 143)}, [2])
+        for _ in range(100):
+            if reporter.of("skip"):
+                break
+            await asyncio.sleep(0.05)
+        assert [(int((e[2] - T0).total_seconds()), e[3]) for e in reporter.of("skip")] == [(4, "replaced")]
+        await settle(scheduler)
+        clock.set(at(6.05))
+        await scheduler.round()
+        await wait_for_reports(reporter, {("replace", 2, 143)}, [2, 6])
+        await wait_written(out, ["start", "end", "start"])
     finally:
         await stop_runs(scheduler)
 
