@@ -279,6 +279,27 @@ def slow_to_end(out: Path, **keys: Any) -> Job:
     )
 
 
+def slow_replace_scheduler(
+    engine: AsyncEngine, tmp_path: Path, **keys: Any
+) -> tuple[Scheduler, FrozenClock, RecordingReporter, Path]:
+    """A scheduler of one :func:`slow_to_end` job (``keys`` added to it), its clock at 1.9 s,
+    its reporter and the job's log; a 30 s lease, so rounds up to 8 s need no renewal."""
+    out = tmp_path / "log"
+    clock = FrozenClock(at(1.9))
+    reporter = RecordingReporter()
+    job = slow_to_end(out, **keys)
+    scheduler = Scheduler(engine, [job], clock, reporter, lease_ttl=timedelta(seconds=30), holder="a:1")
+    return scheduler, clock, reporter, out
+
+
+async def wait_for_skip(reporter: RecordingReporter) -> None:
+    """Until a skip was reported, up to 5 s."""
+    for _ in range(100):
+        if reporter.of("skip"):
+            return
+        await asyncio.sleep(0.05)
+
+
 async def start_first_run(scheduler: Scheduler, clock: FrozenClock, out: Path) -> None:
     """Rounds at 1.9 s (the lease) and 2.05 s, until the tick 2 run has set its trap."""
     for now in (1.9, 2.05):
@@ -334,12 +355,7 @@ async def test_replace_starts_only_the_newest_tick_due_while_a_run_is_ending(
     """A run slow to end on SIGTERM is still ending when two more ticks come: the newer replaces
     the older, which is skipped as replaced (Kubernetes' Replace), not started beside the run
     nor queued behind it (a queue a slow-to-die job would grow without end)."""
-    out = tmp_path / "log"
-    clock = FrozenClock(at(1.9))
-    reporter = RecordingReporter()
-    scheduler = Scheduler(
-        engine, [slow_to_end(out)], clock, reporter, lease_ttl=timedelta(seconds=30), holder="a:1"
-    )
+    scheduler, clock, reporter, out = slow_replace_scheduler(engine, tmp_path)
     try:
         await start_first_run(scheduler, clock, out)
         for now in (4.05, 6.05):  # both while the tick 2 run is ending (0.6 s)
@@ -364,22 +380,14 @@ async def test_a_replacement_whose_successor_is_due_already_leaves_it_to_the_nex
 ) -> None:
     """The run ends just as the next tick comes, before that tick's round: the tick waiting for
     the run is skipped as replaced, not started only to be killed by that round at once."""
-    out = tmp_path / "log"
-    clock = FrozenClock(at(1.9))
-    reporter = RecordingReporter()
-    scheduler = Scheduler(
-        engine, [slow_to_end(out)], clock, reporter, lease_ttl=timedelta(seconds=30), holder="a:1"
-    )
+    scheduler, clock, reporter, out = slow_replace_scheduler(engine, tmp_path)
     try:
         await start_first_run(scheduler, clock, out)
         clock.set(at(4.05))
         await scheduler.round()
         clock.set(at(6.01))  # tick 6 is due; its round comes after the run of tick 2 ended
         await wait_for_reports(reporter, {("replace", 2, 143)}, [2])
-        for _ in range(100):
-            if reporter.of("skip"):
-                break
-            await asyncio.sleep(0.05)
+        await wait_for_skip(reporter)
         assert [(int((e[2] - T0).total_seconds()), e[3]) for e in reporter.of("skip")] == [(4, "replaced")]
         await settle(scheduler)
         clock.set(at(6.05))
@@ -394,21 +402,14 @@ async def test_a_replacement_past_its_starting_deadline_is_skipped(
     engine: AsyncEngine, tmp_path: Path
 ) -> None:
     """The starting deadline holds for a tick waiting for the run it replaces to end."""
-    out = tmp_path / "log"
-    clock = FrozenClock(at(1.9))
-    reporter = RecordingReporter()
-    job = slow_to_end(out, starting_deadline=1)
-    scheduler = Scheduler(engine, [job], clock, reporter, lease_ttl=TTL, holder="a:1")
+    scheduler, clock, reporter, out = slow_replace_scheduler(engine, tmp_path, starting_deadline=1)
     try:
         await start_first_run(scheduler, clock, out)
         clock.set(at(4.05))
         await scheduler.round()
         clock.set(at(5.5))  # the tick 4 run could start only now, 1.5 s after its time
         await wait_for_reports(reporter, {("replace", 2, 143)}, [2])
-        for _ in range(100):
-            if reporter.of("skip"):
-                break
-            await asyncio.sleep(0.05)
+        await wait_for_skip(reporter)
         skips = [(int((e[2] - T0).total_seconds()), e[3]) for e in reporter.of("skip")]
         assert skips == [(4, "starting_deadline")]
         assert [int((e[2] - T0).total_seconds()) for e in reporter.of("start")] == [2]
