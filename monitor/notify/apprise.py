@@ -50,6 +50,7 @@ from monitor.notify.base import DeliveryResult
 from monitor.notify.egress import Resolver, check_private_target, connect_guard, install_egress_guard
 from monitor.notify.keepalive import SessionPool, install_session_routing, use_session
 from monitor.notify.masking import MASK, has_masked_secrets, mask_url, redact, url_secrets
+from monitor.notify.senders import DaemonPool
 from monitor.notify.urls import (
     ASSET,
     EMAIL_SCHEMES,
@@ -255,8 +256,9 @@ class AppriseNotifier:
     Call :meth:`aclose` (or use ``async with``) at shutdown; a send still blocked on a hung
     target is abandoned, not waited for: each send runs in a *daemon* thread, which the
     interpreter does not join at exit (a ``ThreadPoolExecutor``'s threads are joined, so a
-    process told to stop stayed alive until a hung SMTP connection timed out). The
-    abandoned row's claim expires and another notifier retries it (DESIGN §6).
+    process told to stop stayed alive until a hung SMTP connection timed out); the threads
+    are reused (:class:`~monitor.notify.senders.DaemonPool`). The abandoned row's claim
+    expires and another notifier retries it (DESIGN §6).
     """
 
     def __init__(
@@ -267,6 +269,7 @@ class AppriseNotifier:
         if not allow_private_targets:
             install_egress_guard()  # a sender that refuses private targets never runs unguarded
         self._slots = threading.BoundedSemaphore(max_workers)
+        self._senders = DaemonPool(max_workers, name="apprise-send")
         self._closed = False
         # Reused across sends: a keep-alive session each (HTTP plugins), and Apprise managers
         # (building one reads the locale catalogues from disk, a tenth of a webhook send's CPU).
@@ -283,6 +286,7 @@ class AppriseNotifier:
     async def aclose(self) -> None:
         """Refuse new sends; sends stuck on hung targets are abandoned (daemon threads)."""
         self._closed = True
+        self._senders.close()
         self._sessions.close()
 
     async def send(self, url: str, message: Message, *, timeout: float) -> DeliveryResult:  # noqa: ASYNC109
@@ -308,13 +312,13 @@ class AppriseNotifier:
             self._slots.acquire, True, timeout
         ):
             return DeliveryResult.failed(f"timed out after {timeout:g}s waiting for a free sender thread")
-        thread = threading.Thread(
-            target=self._run_in_thread,
-            args=(loop, future, context, url, message, timeout),
-            name="apprise-send",
-            daemon=True,
-        )
-        thread.start()
+        try:
+            self._senders.submit(
+                functools.partial(self._run_in_thread, loop, future, context, url, message, timeout)
+            )
+        except RuntimeError:  # closed since the check above
+            self._slots.release()
+            return DeliveryResult.failed("the notifier is shutting down")
         try:
             result = await asyncio.wait_for(future, timeout + _HARD_STOP_GRACE_S)
         except TimeoutError:
