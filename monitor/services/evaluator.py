@@ -39,7 +39,7 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from monitor.domain import detection
@@ -149,6 +149,16 @@ async def evaluate_due(
     return await sweep.batches(MAX_ROUNDS)
 
 
+async def next_deadline(engine: Engine, shards: Sequence[int] | None = None) -> datetime | None:
+    """The earliest ``next_due`` (aware UTC) of the checks of ``shards`` (every shard when
+    ``None``), passed or not; ``None`` when no check has one. A sweep at that instant finds
+    work: an evaluator sleeping until its next beat can sweep then instead (DESIGN §6: a
+    sweep selects ``next_due < now``)."""
+    async with UnitOfWork.read(engine) as uow:
+        found = await uow.detection.next_deadline(shards)
+    return None if found is None else found.astimezone(UTC)
+
+
 @dataclass(frozen=True, kw_only=True, slots=True)
 class _Sweep:
     """One :func:`evaluate_due` call's arguments, and its loop of batches."""
@@ -175,21 +185,25 @@ class _Sweep:
         than a batch (most sweeps) keeps the cached plan."""
         replan = not first
 
-        async def one(uow: UnitOfWork) -> tuple[int, int]:
+        async def one(uow: UnitOfWork) -> tuple[int, int, int]:
             return await self._one_batch(uow, on_full, replan=replan)
 
         judged = 0
         for _ in range(rounds):
-            found, fetched = await UnitOfWork.run(self.engine, one)
+            found, fetched, changed = await UnitOfWork.run(self.engine, one)
             judged += found
-            if fetched < self.batch:
+            if fetched < self.batch or changed < found:
+                # a check judged without a change is still due and would head the next batch
+                # again (a deadline the self-outage guard defers until a liveness renewal
+                # after it): one judgment per sweep is all it can have
                 break
             replan = True
         return judged
 
     async def _one_batch(
         self, uow: UnitOfWork, on_full: Callable[[], None] | None, *, replan: bool
-    ) -> tuple[int, int]:
+    ) -> tuple[int, int, int]:
+        """One batch: (checks judged, checks the selection found, checks whose state changed)."""
         if self.fence is not None:
             await self.fence(uow.connection)
         # one statement: the batch whose deadlines passed first, locked (PostgreSQL)
@@ -198,8 +212,9 @@ class _Sweep:
             replan = True
             if on_full is not None:
                 on_full()
+        changed = 0
         if rows:
-            await _judge(
+            changed = await _judge(
                 uow,
                 rows,
                 self.now,
@@ -208,7 +223,7 @@ class _Sweep:
                 tokens=self.tokens,
                 replan=replan,
             )
-        return len(rows), fetched
+        return len(rows), fetched, changed
 
 
 async def _pipelined(sweep: _Sweep, pipelines: int) -> int:
@@ -265,7 +280,9 @@ async def _judge(
     token: int | None,
     tokens: Mapping[int, int] | None,
     replan: bool = False,
-) -> None:
+) -> int:
+    """Judge ``rows`` (due checks) at ``now`` and write what changed; returns how many of them
+    changed state."""
     guard = await load_guard(uow.connection, now, timedelta(seconds=settings.lease_ttl))
     specs = {row["id"]: repositories.spec_of(row) for row in rows}
     states = {row["id"]: repositories.state_of(row) for row in rows}
@@ -300,6 +317,7 @@ async def _judge(
     )
     if alerting:
         await queue_alerts(uow.connection, plan, ids, now=now)
+    return len(updates)
 
 
 def _alert_plan(

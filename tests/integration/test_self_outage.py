@@ -85,3 +85,29 @@ async def test_no_liveness_at_all_means_no_guard(api: Api) -> None:
         "alerts"
     ]
     assert [a["kind"] for a in alerts] == ["missed"]
+
+
+async def test_a_sweep_judges_a_deferred_check_once_not_once_per_batch(api: Api) -> None:
+    """A deadline after the last liveness renewal waits for the next one; the sweep does not
+    select the waiting checks again and again (they stay due) until it runs out of batches."""
+    clock = api.clock
+    settings = api.settings.replace(lease_ttl=120.0)  # 95 s without a renewal is no outage
+    uuids = []
+    for i in range(3):
+        body = {"name": f"job-{i}", "schedule": "* * * * *", "grace": 30}
+        created = await api.client.post("/api/v3/checks/", json=body, headers=api.headers)
+        uuids.append(created.json()["uuid"])
+    await renew_liveness(api.engine, "web:1", "http,evaluator", clock, settings)
+    for uuid in uuids:
+        assert (await api.client.get(f"/ping/{uuid}")).status_code == 200
+    await renew_liveness(api.engine, "web:1", "http,evaluator", clock, settings)
+    clock.advance(95)  # every check's next tick + grace has passed; no renewal since
+    judged = await evaluate_due(api.engine, clock.now(), settings=settings, batch=2)
+    assert judged <= len(uuids)  # each at most once (it was 100 batches of the same checks)
+    async with api.engine.connect() as conn:
+        assert (await conn.execute(select(t.tick_marks.c.outcome))).scalars().all() == []
+
+    await renew_liveness(api.engine, "web:1", "http,evaluator", clock, settings)
+    assert await evaluate_due(api.engine, clock.now(), settings=settings, batch=2) == len(uuids)
+    for uuid in uuids:
+        assert [a["kind"] for a in await _alerts(api, uuid)] == ["missed"]
