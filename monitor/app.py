@@ -46,7 +46,7 @@ from monitor.web import badges as web_badges
 from monitor.web import setup as web_setup
 from monitor.workers.evaluator import run_evaluator
 from monitor.workers.ingest_process import IngestProcess
-from monitor.workers.liveness import run_liveness
+from monitor.workers.liveness import renew_liveness, run_liveness
 from monitor.workers.notifier import run_notifier
 
 logger = logging.getLogger(__name__)
@@ -133,26 +133,34 @@ def create_app(
             smtp_server = await start_smtp(settings, clock, writer, engine)
         tasks: list[asyncio.Task[None]] = []
         wake = asyncio.Event()
-        roles = ["http"]
+        roles = ",".join(["http"] + ["evaluator"] * evaluator + ["notifier"] * notify)
+        name = f"{socket.gethostname()}:{os.getpid()}"
+
+        async def renew() -> None:
+            if await renew_liveness(engine, name, roles, clock, settings):
+                wake.set()
+
         if evaluator:
-            roles.append("evaluator")
+            # this process serves pings: it renews its liveness row before a sweep at a deadline,
+            # so the self-outage guard lets that sweep judge the deadline (DESIGN §6)
             tasks.append(
-                asyncio.create_task(run_evaluator(engine, settings, clock, wake=wake), name="evaluator")
+                asyncio.create_task(
+                    run_evaluator(engine, settings, clock, wake=wake, alive=renew if liveness else None),
+                    name="evaluator",
+                )
             )
             # time-based upkeep runs with the evaluator role: pruning in small batches
             tasks.append(asyncio.create_task(run_retention(engine, settings, clock), name="retention"))
         if notify:
-            roles.append("notifier")
             tasks.append(
                 asyncio.create_task(
                     run_notifier(engine, own_notifier, settings, clock, wake=wake), name="notifier"
                 )
             )
         if liveness:
-            name = f"{socket.gethostname()}:{os.getpid()}"
             tasks.append(
                 asyncio.create_task(
-                    run_liveness(engine, settings, clock, name, ",".join(roles), wake=wake), name="liveness"
+                    run_liveness(engine, settings, clock, name, roles, wake=wake), name="liveness"
                 )
             )
         # Everything built so far (modules, routes, caches) lives as long as the process: keep

@@ -157,7 +157,8 @@ class Settings:
         kind=float,
         unit="s",
         minimum=0.01,
-        doc="evaluator sweep period, liveness renewal; **at most `MONITOR_LEASE_TTL` / 2** (2 × TTL "
+        doc="evaluator sweep period, liveness renewal (a deadline between two sweeps gets a sweep of its own "
+        "about 0.1 s after it); **at most `MONITOR_LEASE_TTL` / 2** (2 × TTL "
         "without a liveness renewal is a monitor outage, so a longer interval would make every "
         "interval one)",
     )

@@ -147,7 +147,8 @@ async def load_guard(conn: Connection, now: datetime, ttl: timedelta) -> OutageG
     # A deadline is judged only once some HTTP process has been seen alive after it: an outage
     # is only recognised 2 x TTL after it began, and deadlines in those first seconds must wait
     # for it too (else a kill -9 of every API replica still paged for the first tick). Costs at
-    # most one liveness interval of alert latency.
+    # most one liveness interval of alert latency, and nothing to an evaluator in an HTTP
+    # process: it renews its liveness just before the sweep it runs at a deadline.
     return OutageGuard(outages=tuple((s, e) for s, e in spans), seen_until=last_seen)
 
 

@@ -98,6 +98,16 @@ class SqlDetectionStore(_Store):
         ]
         return still_due, len(rows)
 
+    async def next_deadline(self, shards: Sequence[int] | None) -> datetime | None:
+        c = t.checks.c
+        query = select(c.next_due).where(c.next_due.is_not(None))
+        if shards is not None:
+            query = query.where(c.shard.in_(list(shards)))
+        found: datetime | None = (
+            await self.conn.execute(query.order_by(c.next_due).limit(1))
+        ).scalar_one_or_none()
+        return found
+
     async def books(
         self, cutoffs: Mapping[int, datetime | None], *, replan: bool = False
     ) -> dict[int, RunBook]:

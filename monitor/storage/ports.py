@@ -784,6 +784,11 @@ class DetectionStore(Protocol):
         """
         ...
 
+    async def next_deadline(self, shards: Sequence[int] | None) -> datetime | None:
+        """The earliest ``next_due`` of the checks of ``shards`` (every shard when ``None``), due
+        or not; ``None`` when none has one (through ``ix_checks_next_due``)."""
+        ...
+
     async def books(
         self, cutoffs: Mapping[int, datetime | None], *, replan: bool = False
     ) -> dict[int, RunBook]:

@@ -49,11 +49,25 @@ class Cadence:
         """Count the current instant as a beat (the first :meth:`wait` ends ``interval`` later)."""
         self._last = self._monotonic()
 
-    async def wait(self) -> None:
+    async def wait(self, early: float | None = None) -> bool:
         """Sleep until ``interval`` after the previous beat (``min_rest`` if that has passed; not
-        at all if there was none), then count this instant as the next beat."""
+        at all if there was none), then count this instant as the next beat.
+
+        Args:
+            early: an instant on the cadence's monotonic clock (seconds) to wake at instead if
+                it comes before the beat; the beat is then still to come, and the next call
+                waits for it.
+
+        Returns:
+            ``True`` when the beat came, ``False`` when ``early`` did.
+        """
         if self._last is not None:
-            remaining = max(self._last + self.interval - self._monotonic(), self.min_rest)
+            now = self._monotonic()
+            remaining = max(self._last + self.interval - now, self.min_rest)
+            if early is not None and early < now + remaining:
+                await self._sleep(max(0.0, early - now))
+                return False
             if remaining > 0:
                 await self._sleep(remaining)
         self._last = self._monotonic()
+        return True

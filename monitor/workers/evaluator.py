@@ -22,6 +22,10 @@ Each round, every ``MONITOR_EVALUATE_INTERVAL`` s:
    local view after the sleep: a process that was stalled (GC pause, SIGSTOP) wakes up with
    exactly the stale belief the fence exists for, and the database refuses it
    (``fenced_write_rejected``), after which it steps down from that lease.
+   **Early sweeps:** when a check of the plan has a deadline (``next_due``) before the beat,
+   the sleep ends just after it and the plan is swept then too (at least the cadence's
+   ``min_rest`` after the previous sweep), so an alert leaves at its deadline rather than up to
+   an interval after it; the beat's sweep still comes (the failover bound below holds).
 
 A shard handed back for the fair share is released right after this replica's sweep (step 4
 of the previous round, then step 1), and its new holder sweeps it in the round it takes it, so
@@ -48,7 +52,7 @@ import os
 import socket
 import time
 import zlib
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from datetime import datetime, timedelta
 
 from monitor.domain.clock import Clock
@@ -56,7 +60,7 @@ from monitor.domain.errors import StaleLease
 from monitor.domain.shards import LEASE_PREFIX, lease_names
 from monitor.failures import FailureLog
 from monitor.services import Connection, Engine, sweeps
-from monitor.services.evaluator import Fence, evaluate_due
+from monitor.services.evaluator import Fence, evaluate_due, next_deadline
 from monitor.settings import Settings
 from monitor.storage import cluster, replicas
 from monitor.storage import leases as lease_store
@@ -66,6 +70,11 @@ from monitor.workers.cadence import Cadence
 logger = logging.getLogger(__name__)
 
 ROLE = "evaluator"
+
+EARLY_MARGIN = 0.1
+"""Seconds after a deadline at which an early sweep runs: a sweep judges ``next_due < now``,
+and a ping received just before the deadline is given the time to be stored (p99 ping
+latency is under 50 ms) before the sweep looks for it."""
 
 
 def holder_name() -> str:
@@ -272,6 +281,29 @@ class ShardedEvaluator:
             return count
         return 0
 
+    async def early_sweep_at(self, plan: Mapping[str, int], within: float) -> float | None:
+        """When to sweep ``plan`` before the next beat: :data:`EARLY_MARGIN` after the earliest
+        deadline (``next_due``) of its shards' checks, as a :func:`time.monotonic` instant, if
+        that deadline is still to come and at most ``within`` seconds away. ``None``: no such
+        deadline, or it could not be read (the beat's sweep reports a database in trouble).
+        A deadline already passed is left to the beat: a due check the last sweep did not
+        take (a ping's batch held its row) must not turn the sleep into a busy loop."""
+        if not plan:
+            return None
+        shards = sorted(int(name.removeprefix(LEASE_PREFIX)) for name in plan)
+        try:
+            deadline = await next_deadline(self.sweep_engine, None if len(shards) >= self.shards else shards)
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            return None
+        if deadline is None:
+            return None
+        seconds = (deadline - self.clock.now()).total_seconds()
+        if not 0 < seconds <= within:
+            return None
+        return time.monotonic() + seconds + EARLY_MARGIN
+
     def _fence(self, tokens: Mapping[str, int], now: datetime) -> Fence:
         async def fence(conn: Connection) -> None:
             await lease_store.check_fences(conn, tokens, self.holder, now)
@@ -299,11 +331,31 @@ class ShardedEvaluator:
             await replicas.retire(self.engine, self.holder)
 
 
+async def _renew(alive: Callable[[], Awaitable[object]]) -> None:
+    """Renew this process's liveness before an early sweep; a failure only leaves the
+    deadline to a later sweep (the self-outage guard defers it until a renewal after it)."""
+    try:
+        await alive()
+    except asyncio.CancelledError:
+        raise
+    except Exception:
+        logger.debug("liveness renewal before an early sweep failed", exc_info=True)
+
+
 async def run_evaluator(
-    engine: Engine, settings: Settings, clock: Clock, *, wake: asyncio.Event | None = None
+    engine: Engine,
+    settings: Settings,
+    clock: Clock,
+    *,
+    wake: asyncio.Event | None = None,
+    alive: Callable[[], Awaitable[object]] | None = None,
 ) -> None:
     """Loop forever: rebalance the shard leases, sweep those just taken, plan, sleep, sweep the
-    plan (fenced).
+    plan (fenced); sweep it also just after each deadline that comes before the beat.
+
+    ``alive``: in a process that serves pings, renews its liveness row (DESIGN §6); awaited
+    before each early sweep, so the self-outage guard, which judges a deadline only once an
+    HTTP process has been seen alive after it, lets the sweep judge the deadline it woke for.
 
     Long because the evaluator loop's lease, sweep, backoff and shutdown steps share its state.
     """
@@ -350,14 +402,22 @@ async def run_evaluator(
                 except Exception as error:
                     evaluator.sweep_failures.failed(error)
             plan = dict(evaluator.leases.held)
-            await cadence.wait()
-            try:
-                if await evaluator.sweep(plan) and wake is not None:
-                    wake.set()
-            except asyncio.CancelledError:
-                raise
-            except Exception as error:
-                evaluator.sweep_failures.failed(error)
+            while True:  # sweep at each deadline that comes before the beat, then at the beat
+                early = await evaluator.early_sweep_at(plan, settings.evaluate_interval)
+                if early is not None:  # sweeps at least min_rest apart, as the cadence's own
+                    early = max(early, time.monotonic() + cadence.min_rest)
+                beat = await cadence.wait(early)
+                if not beat and alive is not None:
+                    await _renew(alive)
+                try:
+                    if await evaluator.sweep(plan) and wake is not None:
+                        wake.set()
+                except asyncio.CancelledError:
+                    raise
+                except Exception as error:
+                    evaluator.sweep_failures.failed(error)
+                if beat:
+                    break
     finally:
         if renewer is not None:
             renewer.cancel()

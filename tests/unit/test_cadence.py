@@ -83,6 +83,36 @@ def test_the_first_wait_without_a_start_does_not_sleep() -> None:
     assert clock.slept == []
 
 
+def test_an_early_instant_before_the_beat_ends_the_sleep_there_and_the_beat_still_comes() -> None:
+    clock = DrivenClock()
+    cadence = _cadence(clock, interval=1.0)
+    woke: list[tuple[bool, float]] = []
+
+    async def loop() -> None:
+        cadence.start()  # beat at 100.0; the next at 101.0
+        woke.append((await cadence.wait(early=100.3), round(clock.now, 6)))
+        clock.now += 0.2  # an early sweep's work
+        woke.append((await cadence.wait(early=100.8), round(clock.now, 6)))
+        woke.append((await cadence.wait(early=101.5), round(clock.now, 6)))  # after the beat: ignored
+        woke.append((await cadence.wait(), round(clock.now, 6)))
+
+    asyncio.run(loop())
+    assert woke == [(False, 100.3), (False, 100.8), (True, 101.0), (True, 102.0)]
+
+
+def test_an_early_instant_already_passed_wakes_at_once() -> None:
+    clock = DrivenClock()
+    cadence = _cadence(clock, interval=1.0)
+
+    async def loop() -> bool:
+        cadence.start()
+        clock.now += 0.4
+        return await cadence.wait(early=100.2)
+
+    assert asyncio.run(loop()) is False
+    assert (clock.now, clock.slept) == (100.4, [0.0])
+
+
 @pytest.mark.parametrize("interval", [0, -1.0])
 def test_an_interval_must_be_positive(interval: float) -> None:
     with pytest.raises(ValueError, match=r"interval: .* must be positive"):

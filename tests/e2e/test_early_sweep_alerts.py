@@ -1,0 +1,71 @@
+"""With a real server: a missed tick is judged and alerted just after its deadline, not at the
+evaluator's next beat.
+
+``monitor serve`` on SQLite sweeps every 5 s (``MONITOR_EVALUATE_INTERVAL=5``, TTL 10 s) and
+renews its liveness row as rarely. Two checks on a ``*/5`` seconds schedule, pinged right after
+a tick, miss the next one with 1 s and 3 s of grace: two deadlines 2 s apart, both inside one
+interval. Each ``missed`` alert is created between ``EARLY_MARGIN`` and 0.7 s after its own
+deadline (by the beat alone it would come up to 5 s later, and by the liveness loop's renewal
+up to 5 s more: the early sweep renews the process's liveness first).
+"""
+
+from __future__ import annotations
+
+import subprocess
+import time
+from datetime import datetime
+from pathlib import Path
+
+import pytest
+
+from monitor.workers.evaluator import EARLY_MARGIN
+from tests.support.process import CURL, MonitorProcess, checkout_env, curl_api
+from tests.support.receivers import free_port
+
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]  # ~15 s of real ticks: over the default suite's budget
+
+KEY = "early-sweep-key-0123456789"
+PERIOD = 5
+
+
+def _sleep_until(instant: float) -> None:
+    time.sleep(max(0.0, instant - time.time()))
+
+
+def test_missed_ticks_are_alerted_just_after_their_deadlines(tmp_path: Path) -> None:
+    env = checkout_env(
+        MONITOR_DATABASE_URL=f"sqlite+aiosqlite:///{tmp_path / 'm.db'}",
+        MONITOR_EVALUATE_INTERVAL="5",
+        MONITOR_LEASE_TTL="10",
+        MONITOR_API_KEY=KEY,
+    )
+    with MonitorProcess.serve(free_port(), env=env, cwd=tmp_path, logs=tmp_path, name="serve") as server:
+        server.wait_healthy()
+        graces = {"one": 1, "three": 3}
+        uuids = {}
+        for name, grace in graces.items():
+            body = {
+                "name": name,
+                "schedule": f"*/{PERIOD} * * * * *",
+                "dialect": "seconds",
+                "grace": grace,
+                "early_tolerance": 0,
+            }
+            status, check = curl_api(server.base, "POST", "/api/v3/checks/", KEY, body)
+            assert status == 201, check
+            uuids[name] = check["uuid"]
+        tick = (time.time() // PERIOD + 1) * PERIOD
+        _sleep_until(tick + 0.1)
+        for uuid in uuids.values():
+            ping = subprocess.run([CURL, "-fsS", "-m", "5", f"{server.base}/ping/{uuid}"], check=False)
+            assert ping.returncode == 0
+        missed = tick + PERIOD
+        _sleep_until(missed + max(graces.values()) + 1.5)
+        for name, uuid in uuids.items():
+            status, alerts = curl_api(server.base, "GET", f"/api/v3/checks/{uuid}/alerts/", KEY)
+            assert status == 200
+            kinds = [a["kind"] for a in alerts["alerts"]]
+            assert kinds == ["missed"], (name, alerts, server.describe())
+            created = datetime.fromisoformat(alerts["alerts"][0]["created"].replace("Z", "+00:00"))
+            after = created.timestamp() - (missed + graces[name])
+            assert EARLY_MARGIN <= after <= 0.7, (name, after, server.describe())

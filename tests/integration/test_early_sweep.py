@@ -1,0 +1,53 @@
+"""The evaluator's early sweep instant (DESIGN §6): just after the earliest deadline of the
+shards it holds, when that comes before its next beat; the clock of the judged instants is
+driven, the sleep's own clock is the process's monotonic one."""
+
+from __future__ import annotations
+
+import time
+from datetime import UTC, datetime, timedelta
+
+from sqlalchemy import select
+
+from monitor.domain.shards import lease_name
+from monitor.storage import tables as t
+from monitor.workers.evaluator import EARLY_MARGIN, ShardedEvaluator
+from tests.conftest import Api
+from tests.support.app import create_check
+
+T0 = datetime(2026, 7, 18, 2, 0, 5, tzinfo=UTC)
+DEADLINE = datetime(2026, 7, 18, 2, 1, 10, tzinfo=UTC)
+"""Pinged at 02:00:05, an every-minute check with 10 s of grace is next due at 02:01:10."""
+
+
+async def test_the_early_sweep_comes_just_after_the_next_deadline_within_the_interval(api: Api) -> None:
+    evaluator = ShardedEvaluator(api.engine, api.settings, api.clock, holder="host:a")
+    try:
+        api.clock.set(T0)
+        check = await create_check(api, name="etl", schedule="* * * * *", grace=10)
+        assert (await api.client.get(f"/ping/{check['uuid']}")).status_code == 200
+        assert len(await evaluator.rebalance()) == api.settings.shards
+        plan = dict(evaluator.leases.held)
+
+        api.clock.set(DEADLINE - timedelta(seconds=0.4))
+        before = time.monotonic()
+        at = await evaluator.early_sweep_at(plan, within=1.0)
+        assert at is not None
+        assert before + 0.4 + EARLY_MARGIN <= at <= time.monotonic() + 0.4 + EARLY_MARGIN
+
+        api.clock.set(DEADLINE - timedelta(seconds=1.5))  # after the next beat: the beat sweeps it
+        assert await evaluator.early_sweep_at(plan, within=1.0) is None
+        api.clock.set(DEADLINE + timedelta(seconds=0.2))  # passed: left to the beat, no busy loop
+        assert await evaluator.early_sweep_at(plan, within=1.0) is None
+        assert await evaluator.early_sweep_at({}, within=1.0) is None
+
+        # only the shards of the plan count
+        api.clock.set(DEADLINE - timedelta(seconds=0.4))
+        async with api.engine.connect() as conn:
+            shard = (await conn.execute(select(t.checks.c.shard))).scalar_one()
+        own = lease_name(shard)
+        others = {name: token for name, token in plan.items() if name != own}
+        assert await evaluator.early_sweep_at(others, within=1.0) is None
+        assert await evaluator.early_sweep_at({own: plan[own]}, within=1.0) is not None
+    finally:
+        await evaluator.close()
