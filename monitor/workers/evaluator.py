@@ -22,10 +22,11 @@ Each round, every ``MONITOR_EVALUATE_INTERVAL`` s:
    local view after the sleep: a process that was stalled (GC pause, SIGSTOP) wakes up with
    exactly the stale belief the fence exists for, and the database refuses it
    (``fenced_write_rejected``), after which it steps down from that lease.
-   **Early sweeps:** when a check of the plan has a deadline (``next_due``) before the beat,
-   the sleep ends just after it and the plan is swept then too (at least the cadence's
-   ``min_rest`` after the previous sweep), so an alert leaves at its deadline rather than up to
-   an interval after it; the beat's sweep still comes (the failover bound below holds).
+   **Early sweeps** (an evaluator in an HTTP process): when a check of the plan has a deadline
+   (``next_due``) before the beat, the sleep ends :data:`EARLY_MARGIN` after it and the plan
+   is swept then too (at least the cadence's ``min_rest`` after the previous sweep), so an
+   alert leaves at its deadline rather than up to an interval after it; the beat's sweep
+   still comes (the failover bound below holds).
 
 A shard handed back for the fair share is released right after this replica's sweep (step 4
 of the previous round, then step 1), and its new holder sweeps it in the round it takes it, so
@@ -356,6 +357,8 @@ async def run_evaluator(
     ``alive``: in a process that serves pings, renews its liveness row (DESIGN §6); awaited
     before each early sweep, so the self-outage guard, which judges a deadline only once an
     HTTP process has been seen alive after it, lets the sweep judge the deadline it woke for.
+    Without it (``monitor evaluate``, a process of its own) there are no early sweeps: the
+    guard would defer their deadlines until another process's next renewal.
 
     Long because the evaluator loop's lease, sweep, backoff and shutdown steps share its state.
     """
@@ -403,7 +406,9 @@ async def run_evaluator(
                     evaluator.sweep_failures.failed(error)
             plan = dict(evaluator.leases.held)
             while True:  # sweep at each deadline that comes before the beat, then at the beat
-                early = await evaluator.early_sweep_at(plan, settings.evaluate_interval)
+                early = None
+                if alive is not None:  # elsewhere the guard would defer the deadline anyway
+                    early = await evaluator.early_sweep_at(plan, settings.evaluate_interval)
                 if early is not None:  # sweeps at least min_rest apart, as the cadence's own
                     early = max(early, time.monotonic() + cadence.min_rest)
                 beat = await cadence.wait(early)

@@ -4,7 +4,7 @@ evaluator's next beat.
 ``monitor serve`` on SQLite sweeps every 5 s (``MONITOR_EVALUATE_INTERVAL=5``, TTL 10 s) and
 renews its liveness row as rarely. Two checks on a ``*/5`` seconds schedule, pinged right after
 a tick, miss the next one with 1 s and 3 s of grace: two deadlines 2 s apart, both inside one
-interval. Each ``missed`` alert is created between ``EARLY_MARGIN`` and 0.7 s after its own
+interval. Each ``missed`` alert is created between ``EARLY_MARGIN`` and 1 s after its own
 deadline (by the beat alone it would come up to 5 s later, and by the liveness loop's renewal
 up to 5 s more: the early sweep renews the process's liveness first).
 """
@@ -68,4 +68,4 @@ def test_missed_ticks_are_alerted_just_after_their_deadlines(tmp_path: Path) -> 
             assert kinds == ["missed"], (name, alerts, server.describe())
             created = datetime.fromisoformat(alerts["alerts"][0]["created"].replace("Z", "+00:00"))
             after = created.timestamp() - (missed + graces[name])
-            assert EARLY_MARGIN <= after <= 0.7, (name, after, server.describe())
+            assert EARLY_MARGIN <= after <= 1.0, (name, after, server.describe())
