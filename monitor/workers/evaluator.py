@@ -332,6 +332,20 @@ class ShardedEvaluator:
             await replicas.retire(self.engine, self.holder)
 
 
+async def _sweep_and_wake(
+    evaluator: ShardedEvaluator, plan: Mapping[str, int], wake: asyncio.Event | None
+) -> None:
+    """Sweep ``plan``; wake the notifier when checks were judged (their alerts may be queued).
+    A failure is counted in the sweep's failure log, never raised into the loop."""
+    try:
+        if await evaluator.sweep(plan) and wake is not None:
+            wake.set()
+    except asyncio.CancelledError:
+        raise
+    except Exception as error:
+        evaluator.sweep_failures.failed(error)
+
+
 async def _renew(alive: Callable[[], Awaitable[object]]) -> None:
     """Renew this process's liveness before an early sweep; a failure only leaves the
     deadline to a later sweep (the self-outage guard defers it until a renewal after it)."""
@@ -397,13 +411,7 @@ async def run_evaluator(
                 rebalance_failures.succeeded()
             if taken:
                 # a new holder judges its shards' due checks now, not after the sleep
-                try:
-                    if await evaluator.sweep(taken) and wake is not None:
-                        wake.set()
-                except asyncio.CancelledError:
-                    raise
-                except Exception as error:
-                    evaluator.sweep_failures.failed(error)
+                await _sweep_and_wake(evaluator, taken, wake)
             plan = dict(evaluator.leases.held)
             while True:  # sweep at each deadline that comes before the beat, then at the beat
                 early = None
@@ -414,13 +422,7 @@ async def run_evaluator(
                 beat = await cadence.wait(early)
                 if not beat and alive is not None:
                     await _renew(alive)
-                try:
-                    if await evaluator.sweep(plan) and wake is not None:
-                        wake.set()
-                except asyncio.CancelledError:
-                    raise
-                except Exception as error:
-                    evaluator.sweep_failures.failed(error)
+                await _sweep_and_wake(evaluator, plan, wake)
                 if beat:
                     break
     finally:

@@ -19,17 +19,13 @@ from pathlib import Path
 import pytest
 
 from monitor.workers.evaluator import EARLY_MARGIN
-from tests.support.process import CURL, MonitorProcess, checkout_env, curl_api
+from tests.support.process import CURL, MonitorProcess, checkout_env, curl_api, sleep_until
 from tests.support.receivers import free_port
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]  # ~15 s of real ticks: over the default suite's budget
 
 KEY = "early-sweep-key-0123456789"
 PERIOD = 5
-
-
-def _sleep_until(instant: float) -> None:
-    time.sleep(max(0.0, instant - time.time()))
 
 
 def test_missed_ticks_are_alerted_just_after_their_deadlines(tmp_path: Path) -> None:
@@ -55,12 +51,12 @@ def test_missed_ticks_are_alerted_just_after_their_deadlines(tmp_path: Path) -> 
             assert status == 201, check
             uuids[name] = check["uuid"]
         tick = (time.time() // PERIOD + 1) * PERIOD
-        _sleep_until(tick + 0.1)
+        sleep_until(tick + 0.1)
         for uuid in uuids.values():
             ping = subprocess.run([CURL, "-fsS", "-m", "5", f"{server.base}/ping/{uuid}"], check=False)
             assert ping.returncode == 0
         missed = tick + PERIOD
-        _sleep_until(missed + max(graces.values()) + 1.5)
+        sleep_until(missed + max(graces.values()) + 1.5)
         for name, uuid in uuids.items():
             status, alerts = curl_api(server.base, "GET", f"/api/v3/checks/{uuid}/alerts/", KEY)
             assert status == 200

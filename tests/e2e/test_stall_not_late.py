@@ -18,17 +18,13 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.process import CURL, MonitorProcess, checkout_env, curl_api
+from tests.support.process import CURL, MonitorProcess, checkout_env, curl_api, sleep_until
 from tests.support.receivers import free_port
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]  # ~15 s of real ticks: over the default suite's budget
 
 KEY = "stall-api-key-0123456789"
 PERIOD = 4
-
-
-def _sleep_until(instant: float) -> None:
-    time.sleep(max(0.0, instant - time.time()))
 
 
 def test_a_ping_that_waited_out_a_stall_is_not_late(tmp_path: Path) -> None:
@@ -51,18 +47,18 @@ def test_a_ping_that_waited_out_a_stall_is_not_late(tmp_path: Path) -> None:
         assert status == 201, check
         ping = f"{server.base}/ping/{check['uuid']}"
         first = (time.time() // PERIOD + 1) * PERIOD
-        _sleep_until(first + 0.1)
+        sleep_until(first + 0.1)
         assert (
             subprocess.run([CURL, "-fsS", "-m", "5", ping], capture_output=True, check=False).returncode == 0
         )
         tick = first + PERIOD  # the next tick: watched
-        _sleep_until(tick - 1.0)
+        sleep_until(tick - 1.0)
         assert server.proc is not None
         server.proc.send_signal(signal.SIGSTOP)
         try:
-            _sleep_until(tick + 0.1)
+            sleep_until(tick + 0.1)
             queued = subprocess.Popen([CURL, "-fsS", "-m", "20", ping], stdout=subprocess.DEVNULL)
-            _sleep_until(tick + 3.5)  # grace ended at tick + 1, inside the stall
+            sleep_until(tick + 3.5)  # grace ended at tick + 1, inside the stall
         finally:
             server.proc.send_signal(signal.SIGCONT)
         assert queued.wait(timeout=20) == 0

@@ -51,6 +51,11 @@ def checkout_env(**extra: str) -> dict[str, str]:
     return env
 
 
+def sleep_until(instant: float) -> None:
+    """Sleep until the wall-clock ``instant`` (``time.time()`` seconds); at once if it has passed."""
+    time.sleep(max(0.0, instant - time.time()))
+
+
 def _run_curl(args: Sequence[str], timeout: float = 60) -> subprocess.CompletedProcess[bytes]:
     return subprocess.run(list(args), capture_output=True, timeout=timeout, check=False)
 
