@@ -24,13 +24,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import ctypes
 import errno
 import os
 import signal
 import socket
 import subprocess
-import sys
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -38,6 +36,7 @@ from datetime import datetime, timedelta
 
 import httpx
 
+from monitor import parent_death
 from monitor.domain.cron import schedules
 from monitor.domain.jobs import Job
 from monitor.scheduler import guard
@@ -59,29 +58,11 @@ TERMINATED = 128 + signal.SIGTERM
 one killed by a signal reports ``128 + signal``."""
 SCRUBBED = ("MONITOR_API_KEY", "MONITOR_DATABASE_URL")
 """The scheduler's own secrets, not passed on to jobs (a job's ``env`` may set them)."""
-PR_SET_PDEATHSIG = 1
-"""``prctl`` option (``<linux/prctl.h>``): the signal a process gets when its parent dies."""
 
 
 class SpawnTooLate(Exception):
     """The spawn deadline passed before the command could ``exec``: the scheduler was stalled
     between its lease check and the spawn, so the run did not start."""
-
-
-def _prctl() -> Callable[..., int] | None:
-    """libc's ``prctl``, resolved in the parent (the child between fork and exec only calls it)."""
-    if not sys.platform.startswith("linux"):
-        return None
-    try:
-        function = ctypes.CDLL(None, use_errno=True).prctl
-    except (OSError, AttributeError):
-        return None
-    function.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong]
-    function.restype = ctypes.c_int
-    return function
-
-
-_PRCTL = _prctl()
 
 
 def child_setup(
@@ -94,13 +75,12 @@ def child_setup(
     reports the failure to the parent and nothing is executed), and registers its process group
     with the guard on ``channel`` (:func:`monitor.scheduler.guard.register`).
     """
-    prctl = _PRCTL
+    # the scheduler died before the signal was armed: the child exits as if it had been sent
+    arm = parent_death.at_fork(parent, exit_status=128 + signal.SIGKILL)
 
     def setup() -> None:
-        if prctl is not None:
-            prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-            if os.getppid() != parent:  # the scheduler died before the signal was armed
-                os._exit(128 + signal.SIGKILL)
+        if arm is not None:
+            arm()
         if deadline is not None and time.monotonic() > deadline:
             raise SpawnTooLate
         if channel is not None:
