@@ -148,7 +148,7 @@ async def load_guard(conn: Connection, now: datetime, ttl: timedelta) -> OutageG
     # is only recognised 2 x TTL after it began, and deadlines in those first seconds must wait
     # for it too (else a kill -9 of every API replica still paged for the first tick). Costs at
     # most one liveness interval of alert latency, and nothing to an evaluator in an HTTP
-    # process: it renews its liveness just before the sweep it runs at a deadline.
+    # process: it renews its liveness just before each sweep it runs.
     return OutageGuard(outages=tuple((s, e) for s, e in spans), seen_until=last_seen)
 
 

@@ -98,9 +98,9 @@ class SqlDetectionStore(_Store):
         ]
         return still_due, len(rows)
 
-    async def next_deadline(self, shards: Sequence[int] | None) -> datetime | None:
+    async def next_deadline(self, shards: Sequence[int] | None, after: datetime) -> datetime | None:
         c = t.checks.c
-        query = select(c.next_due).where(c.next_due.is_not(None))
+        query = select(c.next_due).where(c.next_due > after)
         if shards is not None:
             query = query.where(c.shard.in_(list(shards)))
         found: datetime | None = (

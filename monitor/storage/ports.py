@@ -784,9 +784,9 @@ class DetectionStore(Protocol):
         """
         ...
 
-    async def next_deadline(self, shards: Sequence[int] | None) -> datetime | None:
-        """The earliest ``next_due`` of the checks of ``shards`` (every shard when ``None``), due
-        or not; ``None`` when none has one (through ``ix_checks_next_due``)."""
+    async def next_deadline(self, shards: Sequence[int] | None, after: datetime) -> datetime | None:
+        """The earliest ``next_due`` later than ``after`` (aware UTC) of the checks of ``shards``
+        (every shard when ``None``); ``None`` when none has one (through ``ix_checks_next_due``)."""
         ...
 
     async def books(

@@ -26,7 +26,9 @@ Each round, every ``MONITOR_EVALUATE_INTERVAL`` s:
    (``next_due``) before the beat, the sleep ends :data:`EARLY_MARGIN` after it and the plan
    is swept then too (at least the cadence's ``min_rest`` after the previous sweep), so an
    alert leaves at its deadline rather than up to an interval after it; the beat's sweep
-   still comes (the failover bound below holds).
+   still comes (the failover bound below holds). Only deadlines still to come count: a check
+   left due by a sweep is the beat's. Such an evaluator renews its process's liveness before
+   every sweep, so the self-outage guard judges the deadlines passed before it.
 
 A shard handed back for the fair share is released right after this replica's sweep (step 4
 of the previous round, then step 1), and its new holder sweeps it in the round it takes it, so
@@ -287,20 +289,25 @@ class ShardedEvaluator:
         deadline (``next_due``) of its shards' checks, as a :func:`time.monotonic` instant, if
         that deadline is still to come and at most ``within`` seconds away. ``None``: no such
         deadline, or it could not be read (the beat's sweep reports a database in trouble).
-        A deadline already passed is left to the beat: a due check the last sweep did not
-        take (a ping's batch held its row) must not turn the sleep into a busy loop."""
+        Deadlines already passed are left to the beat (:func:`next_deadline` skips them): a due
+        check the last sweep did not change (the self-outage guard deferred it, a ping's batch
+        held its row) must neither turn the sleep into a busy loop nor hide the deadlines after
+        it."""
         if not plan:
             return None
         shards = sorted(int(name.removeprefix(LEASE_PREFIX)) for name in plan)
+        now = self.clock.now()
         try:
-            deadline = await next_deadline(self.sweep_engine, None if len(shards) >= self.shards else shards)
+            deadline = await next_deadline(
+                self.sweep_engine, None if len(shards) >= self.shards else shards, after=now
+            )
         except asyncio.CancelledError:
             raise
         except Exception:
             return None
         if deadline is None:
             return None
-        seconds = (deadline - self.clock.now()).total_seconds()
+        seconds = (deadline - now).total_seconds()
         if not 0 < seconds <= within:
             return None
         return time.monotonic() + seconds + EARLY_MARGIN
@@ -333,10 +340,16 @@ class ShardedEvaluator:
 
 
 async def _sweep_and_wake(
-    evaluator: ShardedEvaluator, plan: Mapping[str, int], wake: asyncio.Event | None
+    evaluator: ShardedEvaluator,
+    plan: Mapping[str, int],
+    wake: asyncio.Event | None,
+    alive: Callable[[], Awaitable[object]] | None,
 ) -> None:
-    """Sweep ``plan``; wake the notifier when checks were judged (their alerts may be queued).
-    A failure is counted in the sweep's failure log, never raised into the loop."""
+    """Renew this process's liveness (``alive``, when given), then sweep ``plan``; wake the
+    notifier when checks were judged (their alerts may be queued). A failure is counted in the
+    sweep's failure log, never raised into the loop."""
+    if alive is not None:
+        await _renew(alive)
     try:
         if await evaluator.sweep(plan) and wake is not None:
             wake.set()
@@ -347,14 +360,15 @@ async def _sweep_and_wake(
 
 
 async def _renew(alive: Callable[[], Awaitable[object]]) -> None:
-    """Renew this process's liveness before an early sweep; a failure only leaves the
-    deadline to a later sweep (the self-outage guard defers it until a renewal after it)."""
+    """Renew this process's liveness before a sweep; a failure only leaves the deadlines
+    passed since the last renewal to a later sweep (the self-outage guard defers them until a
+    renewal after them)."""
     try:
         await alive()
     except asyncio.CancelledError:
         raise
     except Exception:
-        logger.debug("liveness renewal before an early sweep failed", exc_info=True)
+        logger.debug("liveness renewal before a sweep failed", exc_info=True)
 
 
 async def run_evaluator(
@@ -369,10 +383,12 @@ async def run_evaluator(
     plan (fenced); sweep it also just after each deadline that comes before the beat.
 
     ``alive``: in a process that serves pings, renews its liveness row (DESIGN §6); awaited
-    before each early sweep, so the self-outage guard, which judges a deadline only once an
-    HTTP process has been seen alive after it, lets the sweep judge the deadline it woke for.
-    Without it (``monitor evaluate``, a process of its own) there are no early sweeps: the
-    guard would defer their deadlines until another process's next renewal.
+    before each sweep, so the self-outage guard, which judges a deadline only once an HTTP
+    process has been seen alive after it, lets the sweep judge the deadlines passed before it
+    (the one an early sweep woke for, and those a beat finds) instead of deferring them to a
+    sweep after the liveness task's next renewal. Without it (``monitor evaluate``, a process
+    of its own) there are no early sweeps: the guard would defer their deadlines until another
+    process's next renewal.
 
     Long because the evaluator loop's lease, sweep, backoff and shutdown steps share its state.
     """
@@ -411,7 +427,7 @@ async def run_evaluator(
                 rebalance_failures.succeeded()
             if taken:
                 # a new holder judges its shards' due checks now, not after the sleep
-                await _sweep_and_wake(evaluator, taken, wake)
+                await _sweep_and_wake(evaluator, taken, wake, alive)
             plan = dict(evaluator.leases.held)
             while True:  # sweep at each deadline that comes before the beat, then at the beat
                 early = None
@@ -420,9 +436,7 @@ async def run_evaluator(
                 if early is not None:  # sweeps at least min_rest apart, as the cadence's own
                     early = max(early, time.monotonic() + cadence.min_rest)
                 beat = await cadence.wait(early)
-                if not beat and alive is not None:
-                    await _renew(alive)
-                await _sweep_and_wake(evaluator, plan, wake)
+                await _sweep_and_wake(evaluator, plan, wake, alive)
                 if beat:
                     break
     finally:

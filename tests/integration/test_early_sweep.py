@@ -51,3 +51,25 @@ async def test_the_early_sweep_comes_just_after_the_next_deadline_within_the_int
         assert await evaluator.early_sweep_at({own: plan[own]}, within=1.0) is not None
     finally:
         await evaluator.close()
+
+
+async def test_a_check_left_due_does_not_hide_the_deadlines_after_it(api: Api) -> None:
+    """A check a sweep left due (the self-outage guard deferred it, a ping's batch held its row)
+    is the beat's; the early sweep still comes just after the next deadline still to come."""
+    evaluator = ShardedEvaluator(api.engine, api.settings, api.clock, holder="host:a")
+    try:
+        api.clock.set(T0)
+        for name, grace in (("left-due", 10), ("next", 40)):
+            check = await create_check(api, name=name, schedule="* * * * *", grace=grace)
+            assert (await api.client.get(f"/ping/{check['uuid']}")).status_code == 200
+        assert len(await evaluator.rebalance()) == api.settings.shards
+        plan = dict(evaluator.leases.held)
+
+        # the first check's deadline (02:01:10) has passed, unjudged; the second's is 02:01:40
+        api.clock.set(DEADLINE + timedelta(seconds=29.6))
+        before = time.monotonic()
+        at = await evaluator.early_sweep_at(plan, within=1.0)
+        assert at is not None
+        assert before + 0.4 + EARLY_MARGIN <= at <= time.monotonic() + 0.4 + EARLY_MARGIN
+    finally:
+        await evaluator.close()
