@@ -152,12 +152,13 @@ async def evaluate_due(
 async def next_deadline(
     engine: Engine, shards: Sequence[int] | None = None, *, after: datetime
 ) -> datetime | None:
-    """The earliest ``next_due`` (aware UTC) later than ``after`` (aware UTC, e.g. now) of the
-    checks of ``shards`` (every shard when ``None``); ``None`` when no check has one. A sweep
-    just after that instant finds work: an evaluator sleeping until its next beat can sweep
-    then instead (DESIGN §6: a sweep selects ``next_due < now``). Deadlines at or before
-    ``after`` are left out: a check still due after a sweep (the self-outage guard deferred it,
-    or a ping's batch held its row) is the beat's, and must not hide the deadlines after it."""
+    """The earliest ``next_due`` (aware UTC) later than ``after`` (aware UTC: the instant the
+    shards' last sweep judged at) of the checks of ``shards`` (every shard when ``None``);
+    ``None`` when no check has one. A sweep just after that instant finds work: an evaluator
+    sleeping until its next beat can sweep then instead (DESIGN §6: a sweep selects
+    ``next_due < now``). Deadlines at or before ``after`` are left out: a check still due
+    after a sweep (the self-outage guard deferred it, or a ping's batch held its row) is the
+    beat's, and must not hide the deadlines after it."""
     async with UnitOfWork.read(engine) as uow:
         found = await uow.detection.next_deadline(shards, after)
     return None if found is None else found.astimezone(UTC)

@@ -26,8 +26,9 @@ Each round, every ``MONITOR_EVALUATE_INTERVAL`` s:
    (``next_due``) before the beat, the sleep ends :data:`EARLY_MARGIN` after it and the plan
    is swept then too (at least the cadence's ``min_rest`` after the previous sweep), so an
    alert leaves at its deadline rather than up to an interval after it; the beat's sweep
-   still comes (the failover bound below holds). Only deadlines still to come count: a check
-   left due by a sweep is the beat's. Such an evaluator renews its process's liveness before
+   still comes (the failover bound below holds). Only deadlines the last sweep did not see
+   count (one that passed while it ran is swept at once): a check left due by a sweep is the
+   beat's. Such an evaluator renews its process's liveness before
    every sweep, so the self-outage guard judges the deadlines passed before it.
 
 A shard handed back for the fair share is released right after this replica's sweep (step 4
@@ -121,6 +122,8 @@ class ShardedEvaluator:
         self.ttl = timedelta(seconds=settings.lease_ttl)
         self.leases = lease_store.open_leases(engine, self.holder, self.ttl)
         self.shards = 0
+        self._swept_at: dict[str, datetime] = {}
+        """Per shard lease name, the instant its last sweep judged at (aware UTC)."""
         self.names: list[str] = []
         self._order: list[str] = []
         self._use_count(shards or settings.shards)
@@ -225,6 +228,8 @@ class ShardedEvaluator:
         (``monitor_evaluator_sweep_duration_seconds``) whatever the shards' outcome.
         """
         started = time.perf_counter()
+        # before the sweep's own instant: a deadline between the two is swept again, never missed
+        self._swept_at.update(dict.fromkeys(plan, self.clock.now()))
         try:
             return await self._sweep(plan)
         finally:
@@ -286,20 +291,21 @@ class ShardedEvaluator:
 
     async def early_sweep_at(self, plan: Mapping[str, int], within: float) -> float | None:
         """When to sweep ``plan`` before the next beat: :data:`EARLY_MARGIN` after the earliest
-        deadline (``next_due``) of its shards' checks, as a :func:`time.monotonic` instant, if
-        that deadline is still to come and at most ``within`` seconds away. ``None``: no such
-        deadline, or it could not be read (the beat's sweep reports a database in trouble).
-        Deadlines already passed are left to the beat (:func:`next_deadline` skips them): a due
-        check the last sweep did not change (the self-outage guard deferred it, a ping's batch
-        held its row) must neither turn the sleep into a busy loop nor hide the deadlines after
-        it."""
+        deadline (``next_due``) of its shards' checks that their last sweep did not see, as a
+        :func:`time.monotonic` instant, if that deadline is at most ``within`` seconds away (at
+        once for one that passed while or since the last sweep ran). ``None``: no such deadline,
+        or it could not be read (the beat's sweep reports a database in trouble). Deadlines the
+        last sweep saw pass are left to the beat (:func:`next_deadline` skips them): a check it
+        left due (the self-outage guard deferred it, a ping's batch held its row) must neither
+        turn the sleep into a busy loop nor hide the deadlines after it."""
         if not plan:
             return None
         shards = sorted(int(name.removeprefix(LEASE_PREFIX)) for name in plan)
         now = self.clock.now()
+        after = min((self._swept_at[name] for name in plan if name in self._swept_at), default=now)
         try:
             deadline = await next_deadline(
-                self.sweep_engine, None if len(shards) >= self.shards else shards, after=now
+                self.sweep_engine, None if len(shards) >= self.shards else shards, after=min(after, now)
             )
         except asyncio.CancelledError:
             raise
@@ -308,9 +314,9 @@ class ShardedEvaluator:
         if deadline is None:
             return None
         seconds = (deadline - now).total_seconds()
-        if not 0 < seconds <= within:
+        if seconds > within:
             return None
-        return time.monotonic() + seconds + EARLY_MARGIN
+        return time.monotonic() + max(seconds + EARLY_MARGIN, 0.0)
 
     def _fence(self, tokens: Mapping[str, int], now: datetime) -> Fence:
         async def fence(conn: Connection) -> None:

@@ -73,3 +73,27 @@ async def test_a_check_left_due_does_not_hide_the_deadlines_after_it(api: Api) -
         assert before + 0.4 + EARLY_MARGIN <= at <= time.monotonic() + 0.4 + EARLY_MARGIN
     finally:
         await evaluator.close()
+
+
+async def test_a_deadline_that_passed_while_the_last_sweep_ran_is_swept_at_once(api: Api) -> None:
+    """The last sweep judged at its start: a deadline after that instant, passed by the time the
+    evaluator plans, was not judged, and waits neither for the next deadline nor for the beat."""
+    evaluator = ShardedEvaluator(api.engine, api.settings, api.clock, holder="host:a")
+    try:
+        api.clock.set(T0)
+        check = await create_check(api, name="etl", schedule="* * * * *", grace=10)
+        assert (await api.client.get(f"/ping/{check['uuid']}")).status_code == 200
+        api.clock.set(DEADLINE - timedelta(seconds=0.2))  # leases taken now, live a TTL
+        assert len(await evaluator.rebalance()) == api.settings.shards
+        plan = dict(evaluator.leases.held)
+
+        assert await evaluator.sweep(plan) == 0  # judged at 02:01:09.8: not due yet
+        api.clock.set(DEADLINE + timedelta(seconds=0.3))  # the sweep took half a second
+        at = await evaluator.early_sweep_at(plan, within=1.0)
+        assert at is not None
+        assert at <= time.monotonic()
+
+        assert await evaluator.sweep(plan) == 1  # judged: missed
+        assert await evaluator.early_sweep_at(plan, within=1.0) is None  # next deadline 02:02:10
+    finally:
+        await evaluator.close()
