@@ -28,8 +28,8 @@ Each round, every ``MONITOR_EVALUATE_INTERVAL`` s:
    alert leaves at its deadline rather than up to an interval after it; the beat's sweep
    still comes (the failover bound below holds). Only deadlines the last sweep did not see
    count (one that passed while it ran is swept at once): a check left due by a sweep is the
-   beat's. Such an evaluator renews its process's liveness before
-   every sweep, so the self-outage guard judges the deadlines passed before it.
+   beat's. Such an evaluator renews its process's liveness before every sweep, so the
+   self-outage guard judges the deadlines passed before it.
 
 A shard handed back for the fair share is released right after this replica's sweep (step 4
 of the previous round, then step 1), and its new holder sweeps it in the round it takes it, so
@@ -302,10 +302,10 @@ class ShardedEvaluator:
             return None
         shards = sorted(int(name.removeprefix(LEASE_PREFIX)) for name in plan)
         now = self.clock.now()
-        after = min((self._swept_at[name] for name in plan if name in self._swept_at), default=now)
+        after = min([now, *(self._swept_at[name] for name in plan if name in self._swept_at)])
         try:
             deadline = await next_deadline(
-                self.sweep_engine, None if len(shards) >= self.shards else shards, after=min(after, now)
+                self.sweep_engine, None if len(shards) >= self.shards else shards, after=after
             )
         except asyncio.CancelledError:
             raise
